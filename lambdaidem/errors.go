@@ -1,0 +1,28 @@
+package lambdaidem
+
+import "errors"
+
+// Named errors callers and operators must tell apart. Test with errors.Is.
+var (
+	// ErrInProgress: another holder has a valid lease on the key.
+	ErrInProgress = errors.New("lambdaidem: key is in progress elsewhere")
+	// ErrKeyConflict: the key was used before with a different payload.
+	ErrKeyConflict = errors.New("lambdaidem: key conflict: same key, different payload")
+	// ErrLeaseLost: the lease ran out and was taken over, or the record moved
+	// on; a stale owner's write was refused.
+	ErrLeaseLost = errors.New("lambdaidem: lease lost")
+	// ErrMissingKey: no idempotency key could be derived from the input.
+	ErrMissingKey = errors.New("lambdaidem: missing idempotency key")
+	// ErrStoreUnavailable: the store could not be reached or throttled us;
+	// nothing was recorded, so nothing is acknowledged.
+	ErrStoreUnavailable = errors.New("lambdaidem: store unavailable")
+	// ErrResultTooLarge: the result does not fit in the store's item.
+	ErrResultTooLarge = errors.New("lambdaidem: result too large")
+	// ErrNotFound: no unexpired record for the key.
+	ErrNotFound = errors.New("lambdaidem: record not found")
+	// ErrUnsupportedWrite: the store cannot commit that kind of extra write.
+	ErrUnsupportedWrite = errors.New("lambdaidem: unsupported completion write")
+	// ErrDeadLettered: the key was dead-lettered; Wrap returns it to callers
+	// of a dead-lettered key.
+	ErrDeadLettered = errors.New("lambdaidem: key was dead-lettered")
+)

@@ -1,0 +1,170 @@
+package lambdaidem
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps one [Record] per (namespace, key) and moves it between states
+// with conditional writes. Every method takes a request struct so that new
+// fields can be added without breaking implementations.
+//
+// A Store must treat a record whose ExpiresAt is before the request's Now as
+// absent, whatever its status: TTL deletion is late by design.
+//
+// Every Store must pass the conformance suite in package storetest.
+type Store interface {
+	// Claim takes the lease on a key. It succeeds (Claimed is true) when the
+	// key is absent or expired, FAILED with the same payload hash, or
+	// IN_PROGRESS with LeaseUntil < Now-Grace and the same payload hash
+	// (unless NoTakeover is set). On success the record is IN_PROGRESS with a
+	// new lease token, Attempts and Claim are one higher than before (Attempts
+	// and Claim restart at 1 in a fresh generation), and Previous tells what
+	// the claim replaced. On a refused claim, Claimed is false and Record is
+	// the unexpired record that refused it; the error is nil. An error is
+	// returned only when the store could not answer (wrapped
+	// ErrStoreUnavailable) or the request is invalid.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+
+	// Complete moves a record the caller still leases to COMPLETED, storing
+	// the result, and commits any extra Writes atomically with it. A lease
+	// that was taken over, or a record that is no longer IN_PROGRESS, yields
+	// ErrLeaseLost. A retried write that already applied is a success.
+	Complete(ctx context.Context, req CompleteRequest) error
+
+	// Fail moves a leased record to FAILED (retryable), keeping the token.
+	Fail(ctx context.Context, req FailRequest) error
+
+	// DeadLetter moves a leased record to DEAD_LETTERED with its reason.
+	DeadLetter(ctx context.Context, req DeadLetterRequest) error
+
+	// Extend moves LeaseUntil of a record the caller still leases
+	// (heartbeat). A refused extension yields ErrLeaseLost.
+	Extend(ctx context.Context, req ExtendRequest) error
+
+	// Get reads a record. An absent or expired record yields ErrNotFound.
+	Get(ctx context.Context, req GetRequest) (Record, error)
+
+	// Delete removes a record unconditionally (operators' "forget", and
+	// redrive's reset). Deleting an absent record is not an error.
+	Delete(ctx context.Context, req DeleteRequest) error
+}
+
+// ClaimRequest asks for the lease on one key.
+type ClaimRequest struct {
+	Namespace string
+	Key       string
+	// PayloadHash identifies the message's content; a different hash on an
+	// existing record is a key conflict, never a duplicate.
+	PayloadHash string
+	// MessageID is the ID of the message claiming the key (SQS messageId),
+	// kept on the record for operators and dead-letter bookkeeping.
+	MessageID string
+	// Now is the caller's clock; all conditions compare against it.
+	Now time.Time
+	// LeaseUntil is when the lease runs out if nobody records an outcome.
+	LeaseUntil time.Time
+	// Grace is how long past LeaseUntil a lease must be before another
+	// claimer may take it over (clock skew between instances).
+	Grace time.Duration
+	// ExpiresAt is when the whole record may be forgotten (key retention).
+	ExpiresAt time.Time
+	// NoTakeover refuses to take over an expired IN_PROGRESS lease
+	// (at-most-once mode): the claim is refused and the old record returned.
+	NoTakeover bool
+}
+
+// ClaimResult is what a claim found and did.
+type ClaimResult struct {
+	// Claimed reports whether the caller now holds the lease.
+	Claimed bool
+	// Lease identifies the caller's lease when Claimed.
+	Lease Lease
+	// Previous is the status the claim replaced: "" for an absent or
+	// expired record (a fresh generation), StatusFailed, or
+	// StatusInProgress for a takeover of an expired lease.
+	Previous Status
+	// Record is the record as it is now: after the claim when Claimed, or
+	// the record that refused the claim.
+	Record Record
+}
+
+// Lease identifies one claim of a key. Its Token fences every later write:
+// a write whose token no longer matches the record is refused.
+type Lease struct {
+	Namespace string
+	Key       string
+	Token     string
+	Until     time.Time
+	// Fence is the fencing number of this claim.
+	Fence Fence
+	// Attempt is the number of claims of this key in this generation,
+	// including this one.
+	Attempt int
+}
+
+// Fence is a fencing number: it rises with every claim of a key within a
+// generation. Compare two fences only when their Generation is equal.
+type Fence struct {
+	Generation string
+	Claim      int64
+}
+
+// CompleteRequest records success.
+type CompleteRequest struct {
+	Lease Lease
+	Now   time.Time
+	// Result is the stored outcome (JSON for Wrap; nil for SQS).
+	Result []byte
+	// ResultUntil is when the result may no longer be replayed; zero means
+	// as long as the key is kept.
+	ResultUntil time.Time
+	// ExpiresAt is when the completed key may be forgotten.
+	ExpiresAt time.Time
+	// Writes are committed atomically with the completion. Their concrete
+	// types are the Store's own; a Store that cannot commit them returns
+	// ErrUnsupportedWrite and records nothing.
+	Writes []any
+}
+
+// FailRequest records a retryable failure.
+type FailRequest struct {
+	Lease Lease
+	Now   time.Time
+	// Error is the failure's text, truncated by the store if needed.
+	Error     string
+	ExpiresAt time.Time
+}
+
+// DeadLetterRequest records that the message was sent to the dead-letter
+// queue.
+type DeadLetterRequest struct {
+	Lease     Lease
+	Now       time.Time
+	Reason    Reason
+	Error     string
+	MessageID string // the source message that was dead-lettered
+	// DeadLetterMessageID is the ID the dead-letter queue gave the copy.
+	DeadLetterMessageID string
+	ExpiresAt           time.Time
+}
+
+// ExtendRequest moves a lease's end.
+type ExtendRequest struct {
+	Lease      Lease
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// GetRequest reads one record.
+type GetRequest struct {
+	Namespace string
+	Key       string
+	Now       time.Time
+}
+
+// DeleteRequest removes one record.
+type DeleteRequest struct {
+	Namespace string
+	Key       string
+}

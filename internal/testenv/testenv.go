@@ -1,0 +1,87 @@
+// Package testenv gives tests clients for the local AWS services that
+// `make test` starts (DynamoDB Local and the SQS emulator), found through the
+// SDK's standard endpoint variables.
+//
+// A test that needs a service calls DynamoDB(t) or SQS(t). When the endpoint
+// variable is unset the test is skipped, unless LAMBDAIDEM_REQUIRE_SERVICES=1
+// (set by `make test` and CI), in which case it fails: under `make test` no
+// service test skips silently.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// Endpoint variables, as the AWS SDKs read them.
+const (
+	DynamoDBEndpointVar = "AWS_ENDPOINT_URL_DYNAMODB"
+	SQSEndpointVar      = "AWS_ENDPOINT_URL_SQS"
+	RequireVar          = "LAMBDAIDEM_REQUIRE_SERVICES"
+)
+
+// Endpoint returns the value of the endpoint variable, skipping or failing
+// the test when it is unset.
+func Endpoint(t testing.TB, variable string) string {
+	t.Helper()
+	v := os.Getenv(variable)
+	if v != "" {
+		return v
+	}
+	if os.Getenv(RequireVar) == "1" {
+		t.Fatalf("%s is not set but %s=1: start the local stack (make test does)", variable, RequireVar)
+	}
+	t.Skipf("%s is not set; run under `make test` to use the local stack", variable)
+	return ""
+}
+
+// Config returns an SDK config for local services: fixed test credentials
+// and region, so no real AWS account is ever reached.
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion(region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+	)
+	if err != nil {
+		t.Fatalf("load AWS config: %v", err)
+	}
+	return cfg
+}
+
+// DynamoDB returns a client for DynamoDB Local.
+func DynamoDB(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	t.Helper()
+	ep := Endpoint(t, DynamoDBEndpointVar)
+	opts = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) }}, opts...)
+	return dynamodb.NewFromConfig(Config(t), opts...)
+}
+
+// SQS returns a client for the SQS emulator.
+func SQS(t testing.TB, opts ...func(*sqs.Options)) *sqs.Client {
+	t.Helper()
+	ep := Endpoint(t, SQSEndpointVar)
+	opts = append([]func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep) }}, opts...)
+	return sqs.NewFromConfig(Config(t), opts...)
+}
+
+// Name returns prefix plus a random suffix, for tables and queues that
+// must not collide with parallel tests sharing one local service.
+func Name(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}

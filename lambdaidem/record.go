@@ -28,6 +28,9 @@ const (
 	ReasonKeyConflict     Reason = "key_conflict"
 	ReasonKeyDeadLettered Reason = "key_already_dead_lettered"
 	ReasonOutcomeUnknown  Reason = "outcome_unknown"
+	// ReasonMissingKey: no idempotency key could be derived (a missing
+	// field, a malformed body); the message can never be processed.
+	ReasonMissingKey Reason = "missing_key"
 )
 
 // SchemaVersion is the version of the stored record layout.

@@ -1,6 +1,10 @@
 package lambdaidem
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Named errors callers and operators must tell apart. Test with errors.Is.
 var (
@@ -26,3 +30,22 @@ var (
 	// of a dead-lettered key.
 	ErrDeadLettered = errors.New("lambdaidem: key was dead-lettered")
 )
+
+// ErrLateReplay: a repeat of a completed key whose stored result has
+// expired while the key is still remembered. The function is not run again;
+// Wrap returns this error instead of a result.
+var ErrLateReplay = errors.New("lambdaidem: late replay: result expired, key still remembered")
+
+// InProgressError is returned by Wrap when another caller holds a valid
+// lease on the key. It wraps ErrInProgress.
+type InProgressError struct {
+	// RetryAfter is how long until the lease runs out.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("%v; retry after %s", ErrInProgress, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Unwrap returns ErrInProgress.
+func (e *InProgressError) Unwrap() error { return ErrInProgress }

@@ -1,0 +1,55 @@
+package lambdaidem
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+type recordStateKey struct{}
+
+// recordState is what a handler can read and add to while it runs.
+type recordState struct {
+	lease  Lease
+	mu     sync.Mutex
+	writes []any
+}
+
+func withRecordState(ctx context.Context, st *recordState) context.Context {
+	return context.WithValue(ctx, recordStateKey{}, st)
+}
+
+// LeaseFromContext returns the lease the handler runs under: its token, its
+// attempt number (1 on first delivery) and its fencing number. ok is false
+// outside a decorated handler.
+func LeaseFromContext(ctx context.Context) (lease Lease, ok bool) {
+	st, ok := ctx.Value(recordStateKey{}).(*recordState)
+	if !ok {
+		return Lease{}, false
+	}
+	return st.lease, true
+}
+
+// AddCompletionWrite adds a write the Store commits atomically with this
+// record's completion (for the DynamoDB store, a types.TransactWriteItem):
+// the effect and the "done" mark happen together or not at all. It fails
+// outside a decorated handler. The writes are dropped if the handler
+// returns an error.
+func AddCompletionWrite(ctx context.Context, w any) error {
+	st, ok := ctx.Value(recordStateKey{}).(*recordState)
+	if !ok {
+		return fmt.Errorf("lambdaidem: AddCompletionWrite called outside a decorated handler")
+	}
+	st.mu.Lock()
+	st.writes = append(st.writes, w)
+	st.mu.Unlock()
+	return nil
+}
+
+func (st *recordState) takeWrites() []any {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	w := st.writes
+	st.writes = nil
+	return w
+}

@@ -1,0 +1,140 @@
+package lambdaidem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"time"
+)
+
+// engine is what SQS and Wrap share: the store, the options, the clock
+// arithmetic and the retry-safe recording of outcomes.
+type engine struct {
+	store Store
+	c     *config
+	cache *completedCache
+}
+
+func newEngine(store Store, c *config) *engine {
+	if store == nil {
+		panic("lambdaidem: nil Store")
+	}
+	return &engine{store: store, c: c, cache: newCompletedCache(c.cacheSize, c.cacheTTL)}
+}
+
+// timing is one invocation's view of time: when it must stop claiming and
+// how long leases last. Deadlines of contexts are real time; the decisions
+// use the configured clock, so tests can steer them.
+type timing struct {
+	deadline time.Time // zero: no deadline
+	margin   time.Duration
+}
+
+func (e *engine) timing(ctx context.Context) timing {
+	t := timing{margin: e.c.margin}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		if !e.c.marginSet && e.c.leaseNoDeadline < 4*t.margin {
+			t.margin = e.c.leaseNoDeadline / 4
+		}
+		return t
+	}
+	t.deadline = dl
+	if rem := dl.Sub(e.c.now()); !e.c.marginSet && rem < 4*t.margin {
+		t.margin = max(rem/4, 0)
+	}
+	return t
+}
+
+// canClaim reports whether there is time to claim and run a record.
+func (t timing) canClaim(now time.Time) bool {
+	return t.deadline.IsZero() || t.deadline.Sub(now) > t.margin
+}
+
+// leaseUntil is the end of a lease claimed at now: the invocation's
+// deadline, capped; with no deadline, a fixed lease.
+func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
+	if t.deadline.IsZero() {
+		return now.Add(e.c.leaseNoDeadline)
+	}
+	return minTime(t.deadline, now.Add(e.c.maxLease))
+}
+
+// handlerContext ends a margin before the deadline (or the lease, with no
+// deadline), so recording the outcome still fits.
+func (e *engine) handlerContext(ctx context.Context, t timing, lease Lease, now time.Time) (context.Context, context.CancelFunc) {
+	budget := lease.Until.Sub(now) - t.margin
+	if !t.deadline.IsZero() {
+		budget = min(budget, t.deadline.Sub(now)-t.margin)
+	}
+	return context.WithTimeout(ctx, max(budget, 0))
+}
+
+// detached returns a context for recording an outcome that survives the
+// invocation's cancellation but not its deadline.
+func (e *engine) detached(ctx context.Context, t timing) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	floor := max(t.margin, time.Second)
+	if t.deadline.IsZero() {
+		return context.WithTimeout(d, floor)
+	}
+	if rem := t.deadline.Sub(e.c.now()); rem > floor {
+		floor = rem
+	}
+	return context.WithTimeout(d, floor)
+}
+
+// retryStore retries a store write that failed as unavailable, within ctx.
+// The Store is retry-safe: a write that applied but whose answer was lost
+// is recognised as ours on the retry.
+func retryStore(ctx context.Context, calls *int, write func(ctx context.Context) error) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		*calls++
+		if err = write(ctx); err == nil || !errors.Is(err, ErrStoreUnavailable) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(25<<attempt) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+// run calls the handler, turning a panic into a PanicError with its stack.
+func run(ctx context.Context, f func(context.Context) error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f(ctx)
+}
+
+func (e *engine) retentionUntil(now time.Time, finished bool) time.Time {
+	if finished {
+		return now.Add(e.c.retention)
+	}
+	return now.Add(e.c.unfinishedRetention)
+}
+
+// log writes one structured line if the level is enabled, so a quiet
+// logger costs no allocations.
+func (e *engine) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if !e.c.logger.Enabled(ctx, level) {
+		return
+	}
+	e.c.logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,78 @@
+package lambdaidem
+
+import "time"
+
+// Outcome is what happened to one record.
+type Outcome string
+
+// The outcomes of a record. Acknowledged outcomes are reported to Lambda as
+// done; the others as failed, so SQS keeps the message.
+const (
+	// OutcomeProcessed: the handler ran and its completion was recorded.
+	OutcomeProcessed Outcome = "processed"
+	// OutcomeDuplicate: the key completed before with the same payload.
+	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeCachedDuplicate: as OutcomeDuplicate, answered from the local
+	// cache without a store request.
+	OutcomeCachedDuplicate Outcome = "duplicate_cached"
+	// OutcomeLateReplay: a duplicate of a completed key whose result had
+	// expired; acknowledged without running, counted as suspicious.
+	OutcomeLateReplay Outcome = "late_replay"
+	// OutcomeDeadLetteredDuplicate: a redelivery of the very message that
+	// was dead-lettered.
+	OutcomeDeadLetteredDuplicate Outcome = "duplicate_dead_lettered"
+	// OutcomeDeadLettered: sent to the dead-letter queue (see Reason).
+	OutcomeDeadLettered Outcome = "dead_lettered"
+	// OutcomeUnrecorded: the handler succeeded but its completion could not
+	// be written; the record stays IN_PROGRESS until its lease runs out. The
+	// message is acknowledged, since its effect happened.
+	OutcomeUnrecorded Outcome = "completion_unrecorded"
+	// OutcomeLeaseLost: the handler succeeded but its lease had been taken
+	// over; the new holder records the outcome.
+	OutcomeLeaseLost Outcome = "lease_lost"
+
+	// OutcomeFailed: the handler failed; retried by SQS.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeConflict: same key, different payload, and no dead-letter sink.
+	OutcomeConflict Outcome = "conflict"
+	// OutcomeInProgress: another holder has a valid lease on the key.
+	OutcomeInProgress Outcome = "in_progress"
+	// OutcomeDeadLetterFailed: should have been dead-lettered, but the send
+	// failed (or no sink is configured); SQS keeps the message.
+	OutcomeDeadLetterFailed Outcome = "dead_letter_failed"
+	// OutcomeStoreError: the store could not be reached; nothing recorded.
+	OutcomeStoreError Outcome = "store_error"
+	// OutcomeNotStarted: too little time was left to claim the record.
+	OutcomeNotStarted Outcome = "not_started"
+	// OutcomeSkippedGroup: an earlier record of its FIFO group was not
+	// acknowledged, so this one did not run.
+	OutcomeSkippedGroup Outcome = "skipped_fifo_group"
+	// OutcomeMissingKey: no key could be derived and no sink is configured.
+	OutcomeMissingKey Outcome = "missing_key"
+)
+
+// RecordReport is what happened to one record of an invocation.
+type RecordReport struct {
+	MessageID string
+	Key       string
+	Outcome   Outcome
+	// Acked reports whether the record was reported to Lambda as done.
+	Acked bool
+	// Reason is set for dead-letter outcomes.
+	Reason  Reason
+	Attempt int
+	Err     error
+	// HandlerRan and HandlerDuration describe the handler call, if any.
+	HandlerRan      bool
+	HandlerDuration time.Duration
+	// Takeover reports that the claim took over an abandoned lease.
+	Takeover bool
+	// StoreCalls counts the Store methods called for this record.
+	StoreCalls int
+}
+
+// InvocationReport is what happened in one SQS invocation, for metrics.
+type InvocationReport struct {
+	Records []RecordReport
+	Failed  int
+}

@@ -1,0 +1,427 @@
+package lambdaidem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// MessageHandler handles one SQS message. Return nil when done, an error to
+// have the message retried, Poison(err) to dead-letter it now, or
+// RetryAfter(d, err) to retry it after d.
+type MessageHandler func(ctx context.Context, msg events.SQSMessage) error
+
+// SQS wraps handler into a Lambda SQS handler that processes each message
+// once in effect and reports a partial batch response. The result is
+// accepted by lambda.Start unchanged. The event source mapping must enable
+// ReportBatchItemFailures, or use WithFailBatchOnAnyFailure.
+func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	if handler == nil {
+		panic("lambdaidem: nil handler")
+	}
+	p := &sqsProcessor{engine: newEngine(store, newConfig(opts)), handler: handler}
+	return p.handle
+}
+
+type sqsProcessor struct {
+	*engine
+	handler MessageHandler
+}
+
+func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	t := p.timing(ctx)
+	reports := make([]RecordReport, len(ev.Records))
+	first, later := p.plan(ev.Records)
+
+	// Fresh records (and FIFO groups) run concurrently, bounded; records
+	// delivered before run one at a time afterwards, so a message that
+	// crashes the process takes only itself down on its retries.
+	sem := make(chan struct{}, p.c.concurrency)
+	var wg sync.WaitGroup
+	for _, group := range first {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			p.runGroup(ctx, t, ev.Records, group, reports)
+		}()
+	}
+	wg.Wait()
+	for _, group := range later {
+		p.runGroup(ctx, t, ev.Records, group, reports)
+	}
+
+	var resp events.SQSEventResponse
+	failed := 0
+	for i := range reports {
+		if !reports[i].Acked {
+			failed++
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+		}
+	}
+	if p.c.hook != nil {
+		p.c.hook(&InvocationReport{Records: reports, Failed: failed})
+	}
+	if failed > 0 && (p.c.failOnAny || (failed == len(reports) && p.c.allFailedError)) {
+		return resp, &BatchError{Failed: failed, Total: len(reports)}
+	}
+	return resp, nil
+}
+
+// plan splits the batch into groups of record indices that run in order.
+// On a FIFO queue a group is a message group; on a standard queue each
+// record is its own group. Groups holding a redelivered record go last.
+func (p *sqsProcessor) plan(recs []events.SQSMessage) (first, later [][]int) {
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	redelivered := func(m events.SQSMessage) bool {
+		if !p.c.isolate {
+			return false
+		}
+		n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+		return err == nil && n > 1
+	}
+	if !strings.HasSuffix(recs[0].EventSourceARN, ".fifo") {
+		for i, m := range recs {
+			if redelivered(m) {
+				later = append(later, []int{i})
+			} else {
+				first = append(first, []int{i})
+			}
+		}
+		return first, later
+	}
+	index := map[string]int{}
+	var groups [][]int
+	for i, m := range recs {
+		g := m.Attributes["MessageGroupId"]
+		j, ok := index[g]
+		if !ok {
+			j = len(groups)
+			index[g] = j
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+	}
+	for _, g := range groups {
+		isLate := false
+		for _, i := range g {
+			isLate = isLate || redelivered(recs[i])
+		}
+		if isLate {
+			later = append(later, g)
+		} else {
+			first = append(first, g)
+		}
+	}
+	return first, later
+}
+
+// runGroup runs records in order; on a FIFO queue, once one is not
+// acknowledged the rest of its group is reported failed without running.
+func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, group []int, reports []RecordReport) {
+	stopped := false
+	for _, i := range group {
+		if stopped {
+			reports[i] = RecordReport{MessageID: recs[i].MessageId, Outcome: OutcomeSkippedGroup}
+			continue
+		}
+		reports[i] = p.process(ctx, t, recs[i])
+		stopped = !reports[i].Acked && len(group) > 1
+	}
+}
+
+func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage) RecordReport {
+	r := RecordReport{MessageID: msg.MessageId}
+	key, err := p.c.keyFunc(msg)
+	var hash string
+	if err == nil {
+		hash, err = p.c.hash([]byte(msg.Body))
+	}
+	if err != nil {
+		if !errors.Is(err, ErrMissingKey) {
+			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
+		}
+		return p.badInput(ctx, t, msg, err, r)
+	}
+	r.Key = storedKey(key)
+	now := p.c.now()
+	if p.cache.hit(r.Key, hash, now) {
+		r.Outcome, r.Acked = OutcomeCachedDuplicate, true
+		return r
+	}
+	if !t.canClaim(now) {
+		r.Outcome = OutcomeNotStarted
+		return p.logged(ctx, slog.LevelWarn, r)
+	}
+	r.StoreCalls++
+	cr, err := p.store.Claim(ctx, ClaimRequest{
+		Namespace:   p.c.namespace,
+		Key:         r.Key,
+		PayloadHash: hash,
+		MessageID:   msg.MessageId,
+		Now:         now,
+		LeaseUntil:  p.leaseUntil(t, now),
+		Grace:       p.c.grace,
+		ExpiresAt:   p.retentionUntil(now, false),
+	})
+	if err != nil {
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r)
+	}
+	if !cr.Claimed {
+		return p.refused(ctx, t, msg, hash, cr.Record, r)
+	}
+	return p.claimed(ctx, t, msg, hash, cr, r)
+}
+
+// refused decides what a refused claim means (DESIGN §4).
+func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
+	now := p.c.now()
+	r.Attempt = rec.Attempts
+	switch {
+	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
+		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r)
+	case rec.Status == StatusDeadLettered:
+		return p.deadLetter(ctx, t, msg, nil, &rec, ReasonKeyDeadLettered,
+			fmt.Errorf("key %q was dead-lettered with message %s (%s)", r.Key, rec.DeadLetteredMessageID, rec.DeadLetterReason), r)
+	case rec.PayloadHash != hash:
+		err := fmt.Errorf("%w: key %q is held by message %s (%s)", ErrKeyConflict, r.Key, rec.MessageID, rec.Status)
+		if p.c.sink == nil {
+			r.Outcome, r.Err = OutcomeConflict, err
+			return p.logged(ctx, slog.LevelError, r)
+		}
+		return p.deadLetter(ctx, t, msg, nil, nil, ReasonKeyConflict, err, r)
+	case rec.Status == StatusCompleted:
+		if rec.ResultExpired(now) {
+			r.Outcome, r.Acked = OutcomeLateReplay, true
+			return p.logged(ctx, slog.LevelWarn, r)
+		}
+		p.cache.add(r.Key, hash, now, minNonZero(rec.ExpiresAt, rec.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelDebug, r)
+	default:
+		// IN_PROGRESS under a valid lease: come back when it ends.
+		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
+		wait := rec.LeaseUntil.Add(p.c.grace).Sub(now)
+		wait += time.Duration(rand.Int64N(int64(time.Second)))
+		p.changeVisibility(ctx, t, msg, wait, &r)
+		return p.logged(ctx, slog.LevelInfo, r)
+	}
+}
+
+// claimed runs the handler under the lease and records its outcome.
+func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr ClaimResult, r RecordReport) RecordReport {
+	lease := cr.Lease
+	r.Attempt = lease.Attempt
+	r.Takeover = cr.Previous == StatusInProgress
+	if lease.Attempt > p.c.maxAttempts {
+		// The previous holders never recorded an outcome: the message crashes
+		// or times out the function. Do not run it again.
+		err := fmt.Errorf("claimed %d times (max %d); %d previous attempts were abandoned without an outcome",
+			lease.Attempt, p.c.maxAttempts, cr.Record.Takeovers)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, err, r)
+	}
+	if r.Takeover {
+		p.log(ctx, slog.LevelWarn, "lambdaidem: took over an abandoned lease",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Int("attempt", lease.Attempt))
+	}
+
+	now := p.c.now()
+	st := &recordState{lease: lease}
+	hctx, cancel := p.handlerContext(withRecordState(ctx, st), t, lease, now)
+	copyMsg := msg
+	copyMsg.Attributes = maps.Clone(msg.Attributes)
+	copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
+	start := time.Now()
+	herr := run(hctx, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
+	r.HandlerDuration = time.Since(start)
+	r.HandlerRan = true
+	cancel()
+
+	dctx, dcancel := p.detached(ctx, t)
+	defer dcancel()
+	if herr == nil {
+		now = p.c.now()
+		writes := st.takeWrites()
+		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes}
+		if p.c.resultRetention < p.c.retention {
+			req.ResultUntil = now.Add(p.c.resultRetention)
+		}
+		err := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+			req.Now = p.c.now()
+			return p.store.Complete(ctx, req)
+		})
+		switch {
+		case err == nil:
+			p.cache.add(r.Key, hash, now, time.Time{})
+			r.Outcome, r.Acked = OutcomeProcessed, true
+			return p.logged(ctx, slog.LevelDebug, r)
+		case errors.Is(err, ErrLeaseLost):
+			r.Outcome, r.Acked, r.Err = OutcomeLeaseLost, true, err
+			return p.logged(ctx, slog.LevelWarn, r)
+		case errors.Is(err, ErrStoreUnavailable):
+			// Never record failure after success: the effect happened. The
+			// record stays IN_PROGRESS and its lease decides later.
+			r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
+			return p.logged(ctx, slog.LevelError, r)
+		default:
+			// The completion was refused for what it carried (a transaction
+			// write's condition, a limit): nothing was committed.
+			herr = err
+		}
+	}
+
+	r.Err = herr
+	var poison *PoisonError
+	switch {
+	case errors.As(herr, &poison):
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
+	case lease.Attempt >= p.c.maxAttempts:
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
+	}
+	r.Outcome = OutcomeFailed
+	p.fail(dctx, lease, herr, &r)
+	var ra *RetryAfterError
+	if errors.As(herr, &ra) {
+		p.changeVisibility(ctx, t, msg, ra.Delay, &r)
+	} else if p.c.backoff != nil {
+		p.changeVisibility(ctx, t, msg, p.c.backoff(lease.Attempt), &r)
+	}
+	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// fail records a retryable failure; if that cannot be written the lease
+// runs out and the next claim takes over.
+func (p *sqsProcessor) fail(ctx context.Context, lease Lease, herr error, r *RecordReport) {
+	now := p.c.now()
+	err := retryStore(ctx, &r.StoreCalls, func(ctx context.Context) error {
+		return p.store.Fail(ctx, FailRequest{Lease: lease, Now: p.c.now(), Error: herr.Error(), ExpiresAt: p.retentionUntil(now, false)})
+	})
+	if err != nil {
+		p.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", err))
+	}
+}
+
+// deadLetter sends the message to the sink first and, only when that
+// succeeded, marks the record (if we hold its lease) and acknowledges. A
+// failed send leaves the message with SQS: nothing is lost.
+func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, reason Reason, cause error, r RecordReport) RecordReport {
+	r.Reason, r.Err = reason, cause
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	if p.c.sink == nil {
+		r.Outcome = OutcomeDeadLetterFailed
+		if lease != nil {
+			p.fail(dctx, *lease, cause, &r)
+		}
+		p.log(ctx, slog.LevelError, "lambdaidem: message should be dead-lettered but no sink is configured; SQS's redrive policy is the backstop",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.String("reason", string(reason)), slog.Any("error", cause))
+		return r
+	}
+	dl := DeadLetter{
+		Message:       msg,
+		Namespace:     p.c.namespace,
+		Key:           r.Key,
+		Reason:        reason,
+		Error:         cause.Error(),
+		Attempts:      r.Attempt,
+		LastAttemptAt: p.c.now(),
+	}
+	if rec != nil {
+		dl.FirstAttemptAt = rec.FirstAttemptAt
+	}
+	id, err := p.c.sink.Send(dctx, dl)
+	if err != nil {
+		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
+		if lease != nil {
+			p.fail(dctx, *lease, cause, &r)
+		}
+		return p.logged(ctx, slog.LevelError, r)
+	}
+	if lease != nil {
+		now := p.c.now()
+		merr := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+			return p.store.DeadLetter(ctx, DeadLetterRequest{
+				Lease: *lease, Now: p.c.now(), Reason: reason, Error: cause.Error(),
+				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
+			})
+		})
+		if merr != nil {
+			// The copy is in the DLQ; at worst a redelivery sends another.
+			p.log(ctx, slog.LevelWarn, "lambdaidem: dead-lettered but could not mark the record",
+				slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", merr))
+		}
+	}
+	r.Outcome, r.Acked = OutcomeDeadLettered, true
+	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// badInput handles a message no key can be derived from: it can never be
+// processed, so it is dead-lettered when a sink is configured, and
+// otherwise reported failed so SQS keeps it.
+func (p *sqsProcessor) badInput(ctx context.Context, t timing, msg events.SQSMessage, err error, r RecordReport) RecordReport {
+	if p.c.sink == nil {
+		r.Outcome, r.Err = OutcomeMissingKey, err
+		return p.logged(ctx, slog.LevelError, r)
+	}
+	return p.deadLetter(ctx, t, msg, nil, nil, ReasonMissingKey, err, r)
+}
+
+func (p *sqsProcessor) changeVisibility(ctx context.Context, t timing, msg events.SQSMessage, d time.Duration, r *RecordReport) {
+	if p.c.visibility == nil {
+		return
+	}
+	d = min(max(d, 0), 12*time.Hour)
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	if err := p.c.visibility.ChangeVisibility(dctx, msg, d); err != nil {
+		p.log(ctx, slog.LevelWarn, "lambdaidem: could not change visibility",
+			slog.String("message_id", r.MessageID), slog.Duration("timeout", d), slog.Any("error", err))
+	}
+}
+
+// logged writes the record's one line and returns it.
+func (p *sqsProcessor) logged(ctx context.Context, level slog.Level, r RecordReport) RecordReport {
+	if !p.c.logger.Enabled(ctx, level) {
+		return r
+	}
+	attrs := []slog.Attr{
+		slog.String("namespace", p.c.namespace),
+		slog.String("key", r.Key),
+		slog.String("message_id", r.MessageID),
+		slog.Int("attempt", r.Attempt),
+		slog.String("outcome", string(r.Outcome)),
+		slog.Bool("acked", r.Acked),
+	}
+	if r.Reason != "" {
+		attrs = append(attrs, slog.String("reason", string(r.Reason)))
+	}
+	if r.Err != nil {
+		attrs = append(attrs, slog.String("error", r.Err.Error()))
+	}
+	p.c.logger.LogAttrs(ctx, level, "lambdaidem: record "+string(r.Outcome), attrs...)
+	return r
+}
+
+func minNonZero(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero():
+		return a
+	}
+	return minTime(a, b)
+}

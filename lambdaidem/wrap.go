@@ -1,0 +1,163 @@
+package lambdaidem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// Wrap makes fn idempotent: the first call with a key runs fn and stores its
+// result (JSON); later calls with the same key and payload get the stored
+// result without running fn. A call while another holds the key returns an
+// *InProgressError, the same key with a different payload ErrKeyConflict.
+// The default key is the SHA-256 of the input's JSON encoding; set one with
+// WithKeyJSONField or WithWrapKey. The result is accepted by lambda.Start.
+// Wrap does not use the local cache (WithCache), which holds no results.
+func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
+	if fn == nil {
+		panic("lambdaidem: nil function")
+	}
+	c := newConfig(opts)
+	w := &wrapper[In, Out]{engine: newEngine(store, c), fn: fn}
+	switch k := c.wrapKey.(type) {
+	case nil:
+		if c.jsonKey != nil {
+			w.key = func(_ In, b []byte) (string, error) { return c.jsonKey(b) }
+		} else {
+			w.key = func(_ In, b []byte) (string, error) {
+				sum := sha256.Sum256(b)
+				return hex.EncodeToString(sum[:]), nil
+			}
+		}
+	case func(In) (string, error):
+		w.key = func(in In, _ []byte) (string, error) { return k(in) }
+	default:
+		panic(fmt.Sprintf("lambdaidem: WithWrapKey function %T does not take the wrapped input type", c.wrapKey))
+	}
+	return w.call
+}
+
+type wrapper[In, Out any] struct {
+	*engine
+	fn  func(context.Context, In) (Out, error)
+	key func(In, []byte) (string, error)
+}
+
+func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	b, err := json.Marshal(in)
+	if err != nil {
+		return zero, fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
+	}
+	key, err := w.key(in, b)
+	if err == nil && key == "" {
+		err = ErrMissingKey
+	}
+	if err != nil {
+		if !errors.Is(err, ErrMissingKey) {
+			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
+		}
+		return zero, err
+	}
+	key = storedKey(key)
+	hash, err := w.c.hash(b)
+	if err != nil {
+		return zero, fmt.Errorf("%w: %w", ErrMissingKey, err)
+	}
+	t := w.timing(ctx)
+	now := w.c.now()
+	if !t.canClaim(now) {
+		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
+	}
+	cr, err := w.store.Claim(ctx, ClaimRequest{
+		Namespace: w.c.namespace, Key: key, PayloadHash: hash, Now: now,
+		LeaseUntil: w.leaseUntil(t, now), Grace: w.c.grace, ExpiresAt: w.retentionUntil(now, false),
+	})
+	if err != nil {
+		return zero, err
+	}
+	if !cr.Claimed {
+		return w.replay(cr.Record, hash, key)
+	}
+
+	st := &recordState{lease: cr.Lease}
+	hctx, cancel := w.handlerContext(withRecordState(ctx, st), t, cr.Lease, now)
+	var out Out
+	ferr := run(hctx, func(ctx context.Context) (err error) {
+		out, err = w.fn(ctx, in)
+		return err
+	})
+	cancel()
+
+	dctx, dcancel := w.detached(ctx, t)
+	defer dcancel()
+	calls := 0
+	if ferr == nil {
+		result, merr := json.Marshal(out)
+		switch {
+		case merr != nil:
+			ferr = fmt.Errorf("lambdaidem: result is not JSON-encodable: %w", merr)
+		case len(result) > w.c.maxResultBytes:
+			ferr = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, len(result), w.c.maxResultBytes)
+		default:
+			done := w.c.now()
+			req := CompleteRequest{Lease: cr.Lease, Result: result, ExpiresAt: w.retentionUntil(done, true), Writes: st.takeWrites()}
+			if w.c.resultRetention < w.c.retention {
+				req.ResultUntil = done.Add(w.c.resultRetention)
+			}
+			err := retryStore(dctx, &calls, func(ctx context.Context) error {
+				req.Now = w.c.now()
+				return w.store.Complete(ctx, req)
+			})
+			switch {
+			case err == nil:
+				return out, nil
+			case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrStoreUnavailable):
+				// fn's effect happened: return its result, never record a
+				// failure after success.
+				w.log(ctx, slog.LevelError, "lambdaidem: completion not recorded",
+					slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
+				return out, nil
+			default:
+				ferr = err
+			}
+		}
+	}
+	done := w.c.now()
+	if err := retryStore(dctx, &calls, func(ctx context.Context) error {
+		return w.store.Fail(ctx, FailRequest{Lease: cr.Lease, Now: w.c.now(), Error: ferr.Error(), ExpiresAt: w.retentionUntil(done, false)})
+	}); err != nil {
+		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
+			slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
+	}
+	return zero, ferr
+}
+
+// replay answers a refused claim.
+func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
+	var zero Out
+	now := w.c.now()
+	switch {
+	case rec.Status == StatusDeadLettered:
+		return zero, fmt.Errorf("%w: key %q (%s)", ErrDeadLettered, key, rec.DeadLetterReason)
+	case rec.PayloadHash != hash:
+		return zero, fmt.Errorf("%w: key %q", ErrKeyConflict, key)
+	case rec.Status == StatusCompleted:
+		if rec.ResultExpired(now) {
+			w.log(context.Background(), slog.LevelWarn, "lambdaidem: late replay",
+				slog.String("namespace", w.c.namespace), slog.String("key", key))
+			return zero, fmt.Errorf("%w: key %q", ErrLateReplay, key)
+		}
+		var out Out
+		if err := json.Unmarshal(rec.Result, &out); err != nil {
+			return zero, fmt.Errorf("lambdaidem: stored result of key %q does not decode: %w", key, err)
+		}
+		return out, nil
+	default:
+		return zero, &InProgressError{RetryAfter: max(rec.LeaseUntil.Add(w.c.grace).Sub(now), 0)}
+	}
+}

@@ -1,0 +1,137 @@
+package memstore
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"sync"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// The operation names passed to the fault hook.
+const (
+	OpClaim      = "claim"
+	OpComplete   = "complete"
+	OpFail       = "fail"
+	OpDeadLetter = "dead-letter"
+	OpExtend     = "extend"
+	OpGet        = "get"
+	OpDelete     = "delete"
+)
+
+// Stats counts the calls a Store answered or refused, one field per
+// operation, so tests can assert how many store requests a message cost.
+// Calls that failed through the fault hook or a done context count too (a
+// real store would have been asked); calls rejected as invalid do not.
+type Stats struct {
+	Claim, Complete, Fail, DeadLetter, Extend, Get, Delete int
+}
+
+// Total is the number of calls of every operation.
+func (s Stats) Total() int {
+	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete
+}
+
+// Store is an in-memory [lambdaidem.Store]. The zero value is not usable;
+// call [New]. It is safe for concurrent use.
+type Store struct {
+	mu      sync.Mutex
+	records map[id]*lambdaidem.Record
+	stats   Stats
+	fault   func(op string) error
+}
+
+type id struct{ namespace, key string }
+
+var _ lambdaidem.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{records: make(map[id]*lambdaidem.Record)}
+}
+
+// Stats returns the number of calls per operation so far.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// SetFault installs a hook called before every operation with its name (one
+// of the Op constants). When it returns an error the operation records
+// nothing and fails with an error that wraps both
+// [lambdaidem.ErrStoreUnavailable] and the hook's error. The hook runs
+// outside the store's lock, so it may block (to hold an operation back
+// until a test is ready) or call the store. A nil hook removes it.
+func (s *Store) SetFault(fault func(op string) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault = fault
+}
+
+// begin counts the call and asks the fault hook and the context whether it
+// may go on. It must be called without the lock held.
+func (s *Store) begin(ctx context.Context, op string) error {
+	s.mu.Lock()
+	switch op {
+	case OpClaim:
+		s.stats.Claim++
+	case OpComplete:
+		s.stats.Complete++
+	case OpFail:
+		s.stats.Fail++
+	case OpDeadLetter:
+		s.stats.DeadLetter++
+	case OpExtend:
+		s.stats.Extend++
+	case OpGet:
+		s.stats.Get++
+	case OpDelete:
+		s.stats.Delete++
+	}
+	fault := s.fault
+	s.mu.Unlock()
+	if fault != nil {
+		if err := fault(op); err != nil {
+			return fmt.Errorf("memstore: %s: %w: %w", op, lambdaidem.ErrStoreUnavailable, err)
+		}
+	}
+	// A done context fails like a real store would, so a caller that forgot
+	// to detach its final write is caught by tests on this store too.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memstore: %s: %w: %w", op, lambdaidem.ErrStoreUnavailable, err)
+	}
+	return nil
+}
+
+// validate rejects a request that names no record.
+func validate(op, namespace, key string) error {
+	switch {
+	case namespace == "":
+		return fmt.Errorf("memstore: %s: empty namespace: %w", op, lambdaidem.ErrMissingKey)
+	case key == "":
+		return fmt.Errorf("memstore: %s: empty key: %w", op, lambdaidem.ErrMissingKey)
+	}
+	return nil
+}
+
+// newID returns a random identifier for a generation or a lease token.
+func newID() string {
+	return rand.Text()
+}
+
+// copyRecord returns r with its own copy of the result, so neither the
+// caller nor the store can change the other's bytes.
+func copyRecord(r *lambdaidem.Record) lambdaidem.Record {
+	c := *r
+	c.Result = cloneBytes(r.Result)
+	return c
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

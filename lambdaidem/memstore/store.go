@@ -1,0 +1,192 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// live returns the record of k unless it is absent or expired at now. The
+// caller holds the lock.
+func (s *Store) live(k id, now time.Time) *lambdaidem.Record {
+	r := s.records[k]
+	if r == nil || r.Expired(now) {
+		return nil
+	}
+	return r
+}
+
+// Claim takes the lease on a key; see [lambdaidem.Store].
+func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+	if err := validate(OpClaim, req.Namespace, req.Key); err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	if err := s.begin(ctx, OpClaim); err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	k := id{req.Namespace, req.Key}
+	r := s.live(k, req.Now)
+	var prev lambdaidem.Status
+	switch {
+	case r == nil:
+		// Absent or expired: a fresh generation, whatever was there before.
+		r = &lambdaidem.Record{
+			Namespace:      req.Namespace,
+			Key:            req.Key,
+			SchemaVersion:  lambdaidem.SchemaVersion,
+			Fence:          lambdaidem.Fence{Generation: newID()},
+			FirstAttemptAt: req.Now,
+		}
+		s.records[k] = r
+	case r.PayloadHash != req.PayloadHash:
+		// A key conflict is never a duplicate and never a takeover.
+		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
+	case r.Status == lambdaidem.StatusFailed:
+		prev = lambdaidem.StatusFailed
+	case r.Status == lambdaidem.StatusInProgress && !req.NoTakeover && r.LeaseExpired(req.Now, req.Grace):
+		prev = lambdaidem.StatusInProgress
+		r.Takeovers++
+	default:
+		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
+	}
+
+	r.Status = lambdaidem.StatusInProgress
+	r.LeaseToken = newID()
+	r.LeaseUntil = req.LeaseUntil
+	r.Attempts++
+	r.Fence.Claim++
+	r.PayloadHash = req.PayloadHash
+	r.MessageID = req.MessageID
+	r.ExpiresAt = req.ExpiresAt
+	r.UpdatedAt = req.Now
+	return lambdaidem.ClaimResult{
+		Claimed: true,
+		Lease: lambdaidem.Lease{
+			Namespace: r.Namespace,
+			Key:       r.Key,
+			Token:     r.LeaseToken,
+			Until:     r.LeaseUntil,
+			Fence:     r.Fence,
+			Attempt:   r.Attempts,
+		},
+		Previous: prev,
+		Record:   copyRecord(r),
+	}, nil
+}
+
+// write applies a write fenced by the lease token. finished is the status
+// the write leaves behind: a record already in that status with the
+// caller's token means this is a retry of a write that applied, which is a
+// success ("" for writes that keep the record IN_PROGRESS).
+func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record)) error {
+	if err := validate(op, l.Namespace, l.Key); err != nil {
+		return err
+	}
+	if err := s.begin(ctx, op); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	r := s.live(id{l.Namespace, l.Key}, now)
+	switch {
+	case r == nil:
+		return fmt.Errorf("memstore: %s %s/%s: no record: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
+	case r.LeaseToken != l.Token:
+		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
+	case r.Status == lambdaidem.StatusInProgress:
+		apply(r)
+		r.UpdatedAt = now
+		return nil
+	case finished != "" && r.Status == finished:
+		return nil
+	default:
+		return fmt.Errorf("memstore: %s %s/%s: record is %s: %w", op, l.Namespace, l.Key, r.Status, lambdaidem.ErrLeaseLost)
+	}
+}
+
+// Complete records success; see [lambdaidem.Store]. The in-memory store
+// commits no extra writes: any Writes fail with
+// [lambdaidem.ErrUnsupportedWrite] and nothing is recorded.
+func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	if len(req.Writes) > 0 {
+		if err := validate(OpComplete, req.Lease.Namespace, req.Lease.Key); err != nil {
+			return err
+		}
+		return fmt.Errorf("memstore: complete: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+	}
+	result := cloneBytes(req.Result)
+	return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) {
+		r.Status = lambdaidem.StatusCompleted
+		r.Result = result
+		r.ResultUntil = req.ResultUntil
+		r.ExpiresAt = req.ExpiresAt
+	})
+}
+
+// Fail records a retryable failure; see [lambdaidem.Store].
+func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+	return s.write(ctx, OpFail, req.Lease, req.Now, lambdaidem.StatusFailed, func(r *lambdaidem.Record) {
+		r.Status = lambdaidem.StatusFailed
+		r.LastError = req.Error
+		r.ExpiresAt = req.ExpiresAt
+	})
+}
+
+// DeadLetter records that the message went to the dead-letter queue; see
+// [lambdaidem.Store].
+func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	return s.write(ctx, OpDeadLetter, req.Lease, req.Now, lambdaidem.StatusDeadLettered, func(r *lambdaidem.Record) {
+		r.Status = lambdaidem.StatusDeadLettered
+		r.DeadLetterReason = req.Reason
+		r.LastError = req.Error
+		r.DeadLetteredMessageID = req.MessageID
+		r.DeadLetterMessageID = req.DeadLetterMessageID
+		r.ExpiresAt = req.ExpiresAt
+	})
+}
+
+// Extend moves the end of a lease the caller still holds; see
+// [lambdaidem.Store].
+func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	return s.write(ctx, OpExtend, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
+		r.LeaseUntil = req.LeaseUntil
+	})
+}
+
+// Get reads a record; see [lambdaidem.Store].
+func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+	if err := validate(OpGet, req.Namespace, req.Key); err != nil {
+		return lambdaidem.Record{}, err
+	}
+	if err := s.begin(ctx, OpGet); err != nil {
+		return lambdaidem.Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.live(id{req.Namespace, req.Key}, req.Now)
+	if r == nil {
+		return lambdaidem.Record{}, fmt.Errorf("memstore: get %s/%s: %w", req.Namespace, req.Key, lambdaidem.ErrNotFound)
+	}
+	return copyRecord(r), nil
+}
+
+// Delete removes a record; see [lambdaidem.Store].
+func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+	if err := validate(OpDelete, req.Namespace, req.Key); err != nil {
+		return err
+	}
+	if err := s.begin(ctx, OpDelete); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.records, id{req.Namespace, req.Key})
+	return nil
+}

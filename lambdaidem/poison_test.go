@@ -1,0 +1,262 @@
+package lambdaidem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+func alwaysFail(context.Context, events.SQSMessage) error { return errors.New("downstream says no") }
+
+func TestFailingMessageIsDeadLetteredAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(alwaysFail),
+		b.opts(lambdaidem.WithMaxAttempts(3), lambdaidem.WithDeadLetterSink(b.sink))...)
+	for i := 1; i <= 3; i++ {
+		resp, _ := h(context.Background(), batch(redelivered(msg("m1", "x"), i)))
+		if i < 3 {
+			wantFailed(t, resp, "m1")
+			if r := b.record(t, "m1"); r.Status != lambdaidem.StatusFailed || r.Attempts != i {
+				t.Fatalf("after attempt %d: %s attempts=%d", i, r.Status, r.Attempts)
+			}
+		} else {
+			wantFailed(t, resp) // acknowledged: it is in the DLQ now
+		}
+	}
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonMaxAttempts {
+		t.Fatalf("dead letters %v", got)
+	}
+	dl := b.sink.sent[0]
+	if dl.Attempts != 3 || dl.Error == "" || dl.Key != "m1" || dl.Namespace != ns || dl.FirstAttemptAt.IsZero() || dl.Message.Body != "x" {
+		t.Fatalf("dead letter lacks metadata: %+v", dl)
+	}
+	r := b.record(t, "m1")
+	if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetteredMessageID != "m1" || r.DeadLetterMessageID != "dlq-1" {
+		t.Fatalf("record %+v", r)
+	}
+	// A redelivery of the dead-lettered message itself is acknowledged.
+	resp, _ := h(context.Background(), batch(redelivered(msg("m1", "x"), 4)))
+	wantFailed(t, resp)
+	if b.calls.get("m1") != 3 || len(b.sink.reasons()) != 1 {
+		t.Fatalf("calls %d, dead letters %d", b.calls.get("m1"), len(b.sink.reasons()))
+	}
+}
+
+func TestPoisonDeadLettersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("schema v0 is not supported"))
+	}, b.opts(lambdaidem.WithDeadLetterSink(b.sink))...)
+	resp, err := h(context.Background(), batch(msg("m1", "x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp)
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonPoison {
+		t.Fatalf("dead letters %v", got)
+	}
+}
+
+func TestRetryAfterAndBackoffChangeVisibility(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, func(_ context.Context, m events.SQSMessage) error {
+		if m.Body == "later" {
+			return lambdaidem.RetryAfter(90*time.Second, errors.New("rate limited"))
+		}
+		return errors.New("plain")
+	}, b.opts(lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(10*time.Second, time.Hour)))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "later"), redelivered(msg("m2", "plain"), 1)))
+	wantFailed(t, resp, "m1", "m2")
+	if d, _ := b.vis.get("m1"); d != 90*time.Second {
+		t.Fatalf("RetryAfter visibility %v, want 90s", d)
+	}
+	if d, _ := b.vis.get("m2"); d != 10*time.Second {
+		t.Fatalf("backoff after attempt 1: %v, want 10s", d)
+	}
+	_, _ = h(context.Background(), batch(redelivered(msg("m2", "plain"), 2)))
+	if d, _ := b.vis.get("m2"); d != 20*time.Second {
+		t.Fatalf("backoff after attempt 2: %v, want 20s", d)
+	}
+	bo := lambdaidem.ExponentialBackoff(time.Minute, 100*time.Hour)
+	if bo(30) != 12*time.Hour {
+		t.Fatalf("backoff is not capped at SQS's 12 hours: %v", bo(30))
+	}
+}
+
+// crashSim makes a process "die": from the moment crash is called until
+// revive, every store operation fails, so nothing more is recorded, exactly
+// as when the function is killed.
+type crashSim struct{ b *bundle }
+
+func (c crashSim) crash() {
+	c.b.store.SetFault(func(string) error { return errors.New("process is dead") })
+}
+func (c crashSim) revive() { c.b.store.SetFault(nil) }
+
+// A message that kills the process every time is dead-lettered by its
+// attempt count, without the handler ever running past the maximum, and its
+// batch-mates are not dragged along (DESIGN §3a.4). Without isolation they
+// would be: the subtest with isolation off shows the failure it prevents.
+func TestCrashingMessageIsDeadLetteredAndInnocentsAreNot(t *testing.T) {
+	t.Parallel()
+	for _, isolate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("isolate=%v", isolate), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			sim := crashSim{b}
+			// One round is one invocation. When its records run concurrently,
+			// the innocent ones are mid-flight when the process dies.
+			type round struct {
+				concurrent bool
+				entered    sync.WaitGroup
+				crashed    chan struct{}
+			}
+			var cur *round
+			h := lambdaidem.SQS(b.store, b.counting(func(ctx context.Context, m events.SQSMessage) error {
+				if m.Body == "crash" {
+					if cur.concurrent {
+						cur.entered.Wait()
+					}
+					sim.crash()
+					close(cur.crashed)
+					return errors.New("killed")
+				}
+				if cur.concurrent {
+					cur.entered.Done()
+					<-cur.crashed
+				}
+				return nil
+			}), b.opts(lambdaidem.WithMaxAttempts(3), lambdaidem.WithDeadLetterSink(b.sink),
+				lambdaidem.WithIsolateRedeliveries(isolate), lambdaidem.WithConcurrency(10),
+				lambdaidem.WithLease(time.Minute))...)
+
+			for receive := 1; receive <= 6 && b.status("crash") != lambdaidem.StatusDeadLettered; receive++ {
+				var recs []events.SQSMessage
+				for _, id := range []string{"crash", "a", "b"} {
+					if st := b.status(id); st == lambdaidem.StatusCompleted || st == lambdaidem.StatusDeadLettered {
+						continue // deleted from the queue
+					}
+					recs = append(recs, redelivered(msg(id, id), receive))
+				}
+				cur = &round{concurrent: receive == 1 || !isolate, crashed: make(chan struct{})}
+				cur.entered.Add(len(recs) - 1)
+				_, _ = h(context.Background(), batch(recs...))
+				sim.revive()
+				b.clock.Advance(2 * time.Minute) // every abandoned lease runs out
+			}
+			if got := b.record(t, "crash"); got.Status != lambdaidem.StatusDeadLettered || got.DeadLetterReason != lambdaidem.ReasonMaxAttempts {
+				t.Fatalf("crashing message: %s/%s", got.Status, got.DeadLetterReason)
+			}
+			if n := b.calls.get("crash"); n != 3 {
+				t.Fatalf("crashing handler ran %d times, want exactly the maximum 3", n)
+			}
+			for _, id := range []string{"a", "b"} {
+				st := b.status(id)
+				if isolate && st != lambdaidem.StatusCompleted {
+					t.Errorf("innocent %s ended %s", id, st)
+				}
+				if !isolate && st != lambdaidem.StatusDeadLettered {
+					t.Errorf("without isolation, innocent %s ended %s; the test no longer shows what isolation prevents", id, st)
+				}
+			}
+		})
+	}
+}
+
+func TestDeadLetterQueueOutageLosesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sink.err = errors.New("AWS.SimpleQueueService.NonExistentQueue")
+	h := lambdaidem.SQS(b.store, b.counting(func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad data"))
+	}), b.opts(lambdaidem.WithDeadLetterSink(b.sink))...)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	hr := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad data"))
+	}, b.opts(lambdaidem.WithDeadLetterSink(b.sink), reportsOf(&reps, &mu))...)
+
+	resp, _ := hr(context.Background(), batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1") // SQS keeps it
+	if rep := reps[0].Records[0]; rep.Outcome != lambdaidem.OutcomeDeadLetterFailed || !errors.Is(rep.Err, b.sink.err) {
+		t.Fatalf("report %+v", rep)
+	}
+	if r := b.record(t, "m1"); r.Status == lambdaidem.StatusDeadLettered {
+		t.Fatal("record marked DEAD_LETTERED although the send failed")
+	}
+	// The DLQ is back: the next delivery dead-letters it.
+	b.sink.mu.Lock()
+	b.sink.err = nil
+	b.sink.mu.Unlock()
+	resp, _ = h(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
+	wantFailed(t, resp)
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusDeadLettered {
+		t.Fatalf("status %s after the DLQ came back", r.Status)
+	}
+}
+
+func TestOtherMessagesOfADeadLetteredKeyGoToTheDLQ(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(func(_ context.Context, m events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad"))
+	}), b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithDeadLetterSink(b.sink))...)
+	_, _ = h(context.Background(), batch(msg("m1", `{"id":"k"}`)))
+	// A producer duplicate, or a console redrive with a new message ID.
+	resp, _ := h(context.Background(), batch(msg("m2", `{"id":"k"}`)))
+	wantFailed(t, resp)
+	got := b.sink.reasons()
+	if len(got) != 2 || got[1] != lambdaidem.ReasonKeyDeadLettered {
+		t.Fatalf("dead letters %v, want [poison key_already_dead_lettered]", got)
+	}
+	if b.calls.get("m2") != 0 {
+		t.Fatal("the handler ran for a dead-lettered key")
+	}
+}
+
+func TestKeyConflictIsDeadLetteredWithoutTouchingTheOtherRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithDeadLetterSink(b.sink))...)
+	_, _ = h(context.Background(), batch(msg("m1", `{"id":"k","v":1}`)))
+	before := b.record(t, "k")
+	resp, _ := h(context.Background(), batch(msg("m2", `{"id":"k","v":2}`)))
+	wantFailed(t, resp)
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonKeyConflict {
+		t.Fatalf("dead letters %v", got)
+	}
+	if after := b.record(t, "k"); after.Status != before.Status || after.LeaseToken != before.LeaseToken || after.UpdatedAt != before.UpdatedAt {
+		t.Fatalf("the other message's record changed: %+v -> %+v", before, after)
+	}
+}
+
+func TestNoSinkFallsBackToSQSRedrive(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad"))
+	}, b.opts()...)
+	resp, _ := h(context.Background(), batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusFailed {
+		t.Fatalf("status %s, want FAILED", r.Status)
+	}
+}
+
+// status is the key's status, or "" when absent.
+func (b *bundle) status(key string) lambdaidem.Status {
+	r, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
+	if err != nil {
+		return ""
+	}
+	return r.Status
+}

@@ -1,0 +1,140 @@
+package sqsqueue
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+)
+
+// bundle is what a service test needs.
+type bundle struct {
+	ctx    context.Context
+	client *sqs.Client
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	return bundle{ctx: t.Context(), client: testenv.SQS(t)}
+}
+
+type queue struct {
+	url, arn string
+}
+
+// newQueue creates a uniquely named queue (FIFO when fifo is set), deleted
+// when the test ends.
+func (b bundle) newQueue(t *testing.T, prefix string, fifo bool, attrs map[string]string) queue {
+	t.Helper()
+	name := testenv.Name(prefix)
+	all := map[string]string{}
+	if fifo {
+		name += ".fifo"
+		all["FifoQueue"] = "true"
+	}
+	for k, v := range attrs {
+		all[k] = v
+	}
+	out, err := b.client.CreateQueue(b.ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: all})
+	if err != nil {
+		t.Fatalf("create queue %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_, _ = b.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+	})
+	qa, err := b.client.GetQueueAttributes(b.ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatalf("queue ARN of %s: %v", name, err)
+	}
+	return queue{url: *out.QueueUrl, arn: qa.Attributes["QueueArn"]}
+}
+
+// send puts a message on q; group is used on FIFO queues.
+func (b bundle) send(t *testing.T, q queue, body string, attrs map[string]types.MessageAttributeValue, group string) string {
+	t.Helper()
+	in := &sqs.SendMessageInput{QueueUrl: &q.url, MessageBody: &body, MessageAttributes: attrs}
+	if strings.HasSuffix(q.url, ".fifo") {
+		in.MessageGroupId = &group
+		in.MessageDeduplicationId = ptr(DeduplicationID(body, group))
+	}
+	out, err := b.client.SendMessage(b.ctx, in)
+	if err != nil {
+		t.Fatalf("send to %s: %v", q.url, err)
+	}
+	return *out.MessageId
+}
+
+// receive returns up to 10 visible messages, hiding them for visibility
+// seconds.
+func (b bundle) receive(t *testing.T, url string, visibility int32) []types.Message {
+	t.Helper()
+	out, err := b.client.ReceiveMessage(b.ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    &url,
+		MaxNumberOfMessages:         10,
+		VisibilityTimeout:           visibility,
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", url, err)
+	}
+	return out.Messages
+}
+
+// drain receives until the queue answers empty and returns every message,
+// all left in flight.
+func (b bundle) drain(t *testing.T, url string) []types.Message {
+	t.Helper()
+	var all []types.Message
+	for {
+		ms := b.receive(t, url, 300)
+		if len(ms) == 0 {
+			return all
+		}
+		all = append(all, ms...)
+	}
+}
+
+// toEvent turns a received message into the record Lambda would deliver.
+func toEvent(m types.Message, sourceARN string) events.SQSMessage {
+	ev := events.SQSMessage{
+		MessageId:         deref(m.MessageId),
+		ReceiptHandle:     deref(m.ReceiptHandle),
+		Body:              deref(m.Body),
+		Attributes:        m.Attributes,
+		EventSourceARN:    sourceARN,
+		EventSource:       "aws:sqs",
+		MessageAttributes: map[string]events.SQSMessageAttribute{},
+	}
+	for name, a := range m.MessageAttributes {
+		ev.MessageAttributes[name] = events.SQSMessageAttribute{
+			DataType: deref(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue,
+		}
+	}
+	return ev
+}
+
+// consume sends body to src and receives it back as a Lambda record.
+func (b bundle) consume(t *testing.T, src queue, body string, attrs map[string]types.MessageAttributeValue, group string) events.SQSMessage {
+	t.Helper()
+	id := b.send(t, src, body, attrs, group)
+	for _, m := range b.receive(t, src.url, 300) {
+		if deref(m.MessageId) == id {
+			return toEvent(m, src.arn)
+		}
+	}
+	t.Fatalf("message %s not received from %s", id, src.url)
+	return events.SQSMessage{}
+}
+
+// typedAttrs returns n attributes of every data type.
+func typedAttrs(n int) map[string]types.MessageAttributeValue {
+	return toTypes(eventAttrs(n))
+}

@@ -38,6 +38,12 @@ func (c *clock) Now() time.Time {
 	return c.now
 }
 
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
 func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
@@ -486,7 +492,7 @@ func TestDeadlineMargin(t *testing.T) {
 		t.Fatalf("handler deadline %v is not 5s before the invocation's %v", handlerDeadline, deadline)
 	}
 	// With less than the margin left, no record is claimed.
-	b.clock.now = deadline.Add(-4 * time.Second)
+	b.clock.Set(deadline.Add(-4 * time.Second))
 	resp, _ := h(ctx, batch(msg("m2", "b")))
 	wantFailed(t, resp, "m2")
 	if b.calls.get("m2") != 0 {

@@ -1,0 +1,444 @@
+package localrun_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdaidem/go-lambdaidem/localrun"
+)
+
+// Rule: with ReportBatchItemFailures, every record not listed in
+// batchItemFailures is deleted, and only those.
+func TestPartialBatchResponseDeletesOnlyWhatItAllows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, batchOf(3))
+	ids := b.send("ok", "fail", "ok")
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeSuccess {
+		t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+	}
+	sameSet(t, "batch", inv.MessageIDs, ids)
+	sameSet(t, "deleted", inv.Deleted, []string{ids[0], ids[2]})
+	sameSet(t, "failed", inv.Failed, []string{ids[1]})
+	if n := b.onQueue(); n != 1 {
+		t.Fatalf("queue holds %d messages, want 1 (the failed one)", n)
+	}
+}
+
+// Rule: without ReportBatchItemFailures a successful invocation deletes the
+// whole batch, whatever the function returned.
+func TestWithoutReportBatchItemFailuresSuccessDeletesAll(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, func(c *localrun.Config) {
+		batchOf(2)(c)
+		c.ReportBatchItemFailures = false
+	})
+	ids := b.send("ok", "fail")
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeSuccess {
+		t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+	}
+	sameSet(t, "deleted", inv.Deleted, ids)
+	if n := b.onQueue(); n != 0 {
+		t.Fatalf("queue holds %d messages, want 0", n)
+	}
+}
+
+// Rule: an itemIdentifier that is empty or not a message of the batch fails
+// the whole batch: nothing is deleted.
+func TestInvalidItemIdentifierFailsWholeBatch(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{"bad-id", "empty-id"} {
+		t.Run(body, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queueOpts{}, batchOf(2))
+			ids := b.send("ok", body)
+
+			inv := b.next(nil)
+			if inv.Outcome != localrun.OutcomeInvalidResponse {
+				t.Fatalf("outcome = %s, want %s", inv.Outcome, localrun.OutcomeInvalidResponse)
+			}
+			if len(inv.Deleted) != 0 {
+				t.Fatalf("deleted %v, want none", inv.Deleted)
+			}
+			sameSet(t, "failed", inv.Failed, ids)
+			if n := b.onQueue(); n != 2 {
+				t.Fatalf("queue holds %d messages, want 2", n)
+			}
+		})
+	}
+}
+
+// Rule: a function error fails the whole batch, and the process stays warm.
+func TestFunctionErrorFailsWholeBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, batchOf(2))
+	ids := b.send("ok", "error")
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeFunctionError || inv.Err == nil || inv.Err.Message != "told to fail" {
+		t.Fatalf("outcome = %s (%v), want function_error 'told to fail'", inv.Outcome, inv.Err)
+	}
+	if len(inv.Deleted) != 0 {
+		t.Fatalf("deleted %v, want none", inv.Deleted)
+	}
+	sameSet(t, "failed", inv.Failed, ids)
+
+	// The same process serves the next invocation: a returned error does
+	// not cost the environment.
+	okID := b.send("ok")[0]
+	next := b.next(func(i localrun.Invocation) bool { return contains(i.MessageIDs, okID) })
+	if next.PID != inv.PID {
+		t.Fatalf("next invocation ran in process %d, want the warm %d", next.PID, inv.PID)
+	}
+}
+
+// Rule: a process that exits during an invocation fails the batch and is
+// replaced by a new process.
+func TestCrashFailsBatchAndRestartsProcess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, nil)
+	crashID := b.send("crash")[0]
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeCrash || inv.Err.Type != "Runtime.ExitError" {
+		t.Fatalf("outcome = %s (%v), want crash with Runtime.ExitError", inv.Outcome, inv.Err)
+	}
+	sameSet(t, "failed", inv.Failed, []string{crashID})
+	exit := b.nextProcess(func(e localrun.ProcessEvent) bool {
+		return e.Kind == localrun.ProcessExited && e.PID == inv.PID
+	})
+	if exit.Reason != "" || exit.ExitErr == nil || !strings.Contains(exit.ExitErr.Error(), "exit status 2") {
+		t.Fatalf("exit = %+v, want an unprovoked exit status 2", exit)
+	}
+
+	okID := b.send("ok")[0]
+	next := b.next(func(i localrun.Invocation) bool { return contains(i.MessageIDs, okID) })
+	if next.Outcome != localrun.OutcomeSuccess || next.PID == inv.PID {
+		t.Fatalf("after crash: outcome %s in process %d, want success in a new process", next.Outcome, next.PID)
+	}
+	if s := b.runner.Stats(); s.ProcessStarts < 2 {
+		t.Fatalf("process starts = %d, want a restart", s.ProcessStarts)
+	}
+}
+
+// Rule: a panic is reported as a function error; aws-lambda-go then exits
+// and the runner starts a new process.
+func TestPanicIsFunctionErrorAndRestarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, nil)
+	b.send("panic")
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeFunctionError || !strings.Contains(inv.Err.Message, "told to panic") {
+		t.Fatalf("outcome = %s (%v), want function_error from the panic", inv.Outcome, inv.Err)
+	}
+	b.nextProcess(func(e localrun.ProcessEvent) bool { return e.Kind == localrun.ProcessExited && e.PID == inv.PID })
+
+	okID := b.send("ok")[0]
+	next := b.next(func(i localrun.Invocation) bool { return contains(i.MessageIDs, okID) })
+	if next.Outcome != localrun.OutcomeSuccess || next.PID == inv.PID {
+		t.Fatalf("after panic: outcome %s in process %d, want success in a new process", next.Outcome, next.PID)
+	}
+}
+
+// Rule: at the deadline the process group is killed, the invocation is a
+// timeout, and the batch fails.
+func TestDeadlineKillsProcessAndFailsBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, func(c *localrun.Config) { c.FunctionTimeout = 500 * time.Millisecond })
+	id := b.send("hang")[0]
+
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeTimeout || inv.Err.Type != "Sandbox.Timedout" {
+		t.Fatalf("outcome = %s (%v), want timeout", inv.Outcome, inv.Err)
+	}
+	sameSet(t, "failed", inv.Failed, []string{id})
+	exit := b.nextProcess(func(e localrun.ProcessEvent) bool {
+		return e.Kind == localrun.ProcessExited && e.PID == inv.PID
+	})
+	if exit.Reason != "timeout" {
+		t.Fatalf("exit reason = %q, want timeout", exit.Reason)
+	}
+	if err := syscall.Kill(inv.PID, 0); err != syscall.ESRCH {
+		t.Fatalf("timed-out process %d still exists (kill 0: %v)", inv.PID, err)
+	}
+}
+
+// Rule: failed records are not made visible early; they come back only
+// when their visibility timeout runs out. Messages sent after the failure
+// are all handled before the failed one returns, and it returns as a
+// second receive of the same message.
+func TestFailedMessagesReturnOnlyAfterVisibilityTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{visibility: "2"}, func(c *localrun.Config) { c.BatchSize = 1 })
+	failID := b.send("fail")[0]
+
+	first := b.next(nil)
+	if !slices.Equal(first.MessageIDs, []string{failID}) || first.ReceiveCounts[0] != 1 || len(first.Failed) != 1 {
+		t.Fatalf("first invocation = %+v, want the failed message, first receive", first)
+	}
+	markers := b.send("ok", "ok", "ok")
+	var seen []string
+	for {
+		inv := b.next(nil)
+		if contains(inv.MessageIDs, failID) {
+			if inv.ReceiveCounts[0] != 2 {
+				t.Fatalf("failed message came back with receive count %d, want 2", inv.ReceiveCounts[0])
+			}
+			break
+		}
+		seen = append(seen, inv.MessageIDs...)
+	}
+	sameSet(t, "handled before the failed message returned", seen, markers)
+}
+
+// Rule: a FIFO queue's records reach the function in order within each
+// message group, across batches and concurrent pollers.
+func TestFIFOGroupOrderPreserved(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{fifo: true, visibility: "2"}, func(c *localrun.Config) {
+		c.BatchSize = 2
+		c.MaxConcurrency = 3
+	})
+	sent := map[string][]string{}
+	groupOf := map[string]string{}
+	for i := range 6 {
+		for _, g := range []string{"a", "b", "c"} {
+			id := b.sendTo(g, "ok")
+			sent[g] = append(sent[g], id)
+			groupOf[id] = g
+			_ = i
+		}
+	}
+	var invs []localrun.Invocation
+	deleted := 0
+	for deleted < 18 {
+		inv := b.next(nil)
+		if inv.Outcome != localrun.OutcomeSuccess {
+			t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+		}
+		invs = append(invs, inv)
+		deleted += len(inv.Deleted)
+	}
+	slices.SortFunc(invs, func(x, y localrun.Invocation) int { return int(x.Seq) - int(y.Seq) })
+	got := map[string][]string{}
+	for _, inv := range invs {
+		for _, id := range inv.MessageIDs {
+			got[groupOf[id]] = append(got[groupOf[id]], id)
+		}
+	}
+	for g, want := range sent {
+		if !slices.Equal(got[g], want) {
+			t.Errorf("group %s delivered as %v, want %v", g, got[g], want)
+		}
+	}
+}
+
+// Rule: at most MaxConcurrency invocations (and processes) at once. The
+// barrier body makes the first two invocations wait for each other, so
+// the high-water mark is exactly the limit.
+func TestMaxConcurrencyRespected(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, queueOpts{visibility: "20"}, func(c *localrun.Config) {
+		c.BatchSize = 1
+		c.MaxConcurrency = 2
+		c.FunctionTimeout = 15 * time.Second
+		c.Env = []string{"LOCALRUN_BARRIER_DIR=" + dir}
+	})
+	ids := b.send("barrier", "barrier", "barrier", "barrier", "barrier")
+	var done []string
+	for len(done) < len(ids) {
+		inv := b.next(nil)
+		if inv.Outcome != localrun.OutcomeSuccess {
+			t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+		}
+		done = append(done, inv.Deleted...)
+	}
+	sameSet(t, "handled", done, ids)
+	s := b.runner.Stats()
+	if s.MaxInFlight != 2 || s.MaxProcesses != 2 {
+		t.Fatalf("high-water marks: in flight %d, processes %d; want 2 and 2", s.MaxInFlight, s.MaxProcesses)
+	}
+}
+
+// Rule: the event is the JSON Lambda builds for SQS; the function (using
+// aws-lambda-go) decodes it into events.SQSEvent with every attribute.
+func TestEventJSONRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, fifo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, queueOpts{fifo: fifo}, func(c *localrun.Config) { c.ReportBatchItemFailures = false })
+			in := &sqs.SendMessageInput{
+				QueueUrl:    aws.String(b.url),
+				MessageBody: aws.String("echo"),
+				MessageAttributes: map[string]types.MessageAttributeValue{
+					"s": {DataType: aws.String("String"), StringValue: aws.String("hello")},
+					"n": {DataType: aws.String("Number"), StringValue: aws.String("42")},
+					"b": {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1, 2, 255}},
+				},
+			}
+			if fifo {
+				in.MessageGroupId = aws.String("grp")
+				in.MessageDeduplicationId = aws.String("dedup-1")
+			}
+			sent, err := b.client.SendMessage(context.Background(), in)
+			if err != nil {
+				t.Fatalf("send: %v", err)
+			}
+
+			inv := b.next(nil)
+			if inv.Outcome != localrun.OutcomeSuccess {
+				t.Fatalf("outcome = %s (%v)", inv.Outcome, inv.Err)
+			}
+			var ev events.SQSEvent
+			if err := json.Unmarshal(inv.Response, &ev); err != nil || len(ev.Records) != 1 {
+				t.Fatalf("function's echo %s: %v", inv.Response, err)
+			}
+			rec := ev.Records[0]
+			sum := md5.Sum([]byte("echo"))
+			switch {
+			case rec.MessageId != aws.ToString(sent.MessageId):
+				t.Errorf("messageId = %q, want %q", rec.MessageId, aws.ToString(sent.MessageId))
+			case rec.ReceiptHandle == "":
+				t.Errorf("receiptHandle empty")
+			case rec.Body != "echo":
+				t.Errorf("body = %q", rec.Body)
+			case rec.Md5OfBody != hex.EncodeToString(sum[:]):
+				t.Errorf("md5OfBody = %q, want %x", rec.Md5OfBody, sum)
+			case rec.Md5OfMessageAttributes != aws.ToString(sent.MD5OfMessageAttributes):
+				t.Errorf("md5OfMessageAttributes = %q, want %q", rec.Md5OfMessageAttributes, aws.ToString(sent.MD5OfMessageAttributes))
+			case rec.EventSource != "aws:sqs":
+				t.Errorf("eventSource = %q", rec.EventSource)
+			case !strings.HasPrefix(rec.EventSourceARN, "arn:aws:sqs:") || !strings.HasSuffix(rec.EventSourceARN, ":"+b.url[strings.LastIndex(b.url, "/")+1:]):
+				t.Errorf("eventSourceARN = %q for %s", rec.EventSourceARN, b.url)
+			case rec.AWSRegion == "":
+				t.Errorf("awsRegion empty")
+			}
+			want := []string{"ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"}
+			if fifo {
+				want = append(want, "SequenceNumber", "MessageGroupId", "MessageDeduplicationId")
+			}
+			for _, k := range want {
+				if rec.Attributes[k] == "" {
+					t.Errorf("attributes[%s] missing in %v", k, rec.Attributes)
+				}
+			}
+			if rec.Attributes["ApproximateReceiveCount"] != "1" {
+				t.Errorf("ApproximateReceiveCount = %q, want 1", rec.Attributes["ApproximateReceiveCount"])
+			}
+			if fifo && (rec.Attributes["MessageGroupId"] != "grp" || rec.Attributes["MessageDeduplicationId"] != "dedup-1") {
+				t.Errorf("FIFO attributes = %v", rec.Attributes)
+			}
+			ma := rec.MessageAttributes
+			if aws.ToString(ma["s"].StringValue) != "hello" || ma["s"].DataType != "String" ||
+				aws.ToString(ma["n"].StringValue) != "42" || ma["n"].DataType != "Number" ||
+				string(ma["b"].BinaryValue) != string([]byte{0, 1, 2, 255}) || ma["b"].DataType != "Binary" {
+				t.Errorf("messageAttributes = %+v", ma)
+			}
+			// Lambda sends the reserved list fields as empty lists, not null.
+			if !strings.Contains(string(inv.Payload), `"stringListValues":[]`) || !strings.Contains(string(inv.Payload), `"binaryListValues":[]`) {
+				t.Errorf("payload lacks empty list fields: %s", inv.Payload)
+			}
+		})
+	}
+}
+
+// Rule: the process gets Lambda's environment, the passthrough Env, and
+// the invocation's request ID, function ARN, deadline and trace ID.
+func TestRuntimeEnvironment(t *testing.T) {
+	t.Parallel()
+	b := setup(t, queueOpts{}, func(c *localrun.Config) {
+		c.ReportBatchItemFailures = false
+		c.FunctionName = "orders"
+		c.MemoryMB = 256
+		c.FunctionTimeout = 7 * time.Second
+		c.Env = []string{"LOCALRUN_TEST_VALUE=passed"}
+	})
+	b.send("env")
+	inv := b.next(nil)
+	var got map[string]string
+	if err := json.Unmarshal(inv.Response, &got); err != nil {
+		t.Fatalf("response %s: %v", inv.Response, err)
+	}
+	for k, want := range map[string]string{
+		"name": "orders", "memory": "256", "version": "$LATEST", "handler": "bootstrap",
+		"custom": "passed", "request": inv.RequestID,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %q, want %q", k, got[k], want)
+		}
+	}
+	if got["region"] == "" || !strings.HasPrefix(got["arn"], "arn:aws:lambda:"+got["region"]+":") || !strings.HasSuffix(got["arn"], ":function:orders") {
+		t.Errorf("region %q, arn %q", got["region"], got["arn"])
+	}
+	if !strings.HasPrefix(got["trace"], "Root=1-") {
+		t.Errorf("trace = %q", got["trace"])
+	}
+	deadline, err := time.Parse(time.RFC3339Nano, got["deadline"])
+	// The deadline is set when the process takes the event, within the
+	// invocation's span, one function timeout ahead.
+	earliest := inv.Started.Add(7 * time.Second).Truncate(time.Millisecond)
+	latest := inv.Started.Add(inv.Duration + 7*time.Second)
+	if err != nil || deadline.Before(earliest) || deadline.After(latest) {
+		t.Errorf("deadline %s not within [%s, %s] (%v)", got["deadline"], earliest, latest, err)
+	}
+}
+
+// Stop waits for the invocation in flight, lets its records settle, and
+// leaves no process behind (setup's cleanup checks every PID).
+func TestStopWaitsForInFlightInvocation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := setup(t, queueOpts{visibility: "20"}, func(c *localrun.Config) {
+		c.BatchSize = 1
+		c.FunctionTimeout = 10 * time.Second
+		c.Env = []string{"LOCALRUN_BARRIER_DIR=" + dir}
+	})
+	id := b.send("barrier")[0]
+	// Wait until the function is inside the barrier, then stop while it
+	// runs; let the barrier open only after Stop began.
+	waitFor(t, func() bool { e, _ := os.ReadDir(dir); return len(e) == 1 })
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.runner.Stop(context.Background()) }()
+	if err := os.WriteFile(dir+"/second", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeSuccess || !slices.Equal(inv.Deleted, []string{id}) {
+		t.Fatalf("in-flight invocation = %s deleted %v, want success deleting %s", inv.Outcome, inv.Deleted, id)
+	}
+}
+
+// waitFor polls an external condition (a file the function writes) up to
+// a generous deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

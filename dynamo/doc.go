@@ -1,0 +1,124 @@
+// Package dynamo is the DynamoDB implementation of [lambdaidem.Store]: one
+// item per (namespace, key), moved between states by conditional writes
+// fenced with the lease token. It is the only package of the library that
+// talks to DynamoDB.
+//
+// The smallest use:
+//
+//	cfg, err := config.LoadDefaultConfig(ctx)
+//	if err != nil { ... }
+//	client := dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{}))
+//	store := dynamo.New(client, "idempotency")
+//	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("orders")))
+//
+// # The table
+//
+// A string partition key "pk", on-demand billing, TTL on expires_at, and a
+// sparse global secondary index [OpenIndex]. [CreateTable] makes one for
+// tests and tools; the project's template.yaml declares the same for
+// production.
+//
+// # Stored attributes
+//
+// This is the one place where the item layout is written down. Times in ms
+// are Unix milliseconds, in s Unix seconds (DynamoDB's TTL wants seconds);
+// times are rounded up when stored, so a record is kept at least as long
+// and a lease lasts at least as long as asked.
+//
+//	attribute                 type  meaning
+//	pk                        S     namespace + "#" + key (the namespace may not contain "#"; at most 2048 bytes)
+//	schema_version            N     layout version, lambdaidem.SchemaVersion
+//	status                    S     IN_PROGRESS, COMPLETED, FAILED or DEAD_LETTERED
+//	lease_token               S     token of the latest claim; stays after complete/fail/dead-letter (the fence)
+//	lease_until               N ms  when the lease runs out
+//	attempts                  N     claims in this generation, including abandoned ones
+//	takeovers                 N     claims that took over an expired lease (abandoned attempts)
+//	generation                S     random, new each time the item is created afresh
+//	claim                     N     fencing number within the generation, +1 per claim
+//	payload_hash              S     the message content's hash (conflict detection; at most 1024 bytes)
+//	message_id                S     message that made the latest claim (at most 1024 bytes)
+//	result                    B     stored outcome of COMPLETED (absent when empty)
+//	result_until              N s   end of result replay (absent: as long as the key)
+//	expires_at                N s   the record counts as absent after it; the table's TTL attribute
+//	last_error                S     latest failure text, cut to WithLastErrorBytes
+//	dead_letter_reason        S     lambdaidem.Reason of DEAD_LETTERED
+//	dead_lettered_message_id  S     the source message that was dead-lettered
+//	dead_letter_message_id    S     the ID the dead-letter queue gave its copy
+//	first_attempt_at          N ms  first claim of this generation
+//	updated_at                N ms  latest write; range key of OpenIndex
+//	open_status               S     = status while IN_PROGRESS, FAILED or DEAD_LETTERED; removed on COMPLETED;
+//	                                hash key of the sparse index OpenIndex (see ListOpen)
+//
+// Expiry is enforced in every condition and read (expires_at < now counts
+// as absent); TTL only cleans up. On AWS it deletes up to days late;
+// DynamoDB Local deletes within seconds, which is why tests run with TTL
+// off.
+//
+// # Requests per transition
+//
+//	claim, absent or FAILED           1 UpdateItem (ReturnValues ALL_NEW)
+//	claim refused                     1 UpdateItem (the refusing item comes back as ALL_OLD)
+//	claim of an expired record        2: the refused UpdateItem, then PutItem of a fresh generation
+//	                                     conditioned on expires_at = the value seen
+//	takeover of an abandoned lease    2: the refused UpdateItem, then UpdateItem conditioned on the
+//	                                     token seen, which also adds 1 to takeovers
+//	complete, fail, dead-letter,      1 UpdateItem conditioned on lease_token = ours AND
+//	extend                              status = IN_PROGRESS AND not expired
+//	complete with Writes              1 TransactWriteItems
+//
+// The plain claim's condition is "absent, or FAILED with the same payload
+// hash, unexpired". Takeovers are left out of it on purpose: DynamoDB's
+// update expressions cannot add to takeovers on one branch of a condition
+// only, and takeovers must stay exact (the decorator tells crashes from
+// handler failures by it, DESIGN §3a.4). A takeover happens only after an
+// instance crashed or timed out, so it may take a second request; the
+// common paths take one.
+//
+// A successful claim returns the new item (ALL_NEW). Its previous state
+// follows from the claim counter: the plain claim applies to an absent or a
+// FAILED record only, and starts a generation exactly when the counter is
+// 1. A refused write returns the current item through
+// ReturnValuesOnConditionCheckFailure=ALL_OLD, so no write is ever followed
+// by a read.
+//
+// # Retries
+//
+// The SDK retries timeouts and 5xx, so a write whose response was lost may
+// have applied, and its retry then fails its own condition. A refused claim
+// whose returned item carries the claim's fresh token, and a refused
+// complete, fail or dead-letter whose item carries our token and already
+// has the target state, are our own success (DESIGN §3a.1).
+//
+// # Errors
+//
+// Throttling, 5xx, timeouts, connection failures, a canceled context, and
+// anything else that leaves the store unable to answer (a missing table, a
+// denied permission) wrap [lambdaidem.ErrStoreUnavailable], keeping the
+// cause. A result that would push the item over DynamoDB's 400 KB is
+// refused before sending with [lambdaidem.ErrResultTooLarge] (as is
+// DynamoDB's own item-size ValidationException); the record stays as it was.
+// Keys and fields that cannot be stored are [ErrInvalidKey].
+//
+// # Transactional completion
+//
+// CompleteRequest.Writes may hold types.TransactWriteItem values (or
+// pointers to them); any other type is [lambdaidem.ErrUnsupportedWrite].
+// They are committed with the completion in one TransactWriteItems: the
+// effect and the COMPLETED mark apply together or not at all. DynamoDB's
+// limits are checked before sending ([ErrTransactionLimit]): at most 100
+// actions including the completion, about 4 MB, and one action per item
+// (a write may not target the record itself or an item another write
+// targets). A canceled transaction is reported per write as a
+// [*TransactionError]; a cancellation of the record's own update is
+// [lambdaidem.ErrLeaseLost].
+//
+// # Tuning the SDK client
+//
+// [ClientOptions] shapes a client to fail closed quickly (DESIGN §3a.7): a
+// per-attempt timeout (default 1s), the standard retryer with 3 attempts
+// and at most 200ms of jittered backoff, no client-side retry quota (the
+// SDK's default token bucket would keep refusing retries for a while after
+// an outage is over), and an HTTP transport keeping as many idle
+// connections per host as the batch concurrency. The caller's context
+// bounds the whole call.
+package dynamo

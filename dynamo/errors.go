@@ -1,0 +1,99 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// Named errors of this store, in addition to those of package lambdaidem.
+var (
+	// ErrInvalidKey: the namespace, key or another stored string cannot be
+	// stored: empty, a namespace containing "#", a partition key over
+	// DynamoDB's 2048-byte limit, or a field over its bound.
+	ErrInvalidKey = errors.New("dynamo: invalid key")
+	// ErrTransactionLimit: a transactional completion breaks one of
+	// DynamoDB's transaction limits (100 actions including the completion,
+	// 4 MB, one action per item) or holds a malformed write. Nothing was
+	// sent.
+	ErrTransactionLimit = errors.New("dynamo: transaction limit")
+)
+
+// TransactionError reports which extra writes of a transactional completion
+// made DynamoDB cancel the transaction. Nothing of the transaction was
+// applied. The record's own update is not listed: its refusal is reported as
+// [lambdaidem.ErrLeaseLost].
+type TransactionError struct {
+	// Failures lists the extra writes that were refused, in order.
+	Failures []WriteFailure
+}
+
+// WriteFailure is one refused extra write.
+type WriteFailure struct {
+	// Index is the write's position in CompleteRequest.Writes.
+	Index int
+	// Code is DynamoDB's cancellation code, e.g. "ConditionalCheckFailed",
+	// "TransactionConflict", "ValidationError".
+	Code    string
+	Message string
+	// Item is the item as it was, when the write asked for it with
+	// ReturnValuesOnConditionCheckFailure=ALL_OLD.
+	Item map[string]types.AttributeValue
+}
+
+func (e *TransactionError) Error() string {
+	var b strings.Builder
+	b.WriteString("dynamo: transaction canceled:")
+	for i, f := range e.Failures {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " write %d: %s", f.Index, f.Code)
+		if f.Message != "" {
+			fmt.Fprintf(&b, " (%s)", f.Message)
+		}
+	}
+	return b.String()
+}
+
+// classify turns an SDK error into the store's vocabulary. What is
+// transient or leaves the store unable to answer for us (throttling, 5xx,
+// timeouts, connection failures, a canceled context, missing table or
+// permission) is ErrStoreUnavailable: the decorator then reports the record
+// failed and never acknowledges it. A ValidationException is a bad request,
+// returned as it is, except the item-size one, which is ErrResultTooLarge.
+func classify(op, pk string, err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if isItemSizeMessage(ae.ErrorMessage()) {
+			return fmt.Errorf("%w: dynamo %s %q: %w", lambdaidem.ErrResultTooLarge, op, pk, err)
+		}
+		return fmt.Errorf("dynamo %s %q: %w", op, pk, err)
+	}
+	return fmt.Errorf("%w: dynamo %s %q: %w", lambdaidem.ErrStoreUnavailable, op, pk, err)
+}
+
+// isItemSizeMessage recognises DynamoDB's "Item size has exceeded the
+// maximum allowed size" and "Item size to update has exceeded ..." texts.
+func isItemSizeMessage(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "item size") && strings.Contains(m, "exceeded")
+}
+
+// conditionFailed returns the item a failed condition returned
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD; nil when there was no item)
+// and whether err was a failed condition at all.
+func conditionFailed(err error) (item, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return item(ccf.Item), true
+	}
+	return nil, false
+}

@@ -1,0 +1,482 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// API is the part of *dynamodb.Client the store uses. Tests and tools may
+// wrap a client with it (to count or fail requests); the store never needs
+// more than these calls.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// DefaultLastErrorBytes bounds the stored last_error text: long enough for
+// an error chain and a panic's stack, short enough to keep the item small
+// (a refused conditional write is billed by the size of the item it read).
+const DefaultLastErrorBytes = 4096
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLastErrorBytes sets how many bytes of an error's text are stored
+// (default DefaultLastErrorBytes; values below 64 become 64). Longer texts
+// are cut on a character boundary and marked.
+func WithLastErrorBytes(n int) Option {
+	return func(s *Store) { s.errLimit = max(n, 64) }
+}
+
+// Store is the DynamoDB implementation of [lambdaidem.Store]. It is safe for
+// concurrent use and holds no state besides its configuration.
+type Store struct {
+	client   API
+	table    string
+	errLimit int
+}
+
+var _ lambdaidem.Store = (*Store)(nil)
+
+// New returns a Store keeping records in table through client. The table
+// must have a string partition key "pk" (CreateTable makes one).
+func New(client API, table string, opts ...Option) *Store {
+	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Table returns the name of the store's table.
+func (s *Store) Table() string { return s.table }
+
+// maxClaimRounds bounds the requests of one claim. Each round is a
+// conditional write based on the item the previous round returned; only a
+// record that changes under us between rounds needs more than two.
+const maxClaimRounds = 4
+
+type claimStep int
+
+const (
+	stepClaim    claimStep = iota // absent, or FAILED with the same hash
+	stepTakeover                  // IN_PROGRESS whose lease ran out, same hash
+	stepRecreate                  // expired: a fresh generation
+)
+
+// Claim takes the lease on a key. The common cases (absent, FAILED) take one
+// UpdateItem; a takeover of an abandoned lease and the re-creation of an
+// expired record take a second request, conditioned on the item the first
+// one returned. See the package documentation for why.
+func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+	pk, err := pkOf(req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	if err := checkField("payload hash", req.PayloadHash); err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	if err := checkField("message ID", req.MessageID); err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	c := &claimCall{s: s, req: req, pk: pk, token: rand.Text()}
+	step, seen := stepClaim, item(nil)
+	for range maxClaimRounds {
+		var got item
+		switch step {
+		case stepClaim:
+			got, err = c.claim(ctx)
+		case stepTakeover:
+			got, err = c.takeover(ctx, seen)
+		case stepRecreate:
+			got, err = c.recreate(ctx, seen)
+		}
+		if err == nil {
+			return c.claimed(step, got), nil
+		}
+		old, ok := conditionFailed(err)
+		if !ok {
+			return lambdaidem.ClaimResult{}, classify("claim", pk, err)
+		}
+		if old != nil && old.str(attrToken) == c.token {
+			// The SDK retried a request whose first try applied but whose
+			// response was lost: the token is fresh, so only our own write
+			// can have put it there (DESIGN §3a.1).
+			return c.claimed(step, old), nil
+		}
+		next, claimable := c.decide(old)
+		if !claimable {
+			return lambdaidem.ClaimResult{Record: old.record()}, nil
+		}
+		step, seen = next, old
+	}
+	return lambdaidem.ClaimResult{}, fmt.Errorf("%w: dynamo claim %q: the record changed under each of %d conditional writes", lambdaidem.ErrStoreUnavailable, pk, maxClaimRounds)
+}
+
+type claimCall struct {
+	s     *Store
+	req   lambdaidem.ClaimRequest
+	pk    string
+	token string
+}
+
+// decide picks the next write from the item a refused write returned, or
+// reports that the item refuses the claim. A nil item is absent.
+func (c *claimCall) decide(old item) (claimStep, bool) {
+	switch {
+	case old == nil:
+		return stepClaim, true
+	case old.expiredAt(c.req.Now):
+		return stepRecreate, true
+	case old.str(attrHash) != c.req.PayloadHash:
+		return 0, false
+	}
+	switch lambdaidem.Status(old.str(attrStatus)) {
+	case lambdaidem.StatusFailed:
+		return stepClaim, true
+	case lambdaidem.StatusInProgress:
+		if !c.req.NoTakeover && old.leaseExpiredAt(c.req.Now, c.req.Grace) {
+			return stepTakeover, true
+		}
+	}
+	return 0, false
+}
+
+// claimed builds the result of the write step that applied.
+func (c *claimCall) claimed(step claimStep, it item) lambdaidem.ClaimResult {
+	rec := it.record()
+	var prev lambdaidem.Status
+	switch step {
+	case stepTakeover:
+		prev = lambdaidem.StatusInProgress
+	case stepClaim:
+		// The plain claim applies to an absent or a FAILED record only, and
+		// it starts a generation exactly when the claim counter is 1: so
+		// the counter tells the previous state without returning the old
+		// item as well.
+		if rec.Fence.Claim > 1 {
+			prev = lambdaidem.StatusFailed
+		}
+	}
+	return lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Previous: prev, Record: rec}
+}
+
+// setLease writes what every claim writes.
+func (c *claimCall) setLease(e *expr) {
+	inProgress := strAV(string(lambdaidem.StatusInProgress))
+	e.Set(attrStatus, inProgress)
+	e.Set(attrOpenStatus, inProgress)
+	e.Set(attrToken, strAV(c.token))
+	e.Set(attrLeaseUntil, numAV(ceilMillis(c.req.LeaseUntil)))
+	e.Set(attrHash, strAV(c.req.PayloadHash))
+	e.SetOrRemove(attrMessageID, c.req.MessageID)
+	setExpiry(e, c.req.ExpiresAt)
+	e.Set(attrUpdatedAt, numAV(ceilMillis(c.req.Now)))
+	e.Set(attrSchema, numAV(lambdaidem.SchemaVersion))
+}
+
+// claim is the common claim: absent, or FAILED with the same hash.
+func (c *claimCall) claim(ctx context.Context) (item, error) {
+	e := newExpr()
+	c.setLease(e)
+	e.SetIfNotExists(attrGeneration, strAV(rand.Text()))
+	e.SetIfNotExists(attrFirstAttempt, numAV(ceilMillis(c.req.Now)))
+	e.Add(attrAttempts, 1)
+	e.Add(attrClaim, 1)
+	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (" +
+		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusFailed)) + " AND " +
+		e.n(attrHash) + " = " + e.s(c.req.PayloadHash) + " AND " +
+		e.unexpired(ceilSecs(c.req.Now)) + ")"
+	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.s.table),
+		Key:                                 keyOf(c.pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return item(out.Attributes), nil
+}
+
+// takeover claims an IN_PROGRESS record whose lease ran out, fenced on the
+// token it was seen with, and counts the abandoned attempt in takeovers.
+func (c *claimCall) takeover(ctx context.Context, seen item) (item, error) {
+	e := newExpr()
+	c.setLease(e)
+	e.Add(attrAttempts, 1)
+	e.Add(attrClaim, 1)
+	e.Add(attrTakeovers, 1)
+	cond := e.n(attrToken) + " = " + e.s(seen.str(attrToken)) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(c.req.Now.Add(-c.req.Grace))) + " AND " +
+		e.n(attrHash) + " = " + e.s(c.req.PayloadHash) + " AND " +
+		e.unexpired(ceilSecs(c.req.Now))
+	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(c.s.table),
+		Key:                                 keyOf(c.pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return item(out.Attributes), nil
+}
+
+// recreate replaces an expired record with a fresh generation, conditioned
+// on the expiry it was seen with: if anyone replaced it meanwhile, the
+// condition fails and the next round looks at their item.
+func (c *claimCall) recreate(ctx context.Context, seen item) (item, error) {
+	now := ceilMillis(c.req.Now)
+	it := item{
+		attrPK:           strAV(c.pk),
+		attrSchema:       numAV(lambdaidem.SchemaVersion),
+		attrStatus:       strAV(string(lambdaidem.StatusInProgress)),
+		attrOpenStatus:   strAV(string(lambdaidem.StatusInProgress)),
+		attrToken:        strAV(c.token),
+		attrLeaseUntil:   numAV(ceilMillis(c.req.LeaseUntil)),
+		attrAttempts:     numAV(1),
+		attrTakeovers:    numAV(0),
+		attrGeneration:   strAV(rand.Text()),
+		attrClaim:        numAV(1),
+		attrHash:         strAV(c.req.PayloadHash),
+		attrFirstAttempt: numAV(now),
+		attrUpdatedAt:    numAV(now),
+	}
+	if c.req.MessageID != "" {
+		it[attrMessageID] = strAV(c.req.MessageID)
+	}
+	if !c.req.ExpiresAt.IsZero() {
+		it[attrExpiresAt] = numAV(ceilSecs(c.req.ExpiresAt))
+	}
+	e := newExpr()
+	cond := e.n(attrExpiresAt) + " = " + e.v(seen[attrExpiresAt])
+	_, err := c.s.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           aws.String(c.s.table),
+		Item:                                it,
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// setExpiry sets expires_at, or removes it for a zero time (never expires).
+func setExpiry(e *expr, t time.Time) {
+	if t.IsZero() {
+		e.Remove(attrExpiresAt)
+		return
+	}
+	e.Set(attrExpiresAt, numAV(ceilSecs(t)))
+}
+
+// Complete moves a leased record to COMPLETED with its result. Without
+// Writes it is one UpdateItem; with Writes, one TransactWriteItems (see
+// CompleteRequest.Writes in the package documentation).
+func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	if size := s.itemBound(pk) + len(attrResult) + len(req.Result); size > maxItemBytes {
+		return fmt.Errorf("%w: dynamo complete %q: result of %d bytes makes the item about %d bytes, over DynamoDB's %d",
+			lambdaidem.ErrResultTooLarge, pk, len(req.Result), size, maxItemBytes)
+	}
+	e := newExpr()
+	e.Set(attrStatus, strAV(string(lambdaidem.StatusCompleted)))
+	// Leaving the sparse index: a completed record is nobody's worry.
+	e.Remove(attrOpenStatus)
+	if len(req.Result) > 0 {
+		e.Set(attrResult, &types.AttributeValueMemberB{Value: req.Result})
+	} else {
+		e.Remove(attrResult)
+	}
+	if req.ResultUntil.IsZero() {
+		e.Remove(attrResultUntil)
+	} else {
+		e.Set(attrResultUntil, numAV(ceilSecs(req.ResultUntil)))
+	}
+	setExpiry(e, req.ExpiresAt)
+	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+	if len(req.Writes) > 0 {
+		return s.completeTx(ctx, pk, req, e)
+	}
+	return s.finish(ctx, "complete", pk, req.Lease, req.Now, lambdaidem.StatusCompleted, e)
+}
+
+// Fail moves a leased record to FAILED, keeping the token.
+func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	failed := strAV(string(lambdaidem.StatusFailed))
+	e := newExpr()
+	e.Set(attrStatus, failed)
+	e.Set(attrOpenStatus, failed)
+	e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
+	setExpiry(e, req.ExpiresAt)
+	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+	return s.finish(ctx, "fail", pk, req.Lease, req.Now, lambdaidem.StatusFailed, e)
+}
+
+// DeadLetter moves a leased record to DEAD_LETTERED with its reason.
+func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, v string }{
+		{"reason", string(req.Reason)},
+		{"message ID", req.MessageID},
+		{"dead-letter message ID", req.DeadLetterMessageID},
+	} {
+		if err := checkField(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	dl := strAV(string(lambdaidem.StatusDeadLettered))
+	e := newExpr()
+	e.Set(attrStatus, dl)
+	e.Set(attrOpenStatus, dl)
+	e.SetOrRemove(attrDLReason, string(req.Reason))
+	e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
+	e.SetOrRemove(attrDLSourceID, req.MessageID)
+	e.SetOrRemove(attrDLCopyID, req.DeadLetterMessageID)
+	setExpiry(e, req.ExpiresAt)
+	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+	return s.finish(ctx, "dead-letter", pk, req.Lease, req.Now, lambdaidem.StatusDeadLettered, e)
+}
+
+// Extend moves the end of a lease the caller still holds.
+func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	e := newExpr()
+	e.Set(attrLeaseUntil, numAV(ceilMillis(req.LeaseUntil)))
+	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+	return s.finish(ctx, "extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
+}
+
+// leaseCondition is the fence of every write after a claim: our token, still
+// IN_PROGRESS, not expired.
+func leaseCondition(e *expr, l lambdaidem.Lease, now time.Time) string {
+	return e.n(attrToken) + " = " + e.s(l.Token) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.unexpired(ceilSecs(now))
+}
+
+// finish sends a fenced update of a leased record.
+func (s *Store) finish(ctx context.Context, op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, e *expr) error {
+	cond := leaseCondition(e, l, now)
+	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	old, ok := conditionFailed(err)
+	if !ok {
+		return classify(op, pk, err)
+	}
+	return refused(op, pk, l, now, target, old)
+}
+
+// refused explains a failed lease condition. An item that carries our token
+// and already has the target state is our own write, applied by a try whose
+// response was lost (DESIGN §3a.1): success. Anything else is a lost lease.
+func refused(op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, old item) error {
+	var why string
+	switch {
+	case old == nil:
+		why = "the record is gone"
+	case old.expiredAt(now):
+		why = "the record expired"
+	case old.str(attrToken) != l.Token:
+		r := old.record()
+		why = fmt.Sprintf("the lease was taken over (now %s, claim %d of generation %s)", r.Status, r.Fence.Claim, r.Fence.Generation)
+	case lambdaidem.Status(old.str(attrStatus)) == target && target != lambdaidem.StatusInProgress:
+		return nil
+	default:
+		why = "the record is already " + old.str(attrStatus)
+	}
+	return fmt.Errorf("%w: dynamo %s %q: %s", lambdaidem.ErrLeaseLost, op, pk, why)
+}
+
+// itemBound bounds the size of a record's item apart from its result: the
+// key, the bounded caller strings, last_error and fixed attributes.
+func (s *Store) itemBound(pk string) int {
+	return len(attrPK) + len(pk) + 2*maxFieldBytes + len(attrLastError) + s.errLimit + itemOverheadBytes
+}
+
+// Get reads a record with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+	pk, err := pkOf(req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.Record{}, err
+	}
+	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyOf(pk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return lambdaidem.Record{}, classify("get", pk, err)
+	}
+	it := item(out.Item)
+	if len(it) == 0 || it.expiredAt(req.Now) {
+		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+	}
+	return it.record(), nil
+}
+
+// Delete removes a record unconditionally.
+func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+	pk, err := pkOf(req.Namespace, req.Key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table),
+		Key:       keyOf(pk),
+	})
+	if err != nil {
+		return classify("delete", pk, err)
+	}
+	return nil
+}

@@ -442,3 +442,38 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Rule: the mapping gathers records over several receives until BatchSize
+// is reached or the batching window closes, whichever comes first.
+func TestBatchSizeAndBatchingWindow(t *testing.T) {
+	t.Parallel()
+	t.Run("window closes before the batch fills", func(t *testing.T) {
+		t.Parallel()
+		// More than one receive can return (10 at most each): 12 records
+		// sent within the window arrive as one batch of 12.
+		b := setup(t, queueOpts{visibility: "20"}, func(c *localrun.Config) {
+			c.BatchSize = 15
+			c.BatchingWindow = 3 * time.Second
+		})
+		bodies := make([]string, 12)
+		for i := range bodies {
+			bodies[i] = "ok"
+		}
+		ids := b.send(bodies...)
+		inv := b.next(nil)
+		sameSet(t, "batch", inv.MessageIDs, ids)
+	})
+	t.Run("full batch ends the window", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, queueOpts{visibility: "20"}, func(c *localrun.Config) {
+			c.BatchSize = 3
+			c.BatchingWindow = 3 * time.Second
+		})
+		ids := b.send("ok", "ok", "ok", "ok", "ok")
+		first, second := b.next(nil), b.next(nil)
+		if len(first.MessageIDs) != 3 || len(second.MessageIDs) != 2 {
+			t.Fatalf("batches of %d and %d records, want 3 and 2", len(first.MessageIDs), len(second.MessageIDs))
+		}
+		sameSet(t, "handled", append(first.Deleted, second.Deleted...), ids)
+	})
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -476,4 +478,53 @@ func TestBatchSizeAndBatchingWindow(t *testing.T) {
 		}
 		sameSet(t, "handled", append(first.Deleted, second.Deleted...), ids)
 	})
+}
+
+// Rule: a new process that exits before asking for its first event is an
+// init failure; the batch fails and nothing is deleted.
+func TestInitFailureFailsBatch(t *testing.T) {
+	t.Parallel()
+	falseBin, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("no false(1) on PATH")
+	}
+	b := setup(t, queueOpts{}, func(c *localrun.Config) { c.Bootstrap = falseBin })
+	id := b.send("ok")[0]
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeInitError || inv.Err.Type != "Runtime.ExitError" {
+		t.Fatalf("outcome = %s (%v), want init_error with Runtime.ExitError", inv.Outcome, inv.Err)
+	}
+	sameSet(t, "failed", inv.Failed, []string{id})
+	if len(inv.Deleted) != 0 {
+		t.Fatalf("deleted %v, want none", inv.Deleted)
+	}
+}
+
+// Rule: a runtime that reports POST /runtime/init/error fails the batch
+// with its error and is killed.
+func TestInitErrorEndpoint(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl on PATH")
+	}
+	script := filepath.Join(t.TempDir(), "bootstrap")
+	body := `#!/bin/sh
+curl -sf -X POST -H 'Lambda-Runtime-Function-Error-Type: Init.Bad' \
+  -d '{"errorType":"Init.Bad","errorMessage":"cannot start"}' \
+  "http://$AWS_LAMBDA_RUNTIME_API/2018-06-01/runtime/init/error"
+exec sleep 60
+`
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t, queueOpts{}, func(c *localrun.Config) { c.Bootstrap = script })
+	b.send("ok")
+	inv := b.next(nil)
+	if inv.Outcome != localrun.OutcomeInitError || inv.Err.Type != "Init.Bad" || inv.Err.Message != "cannot start" {
+		t.Fatalf("outcome = %s (%v), want init_error Init.Bad", inv.Outcome, inv.Err)
+	}
+	exit := b.nextProcess(func(e localrun.ProcessEvent) bool { return e.Kind == localrun.ProcessExited && e.PID == inv.PID })
+	if exit.Reason != "init_error" {
+		t.Fatalf("exit reason = %q, want init_error", exit.Reason)
+	}
 }

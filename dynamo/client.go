@@ -78,7 +78,9 @@ func ClientOptions(t Tuning) func(*dynamodb.Options) {
 			so.Backoff = retry.NewExponentialJitterBackoff(t.MaxBackoff)
 			so.RateLimiter = ratelimit.None
 		})
-		o.RetryMaxAttempts = 0 // let the Retryer above decide
+		// A max-attempts setting from the environment or the shared
+		// config would otherwise wrap the Retryer above and override it.
+		o.RetryMaxAttempts = 0
 		o.RetryMode = aws.RetryModeStandard
 		o.HTTPClient = awshttp.NewBuildableClient().
 			WithTimeout(t.AttemptTimeout).

@@ -265,3 +265,17 @@ func TestNoRetryLockOut(t *testing.T) {
 		t.Errorf("%d injected errors, want 181", got)
 	}
 }
+
+// TestConnectionRefused: a store that cannot reach DynamoDB at all is
+// unavailable, not broken.
+func TestConnectionRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testTuning)
+	if err := b.proxy.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.store.Claim(t.Context(), b.claimReq("k", 0))
+	if !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+		t.Fatalf("Claim = %v, want ErrStoreUnavailable", err)
+	}
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
+)
+
+// Environment variables the function reads. template.yaml sets them.
+const (
+	EnvIdempotencyTable = "IDEMPOTENCY_TABLE"     // required
+	EnvEffectsTable     = "EFFECTS_TABLE"         // required
+	EnvNamespace        = "IDEMPOTENCY_NAMESPACE" // default DefaultNamespace
+	EnvDLQURL           = "DLQ_URL"               // optional: without it SQS's redrive policy is the only DLQ
+	EnvMaxAttempts      = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
+)
+
+// DefaultNamespace is the namespace of the orders' idempotency records. It
+// is fixed rather than the function's name, which CloudFormation may change
+// on a replacement and would forget every key with it.
+const DefaultNamespace = "orders"
+
+// CrashExitCode is the exit status of a crash the body asked for.
+const CrashExitCode = 3
+
+// Crash points a body can ask for.
+const (
+	CrashBeforeEffect = "before_effect"
+	CrashAfterEffect  = "after_effect"
+)
+
+// Named errors, so logs and the dead-letter metadata tell them apart.
+var (
+	// ErrConfig is a missing or malformed environment variable.
+	ErrConfig = errors.New("orders: invalid configuration")
+	// ErrBadOrder is a body that can never be processed.
+	ErrBadOrder = errors.New("orders: bad order")
+	// ErrSimulatedFailure is a failure the body asked for (fail_times).
+	ErrSimulatedFailure = errors.New("orders: simulated failure")
+)
+
+// Config is the function's configuration.
+type Config struct {
+	IdempotencyTable string
+	EffectsTable     string
+	Namespace        string
+	// DLQURL is the queue dead-lettered messages are sent to, with their
+	// reason. Empty: none, and the source queue's redrive policy catches
+	// poison messages without a reason.
+	DLQURL string
+	// MaxAttempts is passed to lambdaidem.WithMaxAttempts; 0 keeps the
+	// library's default.
+	MaxAttempts int
+}
+
+// ConfigFromEnv reads the configuration through getenv (os.Getenv in
+// main). Errors wrap ErrConfig.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		IdempotencyTable: getenv(EnvIdempotencyTable),
+		EffectsTable:     getenv(EnvEffectsTable),
+		Namespace:        getenv(EnvNamespace),
+		DLQURL:           getenv(EnvDLQURL),
+	}
+	var errs []error
+	if c.IdempotencyTable == "" {
+		errs = append(errs, fmt.Errorf("%w: %s is not set", ErrConfig, EnvIdempotencyTable))
+	}
+	if c.EffectsTable == "" {
+		errs = append(errs, fmt.Errorf("%w: %s is not set", ErrConfig, EnvEffectsTable))
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if v := getenv(EnvMaxAttempts); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("%w: %s=%q is not a positive integer", ErrConfig, EnvMaxAttempts, v))
+		}
+		c.MaxAttempts = n
+	}
+	return c, errors.Join(errs...)
+}
+
+// Deps are the clients and hooks the function uses. main builds them from
+// the environment; tests build them against the local services.
+type Deps struct {
+	DynamoDB *dynamodb.Client
+	// SQS sends dead letters and changes visibility. Nil: neither (the
+	// queue's visibility timeout and redrive policy apply).
+	SQS *sqs.Client
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Exit ends the process for the "crash" steering field; default
+	// os.Exit. Tests replace it.
+	Exit func(code int)
+}
+
+// NewHandler returns the function's Lambda handler. opts are added after
+// the example's own options, so tests can override them.
+func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger, exit: deps.Exit}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if f.exit == nil {
+		f.exit = os.Exit
+	}
+	base := []lambdaidem.Option{
+		lambdaidem.WithNamespace(cfg.Namespace),
+		// The business key: a producer that sends an order twice gets
+		// one effect, not only an SQS redelivery of one message.
+		lambdaidem.WithKeyJSONField("order_id"),
+		lambdaidem.WithLogger(f.log),
+	}
+	if cfg.MaxAttempts > 0 {
+		base = append(base, lambdaidem.WithMaxAttempts(cfg.MaxAttempts))
+	}
+	if deps.SQS != nil {
+		// Brings a message whose key another instance holds back when
+		// that lease ends, instead of a whole visibility timeout later.
+		base = append(base, lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(deps.SQS)))
+		if cfg.DLQURL != "" {
+			base = append(base, lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(deps.SQS, cfg.DLQURL)))
+		}
+	}
+	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
+	return lambdaidem.SQS(store, f.handle, append(base, opts...)...)
+}
+
+// Order is a message body. Only OrderID is business data; the other fields
+// steer the function for demos and tests.
+type Order struct {
+	OrderID   string `json:"order_id"`
+	Poison    bool   `json:"poison,omitempty"`
+	FailTimes int    `json:"fail_times,omitempty"`
+	SleepMS   int    `json:"sleep_ms,omitempty"`
+	Crash     string `json:"crash,omitempty"`
+	// CrashAttempts lists the attempts that crash; default [1].
+	CrashAttempts []int `json:"crash_attempts,omitempty"`
+}
+
+func (o Order) crashes(point string, attempt int) bool {
+	if o.Crash != point {
+		return false
+	}
+	if len(o.CrashAttempts) == 0 {
+		return attempt == 1
+	}
+	return slices.Contains(o.CrashAttempts, attempt)
+}
+
+type function struct {
+	db    *dynamodb.Client
+	table string
+	log   *slog.Logger
+	exit  func(int)
+}
+
+func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
+	var o Order
+	if err := json.Unmarshal([]byte(msg.Body), &o); err != nil {
+		// Retrying cannot fix a body: dead-letter it at once.
+		return lambdaidem.Poison(fmt.Errorf("%w: %v", ErrBadOrder, err))
+	}
+	if o.Crash != "" && o.Crash != CrashBeforeEffect && o.Crash != CrashAfterEffect {
+		return lambdaidem.Poison(fmt.Errorf("%w: unknown crash point %q", ErrBadOrder, o.Crash))
+	}
+	lease, _ := lambdaidem.LeaseFromContext(ctx)
+	if o.Poison {
+		return lambdaidem.Poison(fmt.Errorf("%w: order %s is marked poison", ErrBadOrder, o.OrderID))
+	}
+	if lease.Attempt <= o.FailTimes {
+		return fmt.Errorf("%w: attempt %d of the first %d", ErrSimulatedFailure, lease.Attempt, o.FailTimes)
+	}
+	if o.SleepMS > 0 {
+		t := time.NewTimer(time.Duration(o.SleepMS) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("order %s: %w", o.OrderID, context.Cause(ctx))
+		}
+	}
+	if o.crashes(CrashBeforeEffect, lease.Attempt) {
+		f.crash(ctx, o, lease, CrashBeforeEffect)
+		return nil // reached only when a test's Exit returns
+	}
+	if err := f.writeEffect(ctx, o, msg, lease); err != nil {
+		return err
+	}
+	if o.crashes(CrashAfterEffect, lease.Attempt) {
+		f.crash(ctx, o, lease, CrashAfterEffect)
+	}
+	return nil
+}
+
+func (f *function) crash(ctx context.Context, o Order, lease lambdaidem.Lease, point string) {
+	f.log.WarnContext(ctx, "crashing on purpose",
+		slog.String("order_id", o.OrderID), slog.String("point", point), slog.Int("attempt", lease.Attempt))
+	f.exit(CrashExitCode)
+}
+
+// Attributes of an effect row. The table has one string partition key, pk.
+const (
+	attrPK         = "pk"         // order_id + "#" + effect_id
+	attrOrderID    = "order_id"   // the business key
+	attrEffectID   = "effect_id"  // random, new for every write
+	attrMessageID  = "message_id" // the SQS message that caused it
+	attrAttempt    = "attempt"    // lambdaidem attempt number
+	attrGeneration = "generation" // the lease's fencing number: generation
+	attrClaim      = "claim"      // and claim within it
+	attrAt         = "at"         // RFC 3339 UTC, when written
+)
+
+// writeEffect is the side effect, made non-idempotent on purpose: a fresh
+// row every call, so a repeated effect shows up as a second row.
+func (f *function) writeEffect(ctx context.Context, o Order, msg events.SQSMessage, lease lambdaidem.Lease) error {
+	id, err := randomID()
+	if err != nil {
+		return err
+	}
+	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(f.table),
+		Item: map[string]types.AttributeValue{
+			attrPK:         &types.AttributeValueMemberS{Value: o.OrderID + "#" + id},
+			attrOrderID:    &types.AttributeValueMemberS{Value: o.OrderID},
+			attrEffectID:   &types.AttributeValueMemberS{Value: id},
+			attrMessageID:  &types.AttributeValueMemberS{Value: msg.MessageId},
+			attrAttempt:    &types.AttributeValueMemberN{Value: strconv.Itoa(lease.Attempt)},
+			attrGeneration: &types.AttributeValueMemberS{Value: lease.Fence.Generation},
+			attrClaim:      &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Fence.Claim, 10)},
+			attrAt:         &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339Nano)},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("order %s: write effect: %w", o.OrderID, err)
+	}
+	f.log.InfoContext(ctx, "effect written",
+		slog.String("order_id", o.OrderID), slog.String("effect_id", id), slog.Int("attempt", lease.Attempt))
+	return nil
+}
+
+func randomID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random effect ID: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}

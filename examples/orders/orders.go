@@ -201,22 +201,24 @@ func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
 		}
 	}
 	if o.crashes(CrashBeforeEffect, lease.Attempt) {
-		f.crash(ctx, o, lease, CrashBeforeEffect)
-		return nil // reached only when a test's Exit returns
+		return f.crash(ctx, o, lease, CrashBeforeEffect)
 	}
 	if err := f.writeEffect(ctx, o, msg, lease); err != nil {
 		return err
 	}
 	if o.crashes(CrashAfterEffect, lease.Attempt) {
-		f.crash(ctx, o, lease, CrashAfterEffect)
+		return f.crash(ctx, o, lease, CrashAfterEffect)
 	}
 	return nil
 }
 
-func (f *function) crash(ctx context.Context, o Order, lease lambdaidem.Lease, point string) {
+// crash ends the process. It returns only when a test's Exit hook does,
+// and then fails the record, so the outcome is not recorded as done.
+func (f *function) crash(ctx context.Context, o Order, lease lambdaidem.Lease, point string) error {
 	f.log.WarnContext(ctx, "crashing on purpose",
 		slog.String("order_id", o.OrderID), slog.String("point", point), slog.Int("attempt", lease.Attempt))
 	f.exit(CrashExitCode)
+	return fmt.Errorf("order %s: crash %s on attempt %d did not end the process", o.OrderID, point, lease.Attempt)
 }
 
 // Attributes of an effect row. The table has one string partition key, pk.

@@ -54,36 +54,41 @@ type Unit string
 
 // The CloudWatch units.
 const (
-	UnitNone                Unit = "None"
-	UnitCount               Unit = "Count"
-	UnitCountPerSecond      Unit = "Count/Second"
-	UnitPercent             Unit = "Percent"
-	UnitSeconds             Unit = "Seconds"
-	UnitMilliseconds        Unit = "Milliseconds"
-	UnitMicroseconds        Unit = "Microseconds"
-	UnitBytes               Unit = "Bytes"
-	UnitKilobytes           Unit = "Kilobytes"
-	UnitMegabytes           Unit = "Megabytes"
-	UnitGigabytes           Unit = "Gigabytes"
-	UnitTerabytes           Unit = "Terabytes"
-	UnitBits                Unit = "Bits"
-	UnitKilobits            Unit = "Kilobits"
-	UnitMegabits            Unit = "Megabits"
-	UnitGigabits            Unit = "Gigabits"
-	UnitTerabits            Unit = "Terabits"
-	UnitBytesPerSecond      Unit = "Bytes/Second"
-	UnitKilobytesPerSecond  Unit = "Kilobytes/Second"
-	UnitMegabytesPerSecond  Unit = "Megabytes/Second"
-	UnitGigabytesPerSecond  Unit = "Gigabytes/Second"
-	UnitTerabytesPerSecond  Unit = "Terabytes/Second"
-	UnitBitsPerSecond       Unit = "Bits/Second"
-	UnitKilobitsPerSecond   Unit = "Kilobits/Second"
-	UnitMegabitsPerSecond   Unit = "Megabits/Second"
-	UnitGigabitsPerSecond   Unit = "Gigabits/Second"
-	UnitTerabitsPerSecond   Unit = "Terabits/Second"
-	unitUnset               Unit = ""
-	maxNameLength                = 255
-	maxDimensionValueLength      = 1024
+	UnitNone               Unit = "None"
+	UnitCount              Unit = "Count"
+	UnitCountPerSecond     Unit = "Count/Second"
+	UnitPercent            Unit = "Percent"
+	UnitSeconds            Unit = "Seconds"
+	UnitMilliseconds       Unit = "Milliseconds"
+	UnitMicroseconds       Unit = "Microseconds"
+	UnitBytes              Unit = "Bytes"
+	UnitKilobytes          Unit = "Kilobytes"
+	UnitMegabytes          Unit = "Megabytes"
+	UnitGigabytes          Unit = "Gigabytes"
+	UnitTerabytes          Unit = "Terabytes"
+	UnitBits               Unit = "Bits"
+	UnitKilobits           Unit = "Kilobits"
+	UnitMegabits           Unit = "Megabits"
+	UnitGigabits           Unit = "Gigabits"
+	UnitTerabits           Unit = "Terabits"
+	UnitBytesPerSecond     Unit = "Bytes/Second"
+	UnitKilobytesPerSecond Unit = "Kilobytes/Second"
+	UnitMegabytesPerSecond Unit = "Megabytes/Second"
+	UnitGigabytesPerSecond Unit = "Gigabytes/Second"
+	UnitTerabytesPerSecond Unit = "Terabytes/Second"
+	UnitBitsPerSecond      Unit = "Bits/Second"
+	UnitKilobitsPerSecond  Unit = "Kilobits/Second"
+	UnitMegabitsPerSecond  Unit = "Megabits/Second"
+	UnitGigabitsPerSecond  Unit = "Gigabits/Second"
+	UnitTerabitsPerSecond  Unit = "Terabits/Second"
+	unitUnset              Unit = ""
+)
+
+// CloudWatch's lengths for namespaces, metric and dimension names, and
+// dimension values.
+const (
+	maxNameLength           = 255
+	maxDimensionValueLength = 1024
 )
 
 var units = []Unit{
@@ -212,9 +217,12 @@ func hasMember(set MetricSet, name string) bool {
 // Encode validates set and returns its EMF documents, each one JSON line
 // ending in a newline. A set beyond MaxMetrics metrics or MaxValues values
 // of one metric becomes several documents, each repeating the dimensions
-// and properties, so every value is published exactly once. A zero
-// Timestamp is encoded as the Unix epoch; use Writer.Emit for "now".
+// and properties, so every value is published exactly once. Unlike
+// Writer.Emit, Encode has no clock: a zero Timestamp is an error.
 func Encode(set MetricSet) ([][]byte, error) {
+	if set.Timestamp.IsZero() {
+		return nil, fmt.Errorf("%w: no timestamp", ErrInvalid)
+	}
 	if err := validate(set); err != nil {
 		return nil, err
 	}

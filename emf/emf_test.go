@@ -318,6 +318,14 @@ func TestInvalidSetsAreRefused(t *testing.T) {
 	}
 }
 
+func TestEncodeNeedsATimestamp(t *testing.T) {
+	t.Parallel()
+	_, err := emf.Encode(emf.MetricSet{Namespace: "n", Metrics: []emf.Metric{{Name: "M", Values: []float64{1}}}})
+	if !errors.Is(err, emf.ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+}
+
 func TestNoMetricsWritesNothing(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer

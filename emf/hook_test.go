@@ -294,9 +294,9 @@ func TestMetricsOfARealRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// Another instance of the function, without the cache: its completions
-	// are what the main instance's duplicates find in the store.
+	// are what the primary instance's duplicates find in the store.
 	other := lambdaidem.SQS(b.store, b.handle, b.opts()...)
-	main := lambdaidem.SQS(b.store, b.handle, b.opts(
+	primary := lambdaidem.SQS(b.store, b.handle, b.opts(
 		lambdaidem.WithDeadLetterSink(b.sink),
 		lambdaidem.WithCache(100, 30*time.Second),
 		b.hook())...)
@@ -314,7 +314,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 	}
 
 	t.Run("processed and poison", func(t *testing.T) {
-		got := b.invoke(t, ctx, main, batch(msg("a1", body("A", "ok")), msg("p1", body("P", "poison"))))
+		got := b.invoke(t, ctx, primary, batch(msg("a1", body("A", "ok")), msg("p1", body("P", "poison"))))
 		check(t, b, got, map[string]float64{
 			emf.MetricRecords: 2, emf.MetricHandlerRuns: 2, emf.MetricProcessed: 1, emf.MetricDeadLettered: 1,
 			emf.MetricStoreRequests: 4, // claim+complete, claim+dead-letter
@@ -324,7 +324,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 	t.Run("every duplicate, conflict, in progress, failure, takeover, lease lost", func(t *testing.T) {
 		b.preclaim(t, "I", body("I", "ok"), b.clock.Now().Add(10*time.Minute))
 		b.preclaim(t, "T", body("T", "ok"), b.clock.Now().Add(-time.Hour))
-		got := b.invoke(t, ctx, main, batch(
+		got := b.invoke(t, ctx, primary, batch(
 			msg("a2", body("A", "ok")),       // cached duplicate: no store call
 			msg("b2", body("B", "ok")),       // duplicate found in the store: 1
 			msg("p1", body("P", "poison")),   // the dead-lettered message again: 1
@@ -366,7 +366,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 	t.Run("deadline too close to start", func(t *testing.T) {
 		dctx, cancel := context.WithDeadline(ctx, b.clock.Now())
 		defer cancel()
-		got := b.invoke(t, dctx, main, batch(msg("n1", body("N1", "ok")), msg("n2", body("N2", "ok"))))
+		got := b.invoke(t, dctx, primary, batch(msg("n1", body("N1", "ok")), msg("n2", body("N2", "ok"))))
 		check(t, b, got, map[string]float64{
 			emf.MetricRecords: 2, emf.MetricNotStarted: 2, emf.MetricFailed: 2,
 		}, 0, nil)
@@ -375,7 +375,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 	t.Run("store unreachable", func(t *testing.T) {
 		b.store.SetFault(func(op string) error { return errors.New("connection refused") })
 		defer b.store.SetFault(nil)
-		got := b.invoke(t, ctx, main, batch(msg("s1", body("S1", "ok")), msg("s2", body("S2", "ok"))))
+		got := b.invoke(t, ctx, primary, batch(msg("s1", body("S1", "ok")), msg("s2", body("S2", "ok"))))
 		check(t, b, got, map[string]float64{
 			emf.MetricRecords: 2, emf.MetricStoreErrors: 2, emf.MetricStoreRequests: 2, emf.MetricFailed: 2,
 		}, 0, nil)
@@ -389,7 +389,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 			return nil
 		})
 		defer b.store.SetFault(nil)
-		got := b.invoke(t, ctx, main, batch(msg("u1", body("U", "ok"))))
+		got := b.invoke(t, ctx, primary, batch(msg("u1", body("U", "ok"))))
 		check(t, b, got, map[string]float64{
 			emf.MetricRecords: 1, emf.MetricHandlerRuns: 1, emf.MetricCompletionsUnrecorded: 1,
 			emf.MetricStoreErrors: 1, emf.MetricStoreRequests: 5, // claim + 4 tries to complete

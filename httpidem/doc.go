@@ -1,0 +1,91 @@
+// Package httpidem makes API Gateway handlers honour the Idempotency-Key
+// request header, so a client that retries a POST (a payment, an order)
+// after a timeout gets the first attempt's response instead of a second
+// effect. It follows the IETF HTTPAPI working group's Internet-Draft "The
+// Idempotency-Key HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header,
+// revision 07 of October 2025, J. Jena and S. Dalal,
+// https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/),
+// and is built on [lambdaidem.Wrap]: any [lambdaidem.Store] keeps the keys
+// and the stored responses.
+//
+// The smallest use, for an HTTP API (payload 2.0); [REST] does the same for
+// REST APIs (payload 1.0):
+//
+//	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), "idempotency")
+//	lambda.Start(httpidem.HTTP(store, createPayment,
+//		httpidem.WithWrapOptions(lambdaidem.WithNamespace("payments"))))
+//
+// # Answers
+//
+//	case                                        status  body and headers
+//	first request with a key                    the handler's response, stored
+//	repeat after it completed                   the stored response (status, headers,
+//	                                            cookies, body, isBase64Encoded) plus
+//	                                            Idempotent-Replayed: true
+//	repeat while the first still runs           409 Conflict, Retry-After: seconds until
+//	                                            the first request's lease ends
+//	same key, different method/path/body        422 Unprocessable Content
+//	key missing, route requires one (default)   400 Bad Request
+//	key missing, WithKeyOptional                the handler runs, nothing is stored
+//	key empty, too long, repeated, malformed    400 Bad Request
+//	repeat after the stored response expired    422 (code idempotency-key-expired; see
+//	but the key is remembered (late replay)     lambdaidem.WithResultRetention); not re-run
+//	key set aside with outcome unknown          500 Internal Server Error; not re-run
+//	(dead-lettered, at-most-once mode)
+//	store unavailable, or too little time       503 Service Unavailable, Retry-After
+//	left to start                               (WithUnavailableRetryAfter, default 1s)
+//	handler returned an error                   the error, unchanged; nothing stored
+//	handler answered 5xx                        that response; not stored
+//
+// The 400, 409 and 422 answers are the draft's ("Error Scenarios"). Every
+// answer of this package's own has an RFC 9457 application/problem+json
+// body with "type" (WithProblemType, default about:blank), "title",
+// "status", "detail" and a "code" extension member that names the case for
+// clients: idempotency-key-missing, idempotency-key-invalid,
+// idempotency-key-in-use, idempotency-key-reused, idempotency-key-expired,
+// idempotency-key-outcome-unknown, idempotency-unavailable.
+//
+// # What is stored, and what is not
+//
+// The draft says a retry gets "the result of the previously completed
+// operation, success or an error". This package stores every response
+// below 500, including 4xx answers, which are the outcome of the request
+// as sent. It does not store handler errors or 5xx responses: those say
+// the server failed, not that the operation completed, and the point of
+// the key is that the client may retry; the next request with the key runs
+// the handler again. A handler that answers 5xx after an effect it cannot
+// undo should answer 2xx (or 4xx) instead, or its retry repeats the effect.
+//
+// Once the handler has answered, that answer is returned even if storing
+// it failed (the store went away, the response exceeded
+// lambdaidem.WithMaxResultBytes): the effect has happened and the client
+// should learn of it. A repeat then runs the handler again, as
+// lambdaidem.Wrap documents.
+//
+// # Keys, routes and callers
+//
+// The key is the header's value: an RFC 8941 string ("…", as the draft
+// specifies) or a bare value of visible ASCII, at most
+// WithMaxKeyLength bytes (default 255). Keys are namespaced per route
+// (the method and API Gateway's resource or route key, so "POST
+// /payments" and "POST /refunds" never share a key) and per caller, so
+// one caller can neither replay nor block another's response. The caller
+// is the authorizer's identity ([RESTCaller], [HTTPCaller]): a Lambda
+// authorizer's principalId, a JWT or Cognito user pool "sub" claim, the
+// IAM caller's ARN, a Cognito identity, or (REST) the API key's ID; a
+// request with none of them is "anonymous", and all anonymous callers
+// share one namespace per route, so keys must then be unguessable (the
+// draft recommends UUIDs). Set your own with WithCaller.
+//
+// The payload fingerprint covers the method, the path as requested and
+// the body (with its base64 flag), not the query string or other headers.
+// The same key with a different fingerprint is a conflict (422), never a
+// replay of another request's response.
+//
+// # Expiry
+//
+// The draft asks servers to publish how long keys live: that is
+// lambdaidem.WithRetention (default 24 hours) for keys and
+// lambdaidem.WithResultRetention for stored responses, set through
+// WithWrapOptions.
+package httpidem

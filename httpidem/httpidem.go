@@ -1,0 +1,383 @@
+package httpidem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// Header names this package reads and writes.
+const (
+	// HeaderKey is the request header carrying the idempotency key.
+	HeaderKey = "Idempotency-Key"
+	// HeaderReplayed is set to "true" on a response that was replayed from
+	// the store rather than produced by running the handler.
+	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderRetryAfter tells a client how many seconds to wait (409, 503).
+	HeaderRetryAfter = "Retry-After"
+	// ProblemContentType is the media type of the error bodies (RFC 9457).
+	ProblemContentType = "application/problem+json"
+)
+
+// Defaults of the options.
+const (
+	// DefaultMaxKeyLength bounds the key a client may send, in bytes.
+	DefaultMaxKeyLength = 255
+	// DefaultUnavailableRetryAfter is the Retry-After of a 503 sent when
+	// the store could not be reached.
+	DefaultUnavailableRetryAfter = time.Second
+	// Anonymous is the caller of a request without an authorizer identity.
+	Anonymous = "anonymous"
+)
+
+// Named errors for bad keys. They are answered with 400 and never reach
+// the store.
+var (
+	// ErrMissingKey: the request has no Idempotency-Key header.
+	ErrMissingKey = errors.New("httpidem: Idempotency-Key header missing")
+	// ErrInvalidKey: the header is empty, too long, repeated, or not a
+	// string of visible ASCII characters.
+	ErrInvalidKey = errors.New("httpidem: invalid Idempotency-Key header")
+)
+
+// Option configures REST and HTTP.
+type Option func(*config)
+
+type config struct {
+	optional        bool
+	caller          any // func(Req) string, checked at construction
+	wrapOpts        []lambdaidem.Option
+	problemType     string
+	unavailableWait time.Duration
+	maxKeyLen       int
+}
+
+func newConfig(opts []Option) *config {
+	c := &config{problemType: "about:blank", unavailableWait: DefaultUnavailableRetryAfter, maxKeyLen: DefaultMaxKeyLength}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// WithKeyOptional makes the header optional: a request without it runs the
+// handler without idempotency. Default: required, a request without it
+// gets 400. A present but invalid key gets 400 either way.
+func WithKeyOptional() Option { return func(c *config) { c.optional = true } }
+
+// WithCaller sets how the caller is told from the request, so two callers
+// using the same key never see each other's responses. Req must be the
+// wrapped handler's request type (events.APIGatewayProxyRequest for REST,
+// events.APIGatewayV2HTTPRequest for HTTP), or construction panics. An
+// empty result counts as Anonymous. Default: the authorizer's identity (see
+// the package documentation).
+func WithCaller[Req any](f func(Req) string) Option {
+	return func(c *config) { c.caller = f }
+}
+
+// WithWrapOptions passes options to lambdaidem.Wrap: the namespace, the
+// retention, the lease, the logger, the clock. Set a fixed namespace in
+// production (lambdaidem.WithNamespace). The key options of Wrap are
+// overridden: the key is always the header's, namespaced per route and
+// caller.
+func WithWrapOptions(opts ...lambdaidem.Option) Option {
+	return func(c *config) { c.wrapOpts = append(c.wrapOpts, opts...) }
+}
+
+// WithProblemType sets the "type" member of the problem bodies, typically
+// a page documenting the API's idempotency rules, as the draft asks for.
+// Default "about:blank", with the status phrase as the title.
+func WithProblemType(uri string) Option { return func(c *config) { c.problemType = uri } }
+
+// WithUnavailableRetryAfter sets the Retry-After of the 503 sent when the
+// store is unavailable (default DefaultUnavailableRetryAfter).
+func WithUnavailableRetryAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.unavailableWait = d
+		}
+	}
+}
+
+// WithMaxKeyLength bounds the key a client may send (default
+// DefaultMaxKeyLength bytes). Longer keys get 400.
+func WithMaxKeyLength(n int) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxKeyLen = n
+		}
+	}
+}
+
+// ParseKey reads an Idempotency-Key field value. The draft defines it as
+// a Structured Field String (RFC 8941), `"8e03978e-..."`; a bare value of
+// visible ASCII without quotes, backslashes, commas or spaces is accepted
+// too, since many clients send one. Leading and trailing spaces are
+// ignored. A comma outside quotes means the field was sent more than once
+// (proxies join repeated fields with commas) and is refused.
+func ParseKey(value string, maxLen int) (string, error) {
+	v := trimOWS(value)
+	if v == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	var key string
+	if v[0] == '"' {
+		k, rest, err := parseSFString(v)
+		if err != nil {
+			return "", err
+		}
+		if rest != "" {
+			return "", fmt.Errorf("%w: text after the closing quote (sent more than once?)", ErrInvalidKey)
+		}
+		key = k
+	} else {
+		for i := 0; i < len(v); i++ {
+			b := v[i]
+			if b <= 0x20 || b >= 0x7f || b == '"' || b == '\\' || b == ',' {
+				return "", fmt.Errorf("%w: byte %#x at %d is not allowed unquoted", ErrInvalidKey, b, i)
+			}
+		}
+		key = v
+	}
+	switch {
+	case key == "":
+		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+	case maxLen > 0 && len(key) > maxLen:
+		return "", fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), maxLen)
+	}
+	return key, nil
+}
+
+// parseSFString parses an RFC 8941 sf-string at the start of s.
+func parseSFString(s string) (str, rest string, err error) {
+	buf := make([]byte, 0, len(s))
+	for i := 1; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b == '\\':
+			i++
+			if i == len(s) || (s[i] != '"' && s[i] != '\\') {
+				return "", "", fmt.Errorf("%w: bad escape in quoted string", ErrInvalidKey)
+			}
+			buf = append(buf, s[i])
+		case b == '"':
+			return string(buf), trimOWS(s[i+1:]), nil
+		case b < 0x20 || b >= 0x7f:
+			return "", "", fmt.Errorf("%w: byte %#x is not allowed in a quoted string", ErrInvalidKey, b)
+		default:
+			buf = append(buf, b)
+		}
+	}
+	return "", "", fmt.Errorf("%w: unterminated quoted string", ErrInvalidKey)
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// keyFromValues reads the key from the header's values.
+func keyFromValues(values []string, maxLen int) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", ErrMissingKey
+	case 1:
+		return ParseKey(values[0], maxLen)
+	default:
+		return "", fmt.Errorf("%w: sent %d times", ErrInvalidKey, len(values))
+	}
+}
+
+// storeKey namespaces the client's key by route and caller. Route and
+// caller are quoted so that no choice of either can make two different
+// pairs produce the same stored key.
+func storeKey(route, caller, key string) string {
+	return strconv.Quote(route) + " " + strconv.Quote(caller) + " " + key
+}
+
+// fingerprint is what the payload hash covers: the request line's method
+// and path and the body. Its JSON encoding is what Wrap hashes; the body
+// goes in as a digest so a large body is not copied into the encoding.
+type fingerprint struct {
+	Method     string `json:"method"`
+	Path       string `json:"path"`
+	BodySHA256 string `json:"body_sha256"`
+	BodyBase64 bool   `json:"body_base64,omitempty"`
+}
+
+func newFingerprint(method, path, body string, base64 bool) fingerprint {
+	sum := sha256.Sum256([]byte(body))
+	return fingerprint{Method: method, Path: path, BodySHA256: hex.EncodeToString(sum[:]), BodyBase64: base64}
+}
+
+// input is what Wrap sees. Only the fingerprint is JSON-encoded (and so
+// hashed); the rest rides along unexported.
+type input[Req, Resp any] struct {
+	fingerprint
+	key string
+	req *Req
+	st  *callState[Resp]
+}
+
+// callState tells the outer handler what happened inside Wrap during one
+// call: Wrap's result alone cannot tell a fresh response from a replay.
+type callState[Resp any] struct {
+	ran      bool // the handler was called
+	answered bool // the handler returned a response without error
+	resp     Resp
+}
+
+// uncachedError carries a 5xx response through Wrap as a failure, so the
+// key is left retryable instead of remembering a transient failure.
+type uncachedError struct{ status int }
+
+func (e *uncachedError) Error() string {
+	return fmt.Sprintf("httpidem: handler answered %d; response not stored, the key may be retried", e.status)
+}
+
+// adapter is what differs between the REST and HTTP API event types.
+type adapter[Req, Resp any] struct {
+	keyValues   func(Req) []string
+	route       func(Req) string
+	caller      func(Req) string
+	fingerprint func(Req) fingerprint
+	status      func(Resp) int
+	markReplay  func(*Resp)
+	response    func(status int, headers map[string]string, body string) Resp
+}
+
+func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, Req) (Resp, error), a adapter[Req, Resp], opts []Option) func(context.Context, Req) (Resp, error) {
+	if h == nil {
+		panic("httpidem: nil handler")
+	}
+	c := newConfig(opts)
+	if c.caller != nil {
+		f, ok := c.caller.(func(Req) string)
+		if !ok {
+			panic(fmt.Sprintf("httpidem: WithCaller function %T does not take the handler's request type", c.caller))
+		}
+		a.caller = f
+	}
+	inner := func(ctx context.Context, in input[Req, Resp]) (Resp, error) {
+		in.st.ran = true
+		resp, err := h(ctx, *in.req)
+		if err != nil {
+			return resp, err
+		}
+		in.st.resp, in.st.answered = resp, true
+		if s := a.status(resp); s >= 500 {
+			return resp, &uncachedError{status: s}
+		}
+		return resp, nil
+	}
+	wopts := append(slices.Clone(c.wrapOpts), lambdaidem.WithWrapKey(func(in input[Req, Resp]) (string, error) { return in.key, nil }))
+	wrapped := lambdaidem.Wrap(store, inner, wopts...)
+
+	return func(ctx context.Context, req Req) (Resp, error) {
+		key, err := keyFromValues(a.keyValues(req), c.maxKeyLen)
+		switch {
+		case errors.Is(err, ErrMissingKey) && c.optional:
+			return h(ctx, req)
+		case errors.Is(err, ErrMissingKey):
+			return writeProblem(a, c.problemType, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key is missing",
+				"This operation requires an Idempotency-Key header.", 0)
+		case err != nil:
+			return writeProblem(a, c.problemType, http.StatusBadRequest, "idempotency-key-invalid", "Idempotency-Key is invalid", err.Error(), 0)
+		}
+		caller := a.caller(req)
+		if caller == "" {
+			caller = Anonymous
+		}
+		in := input[Req, Resp]{
+			fingerprint: a.fingerprint(req),
+			key:         storeKey(a.route(req), caller, key),
+			req:         &req,
+			st:          &callState[Resp]{},
+		}
+		resp, err := wrapped(ctx, in)
+		if in.st.answered {
+			// Once the handler has answered, that answer goes back to the
+			// client whatever happened while recording it: the effect has
+			// happened, and an error now would only invite a retry.
+			return in.st.resp, nil
+		}
+		if in.st.ran {
+			return resp, err // the handler's own error, unchanged
+		}
+		if err == nil {
+			a.markReplay(&resp)
+			return resp, nil
+		}
+		var ip *lambdaidem.InProgressError
+		switch {
+		case errors.As(err, &ip):
+			return writeProblem(a, c.problemType, http.StatusConflict, "idempotency-key-in-use", "A request is outstanding for this Idempotency-Key",
+				"A request with the same Idempotency-Key is being processed; retry after the time in Retry-After.", ip.RetryAfter)
+		case errors.Is(err, lambdaidem.ErrKeyConflict):
+			return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key is already used",
+				"This Idempotency-Key was used with a different request; a key must not be reused across different payloads.", 0)
+		case errors.Is(err, lambdaidem.ErrLateReplay):
+			return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-expired", "Idempotency-Key result expired",
+				"A request with this Idempotency-Key completed, but its response is no longer kept. It was not run again; check the resource's state and use a new key.", 0)
+		case errors.Is(err, lambdaidem.ErrDeadLettered):
+			return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-key-outcome-unknown", "Outcome of the original request is unknown",
+				"The request with this Idempotency-Key was set aside for reconciliation and will not be run again. Check the resource's state; use a new key to try again.", 0)
+		case errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
+			return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-unavailable", "Service unavailable",
+				"The request was not processed; retry it with the same Idempotency-Key.", c.unavailableWait)
+		default:
+			var zero Resp
+			return zero, err
+		}
+	}
+}
+
+// problem is an RFC 9457 problem details object. Code is an extension
+// member naming the case, stable for clients to switch on.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+}
+
+// writeProblem answers with an RFC 9457 problem body; retryAfter > 0 adds
+// a Retry-After header in whole seconds, rounded up so a client never
+// comes back too early.
+func writeProblem[Req, Resp any](a adapter[Req, Resp], typ string, status int, code, title, detail string, retryAfter time.Duration) (Resp, error) {
+	if typ == "about:blank" {
+		// RFC 9457 section 4.2.1: with about:blank the title is the
+		// status phrase.
+		title = http.StatusText(status)
+	}
+	body, err := json.Marshal(problem{Type: typ, Title: title, Status: status, Detail: detail, Code: code})
+	if err != nil {
+		var zero Resp
+		return zero, fmt.Errorf("httpidem: encode problem: %w", err)
+	}
+	headers := map[string]string{"Content-Type": ProblemContentType}
+	if retryAfter > 0 {
+		headers[HeaderRetryAfter] = strconv.FormatInt(retryAfterSeconds(retryAfter), 10)
+	}
+	return a.response(status, headers, string(body)), nil
+}
+
+func retryAfterSeconds(d time.Duration) int64 {
+	return max(int64(math.Ceil(d.Seconds())), 1)
+}

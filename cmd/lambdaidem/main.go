@@ -1,0 +1,345 @@
+// Command lambdaidem is the operator's tool for a lambdaidem idempotency
+// table: inspect a key, list stuck, failed and dead-lettered records, release
+// a stuck lease, forget a key, count records by status, and redrive the
+// dead-letter queue. Run it with -h, or SUBCOMMAND -h, for usage.
+//
+//	lambdaidem get -table idempotency -namespace orders order-42
+//	lambdaidem list -table idempotency --stuck
+//	lambdaidem redrive -table idempotency --dlq https://sqs.../orders-dlq --dry-run
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// Exit codes. Scripts tell outcomes apart by them.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // the operation failed (store unreachable, bad table, ...)
+	exitUsage    = 2 // bad flags or arguments
+	exitNotFound = 3 // no record for the key
+	exitRefused  = 4 // refused on purpose (a valid lease, no confirmation, ...)
+)
+
+const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table.
+
+Usage:
+  lambdaidem SUBCOMMAND [flags] [ARGS]
+
+Subcommands:
+  get KEY       show one record
+  list          list IN_PROGRESS, FAILED and DEAD_LETTERED records (the open index)
+  release KEY   clear a stuck lease: IN_PROGRESS with an expired lease -> FAILED
+  forget KEY    delete a record so that its key is processed again
+  stats         count records by status
+  redrive       move dead-lettered messages back to their source queue
+
+Every subcommand takes:
+  -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
+  -namespace NS     the namespace, by default the function's name (env LAMBDAIDEM_NAMESPACE);
+                    required by get, release and forget; list and stats cover all
+                    namespaces without it
+  -region REGION    (env AWS_REGION, AWS_DEFAULT_REGION)
+  -endpoint URL     DynamoDB endpoint (env AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
+  -json             machine-readable output on stdout
+Credentials come from the SDK's usual chain (environment, AWS_PROFILE, SSO, ...).
+Flags may come before or after the arguments.
+
+Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 not found,
+4 refused (a valid lease, no confirmation).
+
+Run "lambdaidem SUBCOMMAND -h" for a subcommand's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit code. Forget may ask
+// for confirmation when standard input is a terminal.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) int {
+	a := &app{stdout: stdout, stderr: stderr, env: env, now: time.Now}
+	if isTerminal(os.Stdin) {
+		a.stdin = os.Stdin
+	}
+	return a.run(ctx, args)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// app is one run of the command, with everything from outside it: output,
+// environment, clock, and an interactive terminal if there is one.
+type app struct {
+	stdout, stderr io.Writer
+	env            func(string) string
+	now            func() time.Time
+	// stdin is the terminal to ask for confirmation on; nil when not
+	// interactive.
+	stdin io.Reader
+}
+
+type command struct {
+	name    string
+	args    string // positional arguments, for usage
+	summary string
+	run     func(ctx context.Context, a *app, c *common, args []string) error
+	flags   func(fs *flag.FlagSet) // subcommand flags
+}
+
+func commands() []*command {
+	return []*command{getCmd(), listCmd(), releaseCmd(), forgetCmd(), statsCmd(), redriveCmd()}
+}
+
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	}
+	var cmd *command
+	for _, c := range commands() {
+		if c.name == args[0] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintf(a.stderr, "lambdaidem: unknown subcommand %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	c, pos, err := a.parse(cmd, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(a.stderr, "lambdaidem %s: %v\n(run \"lambdaidem %s -h\" for usage)\n", cmd.name, err, cmd.name)
+		return exitUsage
+	}
+	err = cmd.run(ctx, a, c, pos)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	fmt.Fprintf(a.stderr, "lambdaidem %s: %v\n", cmd.name, err)
+	if code == exitUsage {
+		fmt.Fprintf(a.stderr, "(run \"lambdaidem %s -h\" for usage)\n", cmd.name)
+	}
+	if c.json {
+		a.writeJSON(errorJSON{Error: err.Error(), Code: codeName(code)})
+	}
+	return code
+}
+
+// usageError marks a bad command line found after flag parsing.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// refusedError marks an operation refused on purpose.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+func refusef(format string, args ...any) error {
+	return &refusedError{fmt.Errorf(format, args...)}
+}
+
+func exitCode(err error) int {
+	var ue *usageError
+	var re *refusedError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &re),
+		errors.Is(err, dynamo.ErrLeaseValid),
+		errors.Is(err, dynamo.ErrRecordChanged),
+		errors.Is(err, dynamo.ErrNotInProgress):
+		return exitRefused
+	case errors.Is(err, lambdaidem.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, dynamo.ErrInvalidKey):
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func codeName(code int) string {
+	switch code {
+	case exitUsage:
+		return "usage"
+	case exitNotFound:
+		return "not_found"
+	case exitRefused:
+		return "refused"
+	}
+	return "failed"
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// common holds the flags every subcommand takes.
+type common struct {
+	table, namespace, region, endpoint string
+	json                               bool
+}
+
+// parse reads the subcommand's flags, which may come before, between and
+// after its positional arguments ("get KEY -json"); everything after "--" is
+// positional.
+func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
+	c := &common{}
+	fs := flag.NewFlagSet("lambdaidem "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.StringVar(&c.table, "table", a.env("LAMBDAIDEM_TABLE"), "DynamoDB `table` (env LAMBDAIDEM_TABLE)")
+	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`, usually the function's name (env LAMBDAIDEM_NAMESPACE)")
+	fs.StringVar(&c.region, "region", firstOf(a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION")), "AWS `region` (env AWS_REGION)")
+	fs.StringVar(&c.endpoint, "endpoint", firstOf(a.env("AWS_ENDPOINT_URL_DYNAMODB"), a.env("AWS_ENDPOINT_URL")), "DynamoDB endpoint `URL` (env AWS_ENDPOINT_URL_DYNAMODB)")
+	fs.BoolVar(&c.json, "json", false, "print JSON on stdout")
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: lambdaidem %s [flags]", cmd.name)
+		if cmd.args != "" {
+			fmt.Fprintf(w, " %s", cmd.args)
+		}
+		fmt.Fprintf(w, "\n\n%s\n\nFlags:\n", cmd.summary)
+		fs.PrintDefaults()
+	}
+	// -h prints to stdout: it is what was asked for, not an error.
+	for _, arg := range args {
+		if arg == "--" {
+			break
+		}
+		if arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h" {
+			fs.SetOutput(a.stdout)
+			fs.Usage()
+			return nil, nil, flag.ErrHelp
+		}
+	}
+	var pos, tail []string
+	if i := indexOf(args, "--"); i >= 0 {
+		args, tail = args[:i], args[i+1:]
+	}
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return c, append(pos, tail...), nil
+}
+
+func indexOf(args []string, s string) int {
+	for i, a := range args {
+		if a == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// needTable checks -table.
+func (c *common) needTable() error {
+	if c.table == "" {
+		return usagef("no table: set -table or LAMBDAIDEM_TABLE")
+	}
+	return nil
+}
+
+// needKey checks the flags and arguments of the subcommands that act on one
+// key.
+func (c *common) needKey(args []string) (string, error) {
+	if err := c.needTable(); err != nil {
+		return "", err
+	}
+	if c.namespace == "" {
+		return "", usagef("no namespace: set -namespace or LAMBDAIDEM_NAMESPACE (records are stored per namespace, by default the function's name)")
+	}
+	switch len(args) {
+	case 0:
+		return "", usagef("no KEY given")
+	case 1:
+		return args[0], nil
+	}
+	return "", usagef("one KEY expected, got %d arguments %q", len(args), args)
+}
+
+// where names a key for messages: table, namespace and key.
+func (c *common) where(key string) string {
+	return fmt.Sprintf("key %q in namespace %q of table %s", key, c.namespace, c.table)
+}
+
+func (a *app) writeJSON(v any) {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// progressf writes a progress line to stderr.
+func (a *app) progressf(format string, args ...any) {
+	fmt.Fprintf(a.stderr, "lambdaidem: "+format+"\n", args...)
+}
+
+// confirm asks a yes/no question on the terminal. Without a terminal it
+// refuses: nothing destructive happens without an explicit yes.
+func (a *app) confirm(question string) (bool, error) {
+	if a.stdin == nil {
+		return false, refusef("not confirmed: standard input is not a terminal; pass --yes to confirm")
+	}
+	fmt.Fprintf(a.stderr, "%s [y/N] ", question)
+	line, err := bufio.NewReader(a.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return false, refusef("not confirmed (%v)", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the demo's concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDemo runs the whole demo in process against the local services, with
+// a smaller workload and shorter timeouts than `make demo`, and checks the
+// invariants: nothing lost, no duplicate effect, the poison order in the
+// DLQ with its reason. Counts that depend on timing (redeliveries,
+// duplicates held back) are not asserted.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	opts := DefaultOptions()
+	opts.DynamoDBEndpoint = testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
+	opts.SQSEndpoint = testenv.Endpoint(t, testenv.SQSEndpointVar)
+	// 12 plain orders: o-005 and o-010 twice, o-012 twice at once and once
+	// late; plus the slow, poison, retry and crash orders.
+	opts.Workload = NewWorkload(12, 2*time.Second)
+	opts.Visibility = time.Second
+	opts.FunctionTimeout = 4 * time.Second
+	opts.MaxConcurrency = 2
+	opts.Progress = 0
+	out := &lockedBuffer{}
+	opts.Out = out
+	opts.FunctionLog = nil
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Run(ctx, opts)
+	if err != nil {
+		t.Fatalf("Run: %v\noutput:\n%s", err, out)
+	}
+	var summary strings.Builder
+	s.Print(&summary)
+	t.Log(summary.String())
+
+	if !s.OK() {
+		t.Errorf("violations: %q", s.Violations)
+	}
+	w := opts.Workload
+	if s.Sent != w.Messages() {
+		t.Errorf("Sent = %d, want %d", s.Sent, w.Messages())
+	}
+	if s.UniqueOrders != len(w.Orders) {
+		t.Errorf("UniqueOrders = %d, want %d", s.UniqueOrders, len(w.Orders))
+	}
+	// Every order but the poison one has exactly one effect; the poison
+	// one has none and one DLQ message.
+	if want := len(w.Orders) - 1; s.Effects != want {
+		t.Errorf("Effects = %d, want %d", s.Effects, want)
+	}
+	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got != 1 || len(s.DeadLettered) != 1 {
+		t.Errorf("DeadLettered = %v, want poison 1 only", s.DeadLettered)
+	}
+	// The crash phase waits for the crash, so it happened; the crashed
+	// claim and the one that took over are both handler runs.
+	if s.Crashes < 1 {
+		t.Errorf("Crashes = %d, want at least 1", s.Crashes)
+	}
+	if s.HandlerRuns < s.Effects+1+2 { // + the crashed run + the retry order's two failures
+		t.Errorf("HandlerRuns = %d, want at least %d", s.HandlerRuns, s.Effects+3)
+	}
+	// Producer copies beyond the first never run the handler: they are
+	// suppressed (possibly after being held back while the first ran).
+	if want := s.Sent - s.UniqueOrders; s.DuplicatesSuppressed < want {
+		t.Errorf("DuplicatesSuppressed = %d, want at least %d", s.DuplicatesSuppressed, want)
+	}
+}
+
+func TestNewWorkload(t *testing.T) {
+	t.Parallel()
+	w := NewWorkload(48, 5*time.Second)
+	if got, want := len(w.Orders), 52; got != want {
+		t.Errorf("orders = %d, want %d", got, want)
+	}
+	if got, want := w.Messages(), 69; got != want {
+		t.Errorf("messages = %d, want %d", got, want)
+	}
+	if again := NewWorkload(48, 5*time.Second); fmt.Sprint(again) != fmt.Sprint(w) {
+		t.Error("NewWorkload is not deterministic")
+	}
+	for _, tc := range []struct {
+		id   string
+		body string
+	}{
+		{"o-001", `{"order_id":"o-001"}`},
+		{"o-slow", `{"order_id":"o-slow","sleep_ms":5000}`},
+		{"o-poison", `{"order_id":"o-poison","poison":true}`},
+		{"o-retry", `{"order_id":"o-retry","fail_times":2}`},
+		{"o-crash", `{"order_id":"o-crash","crash":"before_effect"}`},
+	} {
+		o, ok := w.find(tc.id)
+		if !ok {
+			t.Errorf("order %s missing", tc.id)
+			continue
+		}
+		if got := o.Body(); got != tc.body {
+			t.Errorf("%s body = %s, want %s", tc.id, got, tc.body)
+		}
+	}
+	o12, _ := w.find("o-012")
+	o05, _ := w.find("o-005")
+	if o12.Copies != 2 || o12.LateCopies != 1 || o05.Copies != 2 || o05.LateCopies != 0 {
+		t.Errorf("copies: o-012 %d+%d, o-005 %d+%d; want 2+1 and 2+0", o12.Copies, o12.LateCopies, o05.Copies, o05.LateCopies)
+	}
+}
+
+// TestLogWriter feeds the library's record lines, split at odd places,
+// and checks what the observer counts.
+func TestLogWriter(t *testing.T) {
+	t.Parallel()
+	o := newObserver([]string{"o-slow"})
+	w := &logWriter{o: o}
+	lines := strings.Join([]string{
+		`{"level":"DEBUG","message":"lambdaidem: record processed","key":"o-1","outcome":"processed","attempt":1}`,
+		`{"level":"INFO","message":"lambdaidem: record in_progress","key":"o-slow","outcome":"in_progress","attempt":1}`,
+		`{"level":"DEBUG","message":"lambdaidem: record duplicate","key":"o-1","outcome":"duplicate","attempt":1}`,
+		`not JSON at all`,
+		`{"message":"effect written","order_id":"o-1"}`,
+	}, "\n") + "\n"
+	for i := 0; i < len(lines); i += 7 {
+		if _, err := w.Write([]byte(lines[i:min(i+7, len(lines))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outcomes, byKey, _, _ := o.snapshot()
+	if outcomes["processed"] != 1 || outcomes["duplicate"] != 1 || outcomes["in_progress"] != 1 || len(outcomes) != 3 {
+		t.Errorf("outcomes = %v", outcomes)
+	}
+	if byKey["o-1"]["duplicate"] != 1 || byKey["o-slow"]["in_progress"] != 1 {
+		t.Errorf("byKey = %v", byKey)
+	}
+	ev := o.takeEvents()
+	if len(ev) != 1 || !strings.Contains(ev[0].text, "o-slow") {
+		t.Errorf("events = %v, want one about o-slow", ev)
+	}
+}
+
+func TestRunWithoutEndpoints(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "")
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), nil, &stdout, &stderr); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	if !strings.Contains(stderr.String(), "make demo") {
+		t.Errorf("stderr does not say how to run it: %q", stderr.String())
+	}
+}
+
+func TestCountList(t *testing.T) {
+	t.Parallel()
+	if got := countList(nil); got != "-" {
+		t.Errorf("countList(nil) = %q", got)
+	}
+	if got, want := countList(map[string]int{"b": 1, "a": 1, "c": 3}), "c 3, a 1, b 1"; got != want {
+		t.Errorf("countList = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,37 @@
+// Command lambdaidem-demo is the project's main demo (`make demo`): the
+// orders example's real bootstrap binary, run the way Lambda runs it
+// (package localrun: an emulated Runtime API fed by an SQS event source
+// mapping), under a scripted workload of duplicates, redeliveries, a
+// poison message, a flaky handler and a process crash. It ends with a
+// summary table and exits non-zero when an order was lost, an effect
+// happened twice, or the poison order is not in the DLQ with its reason.
+//
+// It needs DynamoDB Local and an SQS emulator, found through the SDK's
+// endpoint variables; localstack/stack.sh provides both:
+//
+//	localstack/stack.sh run -- go run ./cmd/lambdaidem-demo
+//
+// The demo creates its own uniquely named tables and queues (a queue with a
+// two-second visibility timeout, so redeliveries happen within the run)
+// and deletes them at the end. What it does, in three phases:
+//
+//  1. One order whose handler exits the process before its effect, on its
+//     first attempt. It is sent alone, so that the crash takes down no
+//     other record. The runner restarts the process; SQS delivers the
+//     message again; the library holds it back until the crashed
+//     attempt's lease ends, then a new attempt takes the lease over and
+//     writes the effect once.
+//  2. The main wave: plain orders, producer duplicates sent back to back
+//     (new message IDs, same order_id), an order whose handler outlives
+//     the visibility timeout (SQS delivers it again while it runs; the
+//     library reports that delivery in progress), a poison order
+//     (dead-lettered at once with reason poison) and an order that fails
+//     twice before it succeeds.
+//  3. Late producer retries of orders already done: acknowledged without
+//     running the handler.
+//
+// The invariants are checked against what the run left behind, not
+// against logs: the effects table (one row per effect, never more than one
+// per order), the DLQ read back through sqsqueue.Parse, and the
+// idempotency records. No timing is asserted; waits have deadlines only.
+package main

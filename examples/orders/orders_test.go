@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"log/slog"
@@ -303,5 +304,27 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Errorf("got %+v, %v; want %+v", got, err, c.want)
 			}
 		})
+	}
+}
+
+func TestBuildsForLambda(t *testing.T) {
+	t.Parallel()
+	checkLambdaBinary(t, esm.Build(t, ".", "linux", "arm64"))
+}
+
+// checkLambdaBinary checks that path is a static linux/arm64 executable,
+// what provided.al2023 on Graviton runs.
+func checkLambdaBinary(t *testing.T, path string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_AARCH64 || f.Type != elf.ET_EXEC {
+		t.Errorf("%s: machine %v, type %v; want a static EM_AARCH64 executable", path, f.Machine, f.Type)
+	}
+	if interp := f.Section(".interp"); interp != nil {
+		t.Errorf("%s asks for a dynamic loader; want a static binary", path)
 	}
 }

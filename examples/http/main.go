@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+)
+
+func main() {
+	logger := slog.New(lambdacontext.NewLogHandler())
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("configuration", slog.Any("error", err))
+		os.Exit(1)
+	}
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		logger.Error("AWS configuration", slog.Any("error", err))
+		os.Exit(1)
+	}
+	client := dynamodb.NewFromConfig(awsCfg, dynamo.ClientOptions(dynamo.Tuning{}))
+	lambda.Start(NewHandler(cfg, client, logger))
+}

@@ -156,8 +156,8 @@ type ForgetRequest struct {
 }
 
 // Forget deletes a record so that its key is processed again by the next
-// message that carries it, in one conditional DeleteItem: the record
-// exists and, unless forced, is not IN_PROGRESS with a valid lease. It
+// message that carries it, in one DeleteItem conditioned (unless forced) on
+// the record not being IN_PROGRESS with a valid lease. It
 // returns the deleted record. An absent or expired record yields
 // lambdaidem.ErrNotFound (an expired one is deleted all the same); a valid
 // lease yields ErrLeaseValid with the record, which stays.
@@ -169,23 +169,25 @@ func (a *Admin) Forget(ctx context.Context, req ForgetRequest) (lambdaidem.Recor
 	if err != nil {
 		return lambdaidem.Record{}, err
 	}
-	e := newExpr()
-	cond := "attribute_exists(" + e.n(attrPK) + ")"
-	if !req.Force {
-		exp := e.n(attrExpiresAt)
-		cond += " AND (" + e.n(attrStatus) + " <> " + e.s(string(lambdaidem.StatusInProgress)) +
-			" OR " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(req.Now)) +
-			" OR (attribute_exists(" + exp + ") AND " + exp + " < " + e.num(ceilSecs(req.Now)) + "))"
-	}
-	out, err := a.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+	in := &dynamodb.DeleteItemInput{
 		TableName:                           aws.String(a.table),
 		Key:                                 keyOf(pk),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.valuesOrNil(),
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}
+	if !req.Force {
+		// An absent item passes (nothing is deleted, and no ALL_OLD comes
+		// back): a refusal is kept for a valid lease, the one case that
+		// needs the item returned.
+		e := newExpr()
+		exp := e.n(attrExpiresAt)
+		in.ConditionExpression = aws.String("attribute_not_exists(" + e.n(attrPK) + ") OR " +
+			e.n(attrStatus) + " <> " + e.s(string(lambdaidem.StatusInProgress)) +
+			" OR " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(req.Now)) +
+			" OR (attribute_exists(" + exp + ") AND " + exp + " < " + e.num(ceilSecs(req.Now)) + ")")
+		in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.names, e.values
+	}
+	out, err := a.client.DeleteItem(ctx, in)
 	if err == nil {
 		old := item(out.Attributes)
 		if len(old) == 0 || old.expiredAt(req.Now) {

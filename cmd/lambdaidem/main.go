@@ -96,6 +96,9 @@ type app struct {
 	// stdin is the terminal to ask for confirmation on; nil when not
 	// interactive.
 	stdin io.Reader
+	// wroteJSON records that stdout holds a JSON document already, so a
+	// failure after it (redrive's summary) adds no second one.
+	wroteJSON bool
 }
 
 type command struct {
@@ -147,7 +150,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if code == exitUsage {
 		fmt.Fprintf(a.stderr, "(run \"lambdaidem %s -h\" for usage)\n", cmd.name)
 	}
-	if c.json {
+	if c.json && !a.wroteJSON {
 		a.writeJSON(errorJSON{Error: err.Error(), Code: codeName(code)})
 	}
 	return code
@@ -316,6 +319,7 @@ func (c *common) where(key string) string {
 }
 
 func (a *app) writeJSON(v any) {
+	a.wroteJSON = true
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
+)
+
+type redriveBundle struct {
+	*bundle
+	sqs      *sqs.Client
+	src, dlq string // queue URLs
+	srcARN   string
+}
+
+func setupRedrive(t *testing.T) *redriveBundle {
+	t.Helper()
+	b := setup(t)
+	rb := &redriveBundle{bundle: b, sqs: testenv.SQS(t)}
+	b.env["AWS_ENDPOINT_URL_SQS"] = testenv.Endpoint(t, testenv.SQSEndpointVar)
+	rb.src, rb.srcARN = rb.newQueue(t, "cli-src")
+	rb.dlq, _ = rb.newQueue(t, "cli-dlq")
+	return rb
+}
+
+func (rb *redriveBundle) newQueue(t *testing.T, prefix string) (url, arn string) {
+	t.Helper()
+	ctx := t.Context()
+	out, err := rb.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(testenv.Name(prefix))})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	t.Cleanup(func() { _, _ = rb.sqs.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	qa, err := rb.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		t.Fatalf("queue ARN: %v", err)
+	}
+	return *out.QueueUrl, qa.Attributes["QueueArn"]
+}
+
+// receive returns the visible messages of a queue, hiding them for a while.
+func (rb *redriveBundle) receive(t *testing.T, url string) []types.Message {
+	t.Helper()
+	out, err := rb.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+		QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 300,
+		MessageAttributeNames: []string{"All"},
+	})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", url, err)
+	}
+	return out.Messages
+}
+
+// deadLetter does what the decorator does with a poison message: the
+// message comes from the source queue, its record is claimed, the copy is
+// sent to the DLQ with the sink, the record is marked DEAD_LETTERED, and
+// the source message is deleted.
+func (rb *redriveBundle) deadLetter(t *testing.T, key, body string) {
+	t.Helper()
+	ctx := t.Context()
+	attrs := map[string]types.MessageAttributeValue{
+		"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(key)},
+		"tenant":          {DataType: aws.String("String"), StringValue: aws.String("acme")},
+	}
+	if _, err := rb.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &rb.src, MessageBody: &body, MessageAttributes: attrs}); err != nil {
+		t.Fatal(err)
+	}
+	ms := rb.receive(t, rb.src)
+	if len(ms) != 1 {
+		t.Fatalf("received %d messages from the source queue, want 1", len(ms))
+	}
+	m := ms[0]
+	ev := events.SQSMessage{
+		MessageId: *m.MessageId, ReceiptHandle: *m.ReceiptHandle, Body: *m.Body,
+		EventSourceARN: rb.srcARN, EventSource: "aws:sqs",
+		MessageAttributes: map[string]events.SQSMessageAttribute{},
+	}
+	for name, a := range m.MessageAttributes {
+		ev.MessageAttributes[name] = events.SQSMessageAttribute{DataType: *a.DataType, StringValue: a.StringValue}
+	}
+	l := rb.claim(t, rb.ns, key, 0, 30)
+	copyID, err := sqsqueue.NewSink(rb.sqs, rb.dlq).Send(ctx, lambdaidem.DeadLetter{
+		Message: ev, Namespace: rb.ns, Key: key, Reason: lambdaidem.ReasonPoison,
+		Error: "invalid order", Attempts: 1, FirstAttemptAt: at(0), LastAttemptAt: at(1),
+	})
+	if err != nil {
+		t.Fatalf("sink: %v", err)
+	}
+	err = rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
+		Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
+		MessageID: ev.MessageId, DeadLetterMessageID: copyID, ExpiresAt: at(4 * 86400),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rb.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src, ReceiptHandle: m.ReceiptHandle}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRedrive(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t)
+	rb.deadLetter(t, "order-7", `{"order":7}`)
+
+	// A dry run lists the message and changes nothing.
+	dry := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-dry-run", "-json").want(t, exitOK))
+	if !dry.DryRun || dry.Moved != 1 || len(dry.Messages) != 1 || dry.Messages[0].Outcome != "would_move" ||
+		dry.Messages[0].Key != "order-7" || dry.Messages[0].Target != rb.src || dry.Messages[0].Reason != "poison" {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	if g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-7", "-json").want(t, exitOK)); g.Status != "DEAD_LETTERED" {
+		t.Fatalf("dry run changed the record: %+v", g)
+	}
+
+	// The real run: record forgotten, message back in the source queue,
+	// gone from the DLQ.
+	r := rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitOK)
+	moved := decode[redriveJSON](t, r)
+	if moved.DryRun || moved.Moved != 1 || moved.Failed != 0 || moved.Messages[0].Outcome != "moved" || moved.Messages[0].NewMessageID == "" {
+		t.Fatalf("redrive: %+v", moved)
+	}
+	if want := "redrive: #1 moved " + moved.Messages[0].DLQMessageID + " key orders/order-7 (poison) -> " + rb.src; !strings.Contains(r.stderr, want) {
+		t.Errorf("progress line %q missing from %q", want, r.stderr)
+	}
+	rb.cli(t, 100, "get", "order-7").want(t, exitNotFound)
+	back := rb.receive(t, rb.src)
+	if len(back) != 1 {
+		t.Fatalf("source queue holds %d messages, want 1", len(back))
+	}
+	m := back[0]
+	if *m.Body != `{"order":7}` || *m.MessageId != moved.Messages[0].NewMessageID {
+		t.Errorf("redriven message: body %s id %s", *m.Body, *m.MessageId)
+	}
+	if len(m.MessageAttributes) != 2 || *m.MessageAttributes["idempotency-key"].StringValue != "order-7" || *m.MessageAttributes["tenant"].StringValue != "acme" {
+		t.Errorf("attributes not restored: %v", m.MessageAttributes)
+	}
+	if left := rb.receive(t, rb.dlq); len(left) != 0 {
+		t.Errorf("DLQ still holds %d messages", len(left))
+	}
+	// The key claims afresh, so the decorator will run the message.
+	if l := rb.claim(t, rb.ns, "order-7", 200, 30); l.Attempt != 1 {
+		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
+	}
+}
+
+// TestRedriveKeepsHeldKey: a message whose key is held by a valid lease is
+// not redriven (its copy would run beside the holder); it stays in the DLQ
+// and the run reports the failure.
+func TestRedriveKeepsHeldKey(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t)
+	rb.deadLetter(t, "order-8", `{"order":8}`)
+	// Forget the dead-lettered record and let someone else claim the key.
+	rb.cli(t, 100, "forget", "order-8", "-yes").want(t, exitOK)
+	rb.claim(t, rb.ns, "order-8", 100, 600)
+
+	r := rb.cli(t, 200, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitFailed)
+	out := decode[redriveJSON](t, r)
+	if out.Failed != 1 || out.Moved != 0 || out.Messages[0].Step != sqsqueue.StepReset {
+		t.Fatalf("redrive of a held key: %+v", out)
+	}
+	if !strings.Contains(r.stderr, "FAILED") || !strings.Contains(r.stderr, "lease is still valid") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+	if len(rb.receive(t, rb.dlq)) != 1 {
+		t.Error("the message left the DLQ")
+	}
+	if len(rb.receive(t, rb.src)) != 0 {
+		t.Error("the message reached the source queue")
+	}
+	if g := decode[recordJSON](t, rb.cli(t, 200, "get", "order-8", "-json")); g.Status != "IN_PROGRESS" || g.LeaseState != leaseValid {
+		t.Errorf("the holder's record changed: %+v", g)
+	}
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+)
+
+func main() {
+	// Lambda-aware records: requestId on every line, format and level from
+	// the function's logging configuration.
+	logger := slog.New(lambdacontext.NewLogHandler())
+	cfg, err := ConfigFromEnv(os.Getenv)
+	if err != nil {
+		logger.Error("configuration", slog.Any("error", err))
+		os.Exit(1)
+	}
+	// Endpoints, region and credentials come from the standard AWS
+	// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS locally).
+	awsCfg, err := config.LoadDefaultConfig(context.Background())
+	if err != nil {
+		logger.Error("AWS configuration", slog.Any("error", err))
+		os.Exit(1)
+	}
+	lambda.Start(NewHandler(cfg, Deps{
+		DynamoDB: dynamodb.NewFromConfig(awsCfg, dynamo.ClientOptions(dynamo.Tuning{})),
+		SQS:      sqs.NewFromConfig(awsCfg),
+		Logger:   logger,
+	}))
+}

@@ -223,13 +223,21 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	stopProgress := d.progress()
 	runErr := d.drive(ctx)
 	// Stop waits for invocations in flight, so that nothing writes an
-	// effect after the tables are read. A function timeout bounds each.
-	stopCtx, cancel := context.WithTimeout(context.Background(), opts.FunctionTimeout+10*time.Second)
+	// effect after the tables are read; a function timeout bounds each.
+	// After an interrupt nobody reads them: kill what still runs.
+	stopWait := opts.FunctionTimeout + 10*time.Second
+	if ctx.Err() != nil {
+		stopWait = time.Second
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopWait)
 	stopErr := runner.Stop(stopCtx)
 	cancel()
 	stopProgress()
-	if err := errors.Join(runErr, stopErr); err != nil {
-		return nil, err
+	if runErr != nil {
+		return nil, runErr // stopErr is only the consequence
+	}
+	if stopErr != nil {
+		return nil, fmt.Errorf("stop the runner: %w", stopErr)
 	}
 
 	d.setPhase("summary")

@@ -294,7 +294,7 @@ and forcing makes its outcome be refused and the message run again.`,
 				a.writeJSON(releaseJSON{Released: true, Forced: force, Record: toJSON(out, now)})
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "released %s: now FAILED after %d attempts; the next delivery of its message runs it again\n", c.where(key), out.Attempts)
+			fmt.Fprintf(a.stdout, "released %s: now FAILED after %s; the next delivery of its message runs it again\n", c.where(key), attempts(out.Attempts))
 			return nil
 		},
 	}
@@ -343,7 +343,7 @@ entry ends.`,
 					c.where(key), when(r.LeaseUntil, now))
 			}
 			if !yes {
-				ok, err := a.confirm(fmt.Sprintf("Forget %s (%s, %d attempts)?", c.where(key), r.Status, r.Attempts))
+				ok, err := a.confirm(fmt.Sprintf("Forget %s (%s, %s)?", c.where(key), r.Status, attempts(r.Attempts)))
 				if err != nil {
 					return err
 				}
@@ -359,7 +359,7 @@ entry ends.`,
 				a.writeJSON(forgetJSON{Forgotten: true, Record: toJSON(out, now)})
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "forgot %s (was %s after %d attempts); the next message with this key runs the handler again\n", c.where(key), out.Status, out.Attempts)
+			fmt.Fprintf(a.stdout, "forgot %s (was %s after %s); the next message with this key runs the handler again\n", c.where(key), out.Status, attempts(out.Attempts))
 			return nil
 		},
 	}
@@ -443,7 +443,8 @@ table (read capacity in proportion to its size): only with -all.`,
 
 func (a *app) writeStats(s statsJSON) {
 	fmt.Fprintf(a.stdout, "table      %s\nnamespace  %s\n\n", s.Table, cmp.Or(s.Namespace, "(all)"))
-	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tRECORDS\t\t")
 	for _, st := range append(slices.Clone(openStatuses), lambdaidem.StatusCompleted) {
 		n := s.Counts[st]
@@ -457,4 +458,5 @@ func (a *app) writeStats(s statsJSON) {
 		}
 	}
 	_ = tw.Flush()
+	fmt.Fprint(a.stdout, trimLines(buf.String()))
 }

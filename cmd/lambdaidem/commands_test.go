@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -182,7 +183,7 @@ func TestRelease(t *testing.T) {
 
 	// An expired lease is released without -force, attempts kept.
 	out := b.cli(t, 300, "release", "order-stuck", "-note", "worker OOM, INC-7").want(t, exitOK).stdout
-	if !strings.Contains(out, "released key \"order-stuck\"") || !strings.Contains(out, "now FAILED after 1 attempts") {
+	if !strings.Contains(out, "released key \"order-stuck\"") || !strings.Contains(out, "now FAILED after 1 attempt") {
 		t.Errorf("release output: %s", out)
 	}
 	g := decode[recordJSON](t, b.cli(t, 300, "get", "order-stuck", "-json"))
@@ -217,7 +218,7 @@ func TestForget(t *testing.T) {
 
 	// A terminal answering no, then yes.
 	r = b.cliWith(t, 300, strings.NewReader("n\n"), "forget", "order-done").want(t, exitRefused)
-	if !strings.Contains(r.stderr, "Forget key \"order-done\" in namespace \"orders\" of table "+b.table+" (COMPLETED, 1 attempts)? [y/N]") {
+	if !strings.Contains(r.stderr, "Forget key \"order-done\" in namespace \"orders\" of table "+b.table+" (COMPLETED, 1 attempt)? [y/N]") {
 		t.Errorf("prompt: %s", r.stderr)
 	}
 	b.cliWith(t, 300, strings.NewReader("y\n"), "forget", "order-done").want(t, exitOK)
@@ -332,5 +333,27 @@ func TestRelative(t *testing.T) {
 		if got := relative(t0.Add(tc.d), t0); got != tc.want {
 			t.Errorf("relative(%s) = %q, want %q", tc.d, got, tc.want)
 		}
+	}
+}
+
+// TestIsTerminal: the null device is a character device but no terminal;
+// forget must not prompt on it (cron, CI, nohup).
+func TestIsTerminal(t *testing.T) {
+	t.Parallel()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if isTerminal(null) {
+		t.Errorf("%s taken for a terminal", os.DevNull)
+	}
+	f, err := os.CreateTemp(t.TempDir(), "stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Error("a regular file taken for a terminal")
 	}
 }

@@ -199,6 +199,23 @@ func describeResult(b []byte) string {
 	return fmt.Sprintf("%d bytes (-json shows it)", len(b))
 }
 
+// attempts says "1 attempt", "2 attempts".
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+// trimLines drops the padding tabwriter leaves at the end of lines.
+func trimLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"

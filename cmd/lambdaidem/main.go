@@ -82,9 +82,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	return a.run(ctx, args)
 }
 
+// isTerminal reports whether f looks like an interactive terminal: a
+// character device other than the null device (which is one too, and is
+// what stdin is under cron, CI and nohup). It errs towards "not a
+// terminal", where forget then needs -yes.
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && !os.SameFile(st, null)
 }
 
 // app is one run of the command, with everything from outside it: output,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -20,7 +21,12 @@ type bundle struct {
 
 func setup(t *testing.T) bundle {
 	t.Helper()
-	return bundle{ctx: t.Context(), client: testenv.SQS(t)}
+	client := testenv.SQS(t)
+	// A bound, not an assertion: a request the emulator never answers
+	// fails the test instead of hanging the run.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return bundle{ctx: ctx, client: client}
 }
 
 type queue struct {

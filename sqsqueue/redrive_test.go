@@ -1,0 +1,331 @@
+package sqsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// journal records, in order, the steps Redrive takes, while the calls go
+// through to the emulator unchanged.
+type journal struct {
+	*sqs.Client
+	mu    sync.Mutex
+	steps []string
+}
+
+func (j *journal) add(s string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.steps = append(j.steps, s)
+}
+
+func (j *journal) Steps() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.steps)
+}
+
+func (j *journal) SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	out, err := j.Client.SendMessage(ctx, in, opts...)
+	if err == nil {
+		j.add("send " + *in.MessageBody)
+	}
+	return out, err
+}
+
+func (j *journal) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	out, err := j.Client.DeleteMessage(ctx, in, opts...)
+	if err == nil {
+		j.add("delete")
+	}
+	return out, err
+}
+
+func (j *journal) reset(fail map[string]bool) func(ctx context.Context, ns, key string) error {
+	return func(_ context.Context, ns, key string) error {
+		if fail[key] {
+			j.add("reset-failed " + ns + "/" + key)
+			return errors.New("store down")
+		}
+		j.add("reset " + ns + "/" + key)
+		return nil
+	}
+}
+
+type redriveBundle struct {
+	bundle
+	src, dlq queue
+	j        *journal
+}
+
+// setupRedrive makes a source queue and a DLQ and dead-letters n messages
+// (bodies body-0.., keys key-0..) from the source into the DLQ with the
+// Sink. Message i carries i%11 attributes, so the packed form is covered.
+func setupRedrive(t *testing.T, fifo bool, n int) redriveBundle {
+	t.Helper()
+	b := setup(t)
+	rb := redriveBundle{bundle: b, src: b.newQueue(t, "src", fifo, nil), dlq: b.newQueue(t, "dlq", fifo, nil), j: &journal{Client: b.client}}
+	sink := NewSink(b.client, rb.dlq.url)
+	for i := range n {
+		msg := b.consume(t, rb.src, fmt.Sprintf("body-%d", i), originalAttrs(i), fmt.Sprintf("group-%d", i))
+		dl := lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: fmt.Sprintf("key-%d", i), Reason: lambdaidem.ReasonPoison, Attempts: 1}
+		if _, err := sink.Send(b.ctx, dl); err != nil {
+			t.Fatal(err)
+		}
+		// The decorator acknowledges the source message once dead-lettered.
+		if _, err := b.client.DeleteMessage(b.ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src.url, ReceiptHandle: &msg.ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rb
+}
+
+// originalAttrs are message i's attributes, with the idempotency key
+// attribute the producer set.
+func originalAttrs(i int) map[string]types.MessageAttributeValue {
+	attrs := typedAttrs(max(i%11-1, 0))
+	if attrs == nil {
+		attrs = map[string]types.MessageAttributeValue{}
+	}
+	attrs["idempotency-key"] = types.MessageAttributeValue{DataType: ptr("String"), StringValue: ptr(fmt.Sprintf("key-%d", i))}
+	return attrs
+}
+
+func bodies(ms []types.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, deref(m.Body))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestRedriveMovesMessages(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	rb := setupRedrive(t, false, n)
+	var events []RedriveEvent
+	sum, err := Redrive(rb.ctx, RedriveOptions{
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil),
+		WaitTime: -1, Progress: func(e RedriveEvent) { events = append(events, e) },
+	})
+	if err != nil {
+		t.Fatalf("Redrive: %v", err)
+	}
+	if sum != (RedriveSummary{Moved: n}) {
+		t.Errorf("summary = %+v, want %d moved", sum, n)
+	}
+	if len(events) != n {
+		t.Fatalf("%d progress events, want %d", len(events), n)
+	}
+	for _, e := range events {
+		if e.Outcome != RedriveMoved || e.TargetQueueURL != rb.src.url || e.NewMessageID == "" || e.Err != nil {
+			t.Errorf("event %+v, want moved to %s", e, rb.src.url)
+		}
+	}
+
+	// Each message: reset, then send, then delete, in that order.
+	steps := rb.j.Steps()
+	if len(steps) != 3*n {
+		t.Fatalf("steps = %q", steps)
+	}
+	for i := 0; i < len(steps); i += 3 {
+		var k int
+		if _, err := fmt.Sscanf(steps[i], "reset ns/key-%d", &k); err != nil {
+			t.Fatalf("step %d = %q, want a reset", i, steps[i])
+		}
+		if want := []string{fmt.Sprintf("send body-%d", k), "delete"}; !slices.Equal(steps[i+1:i+3], want) {
+			t.Errorf("after %q: %q, want %q", steps[i], steps[i+1:i+3], want)
+		}
+	}
+
+	if left := rb.drain(t, rb.dlq.url); len(left) != 0 {
+		t.Errorf("DLQ still holds %d messages", len(left))
+	}
+	back := rb.drain(t, rb.src.url)
+	if len(back) != n {
+		t.Fatalf("source holds %d messages, want %d", len(back), n)
+	}
+	for _, m := range back {
+		var i int
+		if _, err := fmt.Sscanf(deref(m.Body), "body-%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(originalAttrs(i), m.MessageAttributes, attrOpt); diff != "" {
+			t.Errorf("body-%d attributes not restored (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
+func TestRedriveFIFO(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, true, 2)
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1})
+	if err != nil || sum.Moved != 2 {
+		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
+	}
+	back := rb.drain(t, rb.src.url)
+	if len(back) != 2 {
+		t.Fatalf("source holds %d messages, want 2", len(back))
+	}
+	for _, m := range back {
+		var i int
+		if _, err := fmt.Sscanf(deref(m.Body), "body-%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		if g := m.Attributes["MessageGroupId"]; g != fmt.Sprintf("group-%d", i) {
+			t.Errorf("body-%d came back in group %q, want group-%d", i, g, i)
+		}
+	}
+}
+
+func TestRedriveMax(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, false, 5)
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), Max: 2, WaitTime: -1})
+	if err != nil || sum != (RedriveSummary{Moved: 2}) {
+		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
+	}
+	if got := len(rb.drain(t, rb.src.url)); got != 2 {
+		t.Errorf("source holds %d messages, want 2", got)
+	}
+	if got := len(rb.drain(t, rb.dlq.url)); got != 3 {
+		t.Errorf("DLQ holds %d messages, want 3", got)
+	}
+}
+
+func TestRedriveDryRun(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, false, 3)
+	var outcomes []RedriveOutcome
+	sum, err := Redrive(rb.ctx, RedriveOptions{
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1,
+		Progress: func(e RedriveEvent) {
+			outcomes = append(outcomes, e.Outcome)
+			if e.TargetQueueURL != rb.src.url || e.Metadata.Key == "" {
+				t.Errorf("dry-run event %+v lacks target or key", e)
+			}
+		},
+	})
+	if err != nil || sum != (RedriveSummary{Moved: 3}) {
+		t.Fatalf("Redrive = %+v, %v; want 3 listed", sum, err)
+	}
+	if want := []RedriveOutcome{RedriveWouldMove, RedriveWouldMove, RedriveWouldMove}; !slices.Equal(outcomes, want) {
+		t.Errorf("outcomes = %v, want %v", outcomes, want)
+	}
+	if steps := rb.j.Steps(); len(steps) != 0 {
+		t.Errorf("a dry run took steps: %q", steps)
+	}
+	if got := len(rb.drain(t, rb.src.url)); got != 0 {
+		t.Errorf("source holds %d messages after a dry run", got)
+	}
+	// Released at the end: visible again at once.
+	if got := len(rb.drain(t, rb.dlq.url)); got != 3 {
+		t.Errorf("DLQ shows %d messages after a dry run, want 3", got)
+	}
+}
+
+func TestRedriveResetFailureKeepsMessage(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, false, 3)
+	var failed []RedriveEvent
+	sum, err := Redrive(rb.ctx, RedriveOptions{
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(map[string]bool{"key-1": true}), WaitTime: -1,
+		Progress: func(e RedriveEvent) {
+			if e.Outcome == RedriveFailed {
+				failed = append(failed, e)
+			}
+		},
+	})
+	if err != nil || sum != (RedriveSummary{Moved: 2, Failed: 1}) {
+		t.Fatalf("Redrive = %+v, %v; want 2 moved, 1 failed", sum, err)
+	}
+	if len(failed) != 1 || failed[0].Step != StepReset || failed[0].Err == nil || failed[0].Metadata.Key != "key-1" {
+		t.Fatalf("failed events = %+v, want key-1 at the reset step", failed)
+	}
+	if slices.Contains(rb.j.Steps(), "send body-1") {
+		t.Errorf("body-1 was sent although its reset failed: %q", rb.j.Steps())
+	}
+	if got := bodies(rb.drain(t, rb.dlq.url)); !slices.Equal(got, []string{"body-1"}) {
+		t.Errorf("DLQ holds %q, want [body-1]", got)
+	}
+	if got := bodies(rb.drain(t, rb.src.url)); !slices.Equal(got, []string{"body-0", "body-2"}) {
+		t.Errorf("source holds %q, want [body-0 body-2]", got)
+	}
+}
+
+func TestRedriveSendFailureKeepsMessage(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, false, 1)
+	// Send to a queue that does not exist: the message must stay.
+	sum, err := Redrive(rb.ctx, RedriveOptions{
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1,
+		TargetQueueURL: rb.src.url + "-gone",
+		Progress: func(e RedriveEvent) {
+			if e.Step != StepSend || !errors.Is(e.Err, ErrQueueNotFound) {
+				t.Errorf("event %+v, want a send failure with ErrQueueNotFound", e)
+			}
+		},
+	})
+	if err != nil || sum != (RedriveSummary{Failed: 1}) {
+		t.Fatalf("Redrive = %+v, %v; want 1 failed", sum, err)
+	}
+	if got := bodies(rb.drain(t, rb.dlq.url)); !slices.Equal(got, []string{"body-0"}) {
+		t.Errorf("DLQ holds %q, want [body-0]", got)
+	}
+}
+
+func TestRedriveTargetAndForeignMessages(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t, false, 1)
+	target := rb.newQueue(t, "target", false, nil)
+	// A message SQS's own redrive policy would move here: no metadata.
+	rb.send(t, rb.dlq, "foreign", nil, "")
+	var skipped []RedriveEvent
+	sum, err := Redrive(rb.ctx, RedriveOptions{
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1,
+		TargetQueueURL: target.url,
+		Progress: func(e RedriveEvent) {
+			if e.Outcome == RedriveSkipped {
+				skipped = append(skipped, e)
+			}
+		},
+	})
+	if err != nil || sum != (RedriveSummary{Moved: 1, Skipped: 1}) {
+		t.Fatalf("Redrive = %+v, %v; want 1 moved, 1 skipped", sum, err)
+	}
+	if len(skipped) != 1 || !errors.Is(skipped[0].Err, ErrNotDeadLetter) {
+		t.Errorf("skipped = %+v, want one ErrNotDeadLetter", skipped)
+	}
+	if got := bodies(rb.drain(t, target.url)); !slices.Equal(got, []string{"body-0"}) {
+		t.Errorf("target holds %q", got)
+	}
+	if got := bodies(rb.drain(t, rb.dlq.url)); !slices.Equal(got, []string{"foreign"}) {
+		t.Errorf("DLQ holds %q, want [foreign]", got)
+	}
+}
+
+func TestRedriveOptionsValidated(t *testing.T) {
+	t.Parallel()
+	c := sqs.New(sqs.Options{Region: "us-east-1"})
+	for name, o := range map[string]RedriveOptions{
+		"no client":    {DeadLetterQueueURL: "u", Reset: func(context.Context, string, string) error { return nil }},
+		"no DLQ":       {Client: c, Reset: func(context.Context, string, string) error { return nil }},
+		"no reset":     {Client: c, DeadLetterQueueURL: "u"},
+		"negative max": {Client: c, DeadLetterQueueURL: "u", DryRun: true, Max: -1},
+	} {
+		if _, err := Redrive(context.Background(), o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: err = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+}

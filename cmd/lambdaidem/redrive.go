@@ -161,7 +161,7 @@ func describeRedrive(n int, ev sqsqueue.RedriveEvent) string {
 	case sqsqueue.RedriveMoved:
 		return fmt.Sprintf("#%d moved %s key %s (%s) -> %s as %s", n, ev.DeadLetterMessageID, key, ev.Metadata.Reason, ev.TargetQueueURL, ev.NewMessageID)
 	case sqsqueue.RedriveWouldMove:
-		return fmt.Sprintf("#%d would move %s key %s (%s, %d attempts) -> %s", n, ev.DeadLetterMessageID, key, ev.Metadata.Reason, ev.Metadata.Attempts, ev.TargetQueueURL)
+		return fmt.Sprintf("#%d would move %s key %s (%s, %s) -> %s", n, ev.DeadLetterMessageID, key, ev.Metadata.Reason, attempts(ev.Metadata.Attempts), ev.TargetQueueURL)
 	case sqsqueue.RedriveSkipped:
 		return fmt.Sprintf("#%d skipped %s: not a lambdaidem dead-letter copy (%v)", n, ev.DeadLetterMessageID, ev.Err)
 	}

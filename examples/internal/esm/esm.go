@@ -336,3 +336,16 @@ func Num(item map[string]dbtypes.AttributeValue, name string) int {
 	}
 	return -1
 }
+
+// SetVisibility sets the queue's visibility timeout, for tests that run a
+// function under the real timing (cmd/lambdaidem-local's runner).
+func (q Queue) SetVisibility(t testing.TB, seconds int) {
+	t.Helper()
+	_, err := q.Client.SetQueueAttributes(context.Background(), &sqs.SetQueueAttributesInput{
+		QueueUrl:   aws.String(q.URL),
+		Attributes: map[string]string{string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(seconds)},
+	})
+	if err != nil {
+		t.Fatalf("set visibility of %s: %v", q.URL, err)
+	}
+}

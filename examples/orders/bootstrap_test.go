@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
+	"github.com/lambdaidem/go-lambdaidem/localrun"
+)
+
+// lineLog passes function output to t.Log, and stops once the test ended.
+type lineLog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// TestCrashBeforeEffectUnderTheRunner runs the real bootstrap binary the
+// way Lambda does (cmd/lambdaidem-local's runner) and kills its process in
+// the middle of a handler, before the effect: the message is neither lost
+// nor applied twice. The retry waits for SQS's visibility timeout and the
+// crashed lease's expiry, so this test takes a few seconds.
+func TestCrashBeforeEffectUnderTheRunner(t *testing.T) {
+	b := setup(t, 0)
+	b.queue.SetVisibility(t, 2)
+	bin := esm.Build(t, ".", runtime.GOOS, runtime.GOARCH)
+
+	b.queue.Send(t, `{"order_id":"k-1","crash":"before_effect"}`, "", "")
+	b.queue.Send(t, `{"order_id":"k-2"}`, "", "")
+
+	out := &lineLog{t: t}
+	r, err := localrun.New(localrun.Config{
+		Bootstrap:               bin,
+		QueueURL:                b.queue.URL,
+		SQS:                     b.queue.Client,
+		BatchSize:               1,
+		MaxConcurrency:          1,
+		FunctionTimeout:         3 * time.Second,
+		PollWait:                time.Second,
+		ReportBatchItemFailures: true,
+		Env: append(localrun.AWSEnv(),
+			EnvIdempotencyTable+"="+b.cfg.IdempotencyTable,
+			EnvEffectsTable+"="+b.cfg.EffectsTable,
+			EnvNamespace+"="+b.cfg.Namespace,
+			EnvDLQURL+"="+b.cfg.DLQURL,
+		),
+		Output: out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Errorf("stop runner: %v", err)
+		}
+		out.mu.Lock()
+		out.done = true
+		out.mu.Unlock()
+	}
+	t.Cleanup(stop)
+
+	// Wait for the external condition: both messages settled.
+	deadline := time.Now().Add(60 * time.Second)
+	for b.queue.Count(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue not drained by the runner: %+v", r.Stats())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+
+	eff := b.effects(t)
+	for _, id := range []string{"k-1", "k-2"} {
+		if len(eff[id]) != 1 {
+			t.Errorf("order %s: %d effect rows, want 1: %v", id, len(eff[id]), eff[id])
+		}
+	}
+	if a := esm.Num(eff["k-1"][0], attrAttempt); len(eff["k-1"]) == 1 && a != 2 {
+		t.Errorf("order k-1: effect on attempt %d, want 2 (after the crash)", a)
+	}
+	if st := r.Stats(); st.Crashes != 1 {
+		t.Errorf("runner saw %d crashes, want 1: %+v", st.Crashes, st)
+	}
+	if n := b.dlq.Count(t); n != 0 {
+		t.Errorf("DLQ holds %d messages, want 0", n)
+	}
+}

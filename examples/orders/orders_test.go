@@ -165,6 +165,28 @@ func TestPoisonGoesToDLQWithReason(t *testing.T) {
 	}
 }
 
+func TestReusedOrderIDIsAConflict(t *testing.T) {
+	b := setup(t, 0)
+	b.queue.Send(t, `{"order_id":"x-1"}`, "", "")
+	b.queue.Drain(t, b.handler, 10)
+	// The same order_id with another body is not "already done": it is
+	// dead-lettered as a conflict and the first order's effect stays.
+	id := b.queue.Send(t, `{"order_id":"x-1","amount":2}`, "", "")
+	b.queue.Drain(t, b.handler, 10)
+
+	if eff := b.effects(t); len(eff["x-1"]) != 1 {
+		t.Errorf("%d effect rows, want 1: %v", len(eff["x-1"]), eff["x-1"])
+	}
+	msgs := b.dlq.Collect(t, 1)
+	if len(msgs) != 1 {
+		t.Fatalf("DLQ holds %d messages, want 1", len(msgs))
+	}
+	dl, err := sqsqueue.Parse(msgs[0])
+	if err != nil || dl.Metadata.Reason != lambdaidem.ReasonKeyConflict || dl.Metadata.MessageID != id {
+		t.Errorf("dead letter %+v, %v; want reason key_conflict for message %s", dl.Metadata, err, id)
+	}
+}
+
 func TestFailuresThenSuccessHaveOneEffect(t *testing.T) {
 	b := setup(t, 5)
 	b.queue.Send(t, `{"order_id":"f-1","fail_times":2}`, "", "")

@@ -61,14 +61,70 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 	return minTime(t.deadline, now.Add(e.c.maxLease))
 }
 
-// handlerContext ends a margin before the deadline (or the lease, with no
-// deadline), so recording the outcome still fits.
-func (e *engine) handlerContext(ctx context.Context, t timing, lease Lease, now time.Time) (context.Context, context.CancelFunc) {
-	budget := lease.Until.Sub(now) - t.margin
-	if !t.deadline.IsZero() {
-		budget = min(budget, t.deadline.Sub(now)-t.margin)
+// runHandler runs f under the lease: its context ends a margin before the
+// deadline (or before the lease ends, with no deadline and no heartbeat), so
+// recording the outcome still fits; it carries the record state; and with a
+// heartbeat the lease is extended while f runs. A panic becomes a
+// PanicError with its stack.
+func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
+	lease := st.lease
+	budget := time.Duration(-1)
+	if e.c.heartbeat <= 0 {
+		budget = lease.Until.Sub(now) - t.margin
 	}
-	return context.WithTimeout(ctx, max(budget, 0))
+	if !t.deadline.IsZero() {
+		rem := t.deadline.Sub(now) - t.margin
+		if budget < 0 || rem < budget {
+			budget = rem
+		}
+	}
+	hctx, cancelCause := context.WithCancelCause(withRecordState(ctx, st))
+	defer cancelCause(nil)
+	if budget >= 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(hctx, max(budget, 0))
+		defer cancel()
+	}
+	if e.c.heartbeat > 0 {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.heartbeat(ctx, lease, lease.Until.Sub(now), stop, cancelCause)
+		}()
+		defer func() { close(stop); <-done }()
+	}
+	return run(hctx, f)
+}
+
+// heartbeat extends the lease until stop is closed. A refused extension
+// cancels the handler with ErrLeaseLost; a store error is retried at the
+// next tick (the lease may still be long enough).
+func (e *engine) heartbeat(ctx context.Context, lease Lease, length time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc) {
+	tick, stopTick := e.c.ticker(e.c.heartbeat)
+	defer stopTick()
+	ctx = context.WithoutCancel(ctx)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick:
+		}
+		now := e.c.now()
+		rctx, rcancel := context.WithTimeout(ctx, max(e.c.heartbeat, time.Second))
+		err := e.store.Extend(rctx, ExtendRequest{Lease: lease, Now: now, LeaseUntil: now.Add(length)})
+		rcancel()
+		switch {
+		case errors.Is(err, ErrLeaseLost):
+			e.log(ctx, slog.LevelWarn, "lambdaidem: lease lost while the handler runs",
+				slog.String("key", lease.Key), slog.Int("attempt", lease.Attempt))
+			cancel(err)
+			return
+		case err != nil:
+			e.log(ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
+				slog.String("key", lease.Key), slog.Any("error", err))
+		}
+	}
 }
 
 // detached returns a context for recording an outcome that survives the

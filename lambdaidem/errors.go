@@ -31,6 +31,11 @@ var (
 	ErrDeadLettered = errors.New("lambdaidem: key was dead-lettered")
 )
 
+// ErrOutcomeUnknown: in at-most-once mode, a previous holder's lease ran
+// out without a recorded outcome; the function is not run again and the key
+// is dead-lettered for reconciliation. It wraps ErrDeadLettered.
+var ErrOutcomeUnknown = fmt.Errorf("%w: outcome of an abandoned attempt is unknown", ErrDeadLettered)
+
 // ErrLateReplay: a repeat of a completed key whose stored result has
 // expired while the key is still remembered. The function is not run again;
 // Wrap returns this error instead of a result.

@@ -69,6 +69,9 @@ type config struct {
 	visibility          VisibilityChanger
 	backoff             func(attempt int) time.Duration
 	hook                func(*InvocationReport)
+	atMostOnce          bool
+	heartbeat           time.Duration
+	ticker              func(time.Duration) (<-chan time.Time, func())
 }
 
 func newConfig(opts []Option) *config {
@@ -89,6 +92,10 @@ func newConfig(opts []Option) *config {
 		now:                 time.Now,
 		allFailedError:      true,
 		isolate:             true,
+		ticker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
 	}
 	if c.namespace == "" {
 		c.namespace = "default"
@@ -301,4 +308,24 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 		}
 		return min(d, limit)
 	}
+}
+
+// WithAtMostOnce never runs a handler twice for one key, for effects that
+// must not repeat (a payment, a trade). When a claim finds a lease that ran
+// out with no recorded outcome, the handler is not run again: the record is
+// marked dead-lettered with ReasonOutcomeUnknown (conditioned on the old
+// lease token, which fences the original owner's late completion) and the
+// message goes to the dead-letter queue for reconciliation. Wrap returns
+// ErrOutcomeUnknown. The default is at-least-once: an abandoned lease is
+// taken over and the handler runs again.
+func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
+
+// WithHeartbeat extends the lease every interval while the handler runs,
+// for handlers whose lease is shorter than their work (Wrap outside Lambda,
+// or WithLease below the invocation's timeout). Each extension moves the
+// lease's end to now plus the original lease length. If an extension is
+// refused (the lease was taken over), the handler's context is cancelled
+// and context.Cause reports ErrLeaseLost. Default: off.
+func WithHeartbeat(interval time.Duration) Option {
+	return func(c *config) { c.heartbeat = max(interval, 0) }
 }

@@ -173,6 +173,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		Now:         now,
 		LeaseUntil:  p.leaseUntil(t, now),
 		Grace:       p.c.grace,
+		NoTakeover:  p.c.atMostOnce,
 		ExpiresAt:   p.retentionUntil(now, false),
 	})
 	if err != nil {
@@ -190,6 +191,10 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	now := p.c.now()
 	r.Attempt = rec.Attempts
 	switch {
+	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId && rec.DeadLetterMessageID == "":
+		// Marked "outcome unknown" but the send to the DLQ did not happen
+		// (or was not confirmed): send it now.
+		return p.deadLetter(ctx, t, msg, nil, &rec, rec.DeadLetterReason, errors.New(rec.LastError), r)
 	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
 		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
 		return p.logged(ctx, slog.LevelInfo, r)
@@ -211,6 +216,8 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 		p.cache.add(r.Key, hash, now, minNonZero(rec.ExpiresAt, rec.ResultUntil))
 		r.Outcome, r.Acked = OutcomeDuplicate, true
 		return p.logged(ctx, slog.LevelDebug, r)
+	case p.c.atMostOnce && rec.Status == StatusInProgress && rec.LeaseExpired(now, p.c.grace):
+		return p.outcomeUnknown(ctx, t, msg, rec, r)
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
@@ -240,15 +247,13 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 
 	now := p.c.now()
 	st := &recordState{lease: lease}
-	hctx, cancel := p.handlerContext(withRecordState(ctx, st), t, lease, now)
 	copyMsg := msg
 	copyMsg.Attributes = maps.Clone(msg.Attributes)
 	copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
 	start := time.Now()
-	herr := run(hctx, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
+	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
 	r.HandlerDuration = time.Since(start)
 	r.HandlerRan = true
-	cancel()
 
 	dctx, dcancel := p.detached(ctx, t)
 	defer dcancel()
@@ -344,6 +349,9 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
 	id, err := p.c.sink.Send(dctx, dl)
+	if err == nil && id == "" {
+		id = "unknown" // a mark without a DLQ message ID means "send pending"
+	}
 	if err != nil {
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
 		if lease != nil {
@@ -367,6 +375,41 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	}
 	r.Outcome, r.Acked = OutcomeDeadLettered, true
 	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// outcomeUnknown handles an abandoned lease in at-most-once mode: the
+// handler may or may not have had its effect, so it is not run again. The
+// record is marked first, conditioned on the abandoned lease's token (so
+// the original owner's late completion is refused), with no DLQ message
+// ID yet; then the message is sent to the DLQ. If the send fails, the
+// redelivery finds the mark without a DLQ message ID and sends again.
+func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, rec Record, r RecordReport) RecordReport {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	cause := fmt.Errorf("%w: attempt %d's lease ran out at %s without a recorded outcome",
+		ErrOutcomeUnknown, rec.Attempts, rec.LeaseUntil.UTC().Format(time.RFC3339))
+	now := p.c.now()
+	err := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+		return p.store.DeadLetter(ctx, DeadLetterRequest{
+			Lease: leaseOf(rec), Now: p.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
+			MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false),
+		})
+	})
+	if err != nil {
+		// Lease lost: the original owner recorded its outcome after all, or
+		// another consumer got here first; the retry will see which.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		if errors.Is(err, ErrLeaseLost) {
+			r.Outcome = OutcomeInProgress
+		}
+		return p.logged(ctx, slog.LevelWarn, r)
+	}
+	return p.deadLetter(ctx, t, msg, nil, &rec, ReasonOutcomeUnknown, cause, r)
+}
+
+// leaseOf rebuilds the lease of a record's latest claim.
+func leaseOf(rec Record) Lease {
+	return Lease{Namespace: rec.Namespace, Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
 }
 
 // badInput handles a message no key can be derived from: it can never be

@@ -76,22 +76,25 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	cr, err := w.store.Claim(ctx, ClaimRequest{
 		Namespace: w.c.namespace, Key: key, PayloadHash: hash, Now: now,
 		LeaseUntil: w.leaseUntil(t, now), Grace: w.c.grace, ExpiresAt: w.retentionUntil(now, false),
+		NoTakeover: w.c.atMostOnce,
 	})
 	if err != nil {
 		return zero, err
 	}
 	if !cr.Claimed {
-		return w.replay(cr.Record, hash, key)
+		rec := cr.Record
+		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
+			return zero, w.outcomeUnknown(ctx, t, rec, key)
+		}
+		return w.replay(rec, hash, key)
 	}
 
 	st := &recordState{lease: cr.Lease}
-	hctx, cancel := w.handlerContext(withRecordState(ctx, st), t, cr.Lease, now)
 	var out Out
-	ferr := run(hctx, func(ctx context.Context) (err error) {
+	ferr := w.runHandler(ctx, t, st, now, func(ctx context.Context) (err error) {
 		out, err = w.fn(ctx, in)
 		return err
 	})
-	cancel()
 
 	dctx, dcancel := w.detached(ctx, t)
 	defer dcancel()
@@ -142,6 +145,8 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 	var zero Out
 	now := w.c.now()
 	switch {
+	case rec.Status == StatusDeadLettered && rec.DeadLetterReason == ReasonOutcomeUnknown:
+		return zero, fmt.Errorf("%w: key %q", ErrOutcomeUnknown, key)
 	case rec.Status == StatusDeadLettered:
 		return zero, fmt.Errorf("%w: key %q (%s)", ErrDeadLettered, key, rec.DeadLetterReason)
 	case rec.PayloadHash != hash:
@@ -160,4 +165,26 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 	default:
 		return zero, &InProgressError{RetryAfter: max(rec.LeaseUntil.Add(w.c.grace).Sub(now), 0)}
 	}
+}
+
+// outcomeUnknown marks an abandoned attempt in at-most-once mode, fencing
+// the original owner's late completion, and reports ErrOutcomeUnknown.
+func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string) error {
+	dctx, cancel := w.detached(ctx, t)
+	defer cancel()
+	calls := 0
+	now := w.c.now()
+	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
+	err := retryStore(dctx, &calls, func(ctx context.Context) error {
+		return w.store.DeadLetter(ctx, DeadLetterRequest{
+			Lease: leaseOf(rec), Now: w.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
+			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
+		})
+	})
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	w.log(ctx, slog.LevelError, "lambdaidem: outcome unknown; not running again",
+		slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Int("attempt", rec.Attempts))
+	return cause
 }

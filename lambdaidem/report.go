@@ -44,8 +44,9 @@ const (
 	OutcomeStoreError Outcome = "store_error"
 	// OutcomeNotStarted: too little time was left to claim the record.
 	OutcomeNotStarted Outcome = "not_started"
-	// OutcomeSkippedGroup: an earlier record of its FIFO group was not
-	// acknowledged, so this one did not run.
+	// OutcomeSkippedGroup: an earlier record of its FIFO group, or an
+	// earlier copy of its key in the same batch, was not acknowledged, so
+	// this one did not run.
 	OutcomeSkippedGroup Outcome = "skipped_fifo_group"
 	// OutcomeMissingKey: no key could be derived and no sink is configured.
 	OutcomeMissingKey Outcome = "missing_key"

@@ -40,7 +40,7 @@ type sqsProcessor struct {
 func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	t := p.timing(ctx)
 	reports := make([]RecordReport, len(ev.Records))
-	first, later := p.plan(ev.Records)
+	keys, first, later := p.plan(ev.Records)
 
 	// Fresh records (and FIFO groups) run concurrently, bounded; records
 	// delivered before run one at a time afterwards, so a message that
@@ -52,12 +52,12 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			p.runGroup(ctx, t, ev.Records, group, reports)
+			p.runGroup(ctx, t, ev.Records, keys, group, reports)
 		}()
 	}
 	wg.Wait()
 	for _, group := range later {
-		p.runGroup(ctx, t, ev.Records, group, reports)
+		p.runGroup(ctx, t, ev.Records, keys, group, reports)
 	}
 
 	var resp events.SQSEventResponse
@@ -77,34 +77,34 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 	return resp, nil
 }
 
-// plan splits the batch into groups of record indices that run in order.
-// On a FIFO queue a group is a message group; on a standard queue each
-// record is its own group. Groups holding a redelivered record go last.
-func (p *sqsProcessor) plan(recs []events.SQSMessage) (first, later [][]int) {
+// plan splits the batch into groups of record indices that run in order,
+// and derives each record's key once. On a FIFO queue a group is a message
+// group. On a standard queue a group is the records sharing a key, so a
+// duplicate in the same batch waits for its original and is then skipped
+// as a duplicate, instead of being turned away as "in progress". Groups
+// holding a redelivered record go last, one at a time.
+func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, later [][]int) {
 	if len(recs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	redelivered := func(m events.SQSMessage) bool {
-		if !p.c.isolate {
-			return false
-		}
-		n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
-		return err == nil && n > 1
-	}
-	if !strings.HasSuffix(recs[0].EventSourceARN, ".fifo") {
-		for i, m := range recs {
-			if redelivered(m) {
-				later = append(later, []int{i})
-			} else {
-				first = append(first, []int{i})
-			}
-		}
-		return first, later
-	}
-	index := map[string]int{}
-	var groups [][]int
+	keys = make([]derived, len(recs))
 	for i, m := range recs {
-		g := m.Attributes["MessageGroupId"]
+		keys[i] = p.derive(m)
+	}
+	fifo := strings.HasSuffix(recs[0].EventSourceARN, ".fifo")
+	index := make(map[string]int, len(recs))
+	groups := make([][]int, 0, len(recs))
+	for i, m := range recs {
+		var g string
+		switch {
+		case fifo:
+			g = m.Attributes["MessageGroupId"]
+		case keys[i].err == nil:
+			g = keys[i].key
+		default:
+			groups = append(groups, []int{i})
+			continue
+		}
 		j, ok := index[g]
 		if !ok {
 			j = len(groups)
@@ -116,7 +116,7 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (first, later [][]int) {
 	for _, g := range groups {
 		isLate := false
 		for _, i := range g {
-			isLate = isLate || redelivered(recs[i])
+			isLate = isLate || p.redelivered(recs[i])
 		}
 		if isLate {
 			later = append(later, g)
@@ -124,25 +124,26 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (first, later [][]int) {
 			first = append(first, g)
 		}
 	}
-	return first, later
+	return keys, first, later
 }
 
-// runGroup runs records in order; on a FIFO queue, once one is not
-// acknowledged the rest of its group is reported failed without running.
-func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, group []int, reports []RecordReport) {
-	stopped := false
-	for _, i := range group {
-		if stopped {
-			reports[i] = RecordReport{MessageID: recs[i].MessageId, Outcome: OutcomeSkippedGroup}
-			continue
-		}
-		reports[i] = p.process(ctx, t, recs[i])
-		stopped = !reports[i].Acked && len(group) > 1
+// redelivered reports whether isolation applies to a record SQS delivered
+// before.
+func (p *sqsProcessor) redelivered(m events.SQSMessage) bool {
+	if !p.c.isolate {
+		return false
 	}
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	return err == nil && n > 1
 }
 
-func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage) RecordReport {
-	r := RecordReport{MessageID: msg.MessageId}
+// derived is a record's stored key and payload hash, or why it has none.
+type derived struct {
+	key, hash string
+	err       error
+}
+
+func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 	key, err := p.c.keyFunc(msg)
 	var hash string
 	if err == nil {
@@ -152,9 +153,33 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		if !errors.Is(err, ErrMissingKey) {
 			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
 		}
-		return p.badInput(ctx, t, msg, err, r)
+		return derived{err: err}
 	}
-	r.Key = storedKey(key)
+	return derived{key: storedKey(key), hash: hash}
+}
+
+// runGroup runs records in order; once one is not acknowledged, the rest of
+// its group (FIFO group, or copies of one key) is reported failed without
+// running.
+func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, reports []RecordReport) {
+	stopped := false
+	for _, i := range group {
+		if stopped {
+			reports[i] = RecordReport{MessageID: recs[i].MessageId, Key: keys[i].key, Outcome: OutcomeSkippedGroup}
+			continue
+		}
+		reports[i] = p.process(ctx, t, recs[i], keys[i])
+		stopped = !reports[i].Acked && len(group) > 1
+	}
+}
+
+func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
+	r := RecordReport{MessageID: msg.MessageId}
+	if d.err != nil {
+		return p.badInput(ctx, t, msg, d.err, r)
+	}
+	hash := d.hash
+	r.Key = d.key
 	now := p.c.now()
 	if p.cache.hit(r.Key, hash, now) {
 		r.Outcome, r.Acked = OutcomeCachedDuplicate, true

@@ -701,3 +701,24 @@ func TestStoreRequestsPerMessageAtTheFloor(t *testing.T) {
 		}
 	}
 }
+
+func TestCopiesOfAKeyInOneBatchWaitForTheFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyJSONField("id"), reportsOf(&reps, &mu))...)
+	resp, err := h(context.Background(), batch(msg("m1", `{"id":"k"}`), msg("m2", `{"id":"j"}`), msg("m3", `{"id":"k"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// m3 is not turned away as "in progress" while m1 runs: it waits, then
+	// is skipped as a duplicate of the completed key.
+	wantFailed(t, resp)
+	if got := reps[0].Records[2].Outcome; got != lambdaidem.OutcomeDuplicate {
+		t.Fatalf("copy's outcome %s, want duplicate", got)
+	}
+	if b.calls.total() != 2 {
+		t.Fatalf("handler ran %d times, want 2", b.calls.total())
+	}
+}

@@ -144,11 +144,15 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 // retryStore retries a store write that failed as unavailable, within ctx.
 // The Store is retry-safe: a write that applied but whose answer was lost
 // is recognised as ours on the retry.
-func retryStore(ctx context.Context, calls *int, write func(ctx context.Context) error) error {
+func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
-		*calls++
-		if err = write(ctx); err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		r.StoreCalls++
+		err = write(ctx)
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			r.StoreErrors++
+		}
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
 		t := time.NewTimer(time.Duration(25<<attempt) * time.Millisecond)

@@ -70,10 +70,17 @@ type RecordReport struct {
 	Takeover bool
 	// StoreCalls counts the Store methods called for this record.
 	StoreCalls int
+	// StoreErrors counts store calls for this record that failed, including
+	// failure and dead-letter marks that could not be written.
+	StoreErrors int
 }
 
 // InvocationReport is what happened in one SQS invocation, for metrics.
 type InvocationReport struct {
-	Records []RecordReport
-	Failed  int
+	// Namespace is the idempotency namespace of the decorated handler.
+	Namespace string
+	// RequestID is the Lambda request ID, when the context carries one.
+	RequestID string
+	Records   []RecordReport
+	Failed    int
 }

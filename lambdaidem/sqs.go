@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
 // MessageHandler handles one SQS message. Return nil when done, an error to
@@ -69,7 +70,11 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 		}
 	}
 	if p.c.hook != nil {
-		p.c.hook(&InvocationReport{Records: reports, Failed: failed})
+		rep := &InvocationReport{Namespace: p.c.namespace, Records: reports, Failed: failed}
+		if lc, ok := lambdacontext.FromContext(ctx); ok {
+			rep.RequestID = lc.AwsRequestID
+		}
+		p.c.hook(rep)
 	}
 	if failed > 0 && (p.c.failOnAny || (failed == len(reports) && p.c.allFailedError)) {
 		return resp, &BatchError{Failed: failed, Total: len(reports)}
@@ -203,6 +208,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 	})
 	if err != nil {
 		r.Outcome, r.Err = OutcomeStoreError, err
+		r.StoreErrors++
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if !cr.Claimed {
@@ -289,7 +295,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		if p.c.resultRetention < p.c.retention {
 			req.ResultUntil = now.Add(p.c.resultRetention)
 		}
-		err := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+		err := retryStore(dctx, &r, func(ctx context.Context) error {
 			req.Now = p.c.now()
 			return p.store.Complete(ctx, req)
 		})
@@ -336,7 +342,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 // runs out and the next claim takes over.
 func (p *sqsProcessor) fail(ctx context.Context, lease Lease, herr error, r *RecordReport) {
 	now := p.c.now()
-	err := retryStore(ctx, &r.StoreCalls, func(ctx context.Context) error {
+	err := retryStore(ctx, r, func(ctx context.Context) error {
 		return p.store.Fail(ctx, FailRequest{Lease: lease, Now: p.c.now(), Error: herr.Error(), ExpiresAt: p.retentionUntil(now, false)})
 	})
 	if err != nil {
@@ -386,7 +392,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	}
 	if lease != nil {
 		now := p.c.now()
-		merr := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+		merr := retryStore(dctx, &r, func(ctx context.Context) error {
 			return p.store.DeadLetter(ctx, DeadLetterRequest{
 				Lease: *lease, Now: p.c.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
@@ -414,7 +420,7 @@ func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.
 	cause := fmt.Errorf("%w: attempt %d's lease ran out at %s without a recorded outcome",
 		ErrOutcomeUnknown, rec.Attempts, rec.LeaseUntil.UTC().Format(time.RFC3339))
 	now := p.c.now()
-	err := retryStore(dctx, &r.StoreCalls, func(ctx context.Context) error {
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
 		return p.store.DeadLetter(ctx, DeadLetterRequest{
 			Lease: leaseOf(rec), Now: p.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false),

@@ -98,7 +98,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 
 	dctx, dcancel := w.detached(ctx, t)
 	defer dcancel()
-	calls := 0
+	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	if ferr == nil {
 		result, merr := json.Marshal(out)
 		switch {
@@ -172,7 +172,7 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string) error {
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
-	calls := 0
+	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	now := w.c.now()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
 	err := retryStore(dctx, &calls, func(ctx context.Context) error {

@@ -103,8 +103,10 @@ func TestDuplicatesHaveOneEffect(t *testing.T) {
 	if got := b.outcomes()[lambdaidem.OutcomeProcessed]; got != 2 {
 		t.Errorf("processed %d records, want 2 (outcomes %v)", got, b.outcomes())
 	}
-	if st.Deleted != 6 {
-		t.Errorf("deleted %d messages, want all 6: %+v", st.Deleted, st)
+	// Drain left the queue empty. SQS (and its emulator) may hand out a
+	// message more than once, so the deletes are not counted exactly.
+	if st.Deleted < 6 {
+		t.Errorf("deleted %d messages, want at least the 6 sent: %+v", st.Deleted, st)
 	}
 	if n := b.dlq.Count(t); n != 0 {
 		t.Errorf("DLQ holds %d messages, want 0", n)

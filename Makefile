@@ -87,8 +87,9 @@ build-OrdersFunction:
 	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/OrdersFunction)/bootstrap ./$(OrdersFunction_PKG)
 
 .PHONY: demo
-demo: ## The scripted local demo (lands with the local Lambda runner)
-	@echo "make demo: not wired yet: it lands with the local Lambda runner (cmd/lambdaidem-local)."
+demo: ## Run the orders example under the local Lambda runner: duplicates, a slow redelivery, poison, retries, a crash; fails on a lost message or a duplicate effect
+	$(GO) build -o .tools/bin/lambdaidem-demo ./cmd/lambdaidem-demo
+	$(STACK) run -- .tools/bin/lambdaidem-demo
 
 .PHONY: stack-up
 stack-up: ## Start the local stack in the background and print its endpoints (eval "$(localstack/stack.sh env)")

@@ -184,7 +184,7 @@ func TestOrderPerGroupKept(t *testing.T) {
 func TestRedeliveryAndLateDuplicateHaveOneEffect(t *testing.T) {
 	b := setup(t, Config{})
 	b.send(t, "A", 1, "", "order-1")
-	ev := b.queue.Receive(t, 10, 1)
+	ev := b.queue.ReceiveSome(t, 10)
 	if len(ev.Records) != 1 {
 		t.Fatalf("received %d records, want 1", len(ev.Records))
 	}
@@ -244,12 +244,9 @@ func TestDedupScope(t *testing.T) {
 			b := setup(t, Config{DedupPerGroup: perGroup})
 			b.send(t, "A", 1, "", "d-1")
 			b.send(t, "B", 1, `,"tag":"b"`, "d-1x")
-			got := b.queue.Receive(t, 10, 1)
+			got := b.queue.ReceiveSome(t, 10)
 			for len(got.Records) < 2 {
-				more := b.queue.Receive(t, 10, 1)
-				if len(more.Records) == 0 {
-					t.Fatalf("received %d records, want 2", len(got.Records))
-				}
+				more := b.queue.ReceiveSome(t, 10)
 				got.Records = append(got.Records, more.Records...)
 			}
 			// The emulator deduplicates per queue; give B's record A's

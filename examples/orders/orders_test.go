@@ -116,7 +116,7 @@ func TestDuplicatesHaveOneEffect(t *testing.T) {
 func TestRedeliveryHasOneEffect(t *testing.T) {
 	b := setup(t, 0)
 	b.queue.Send(t, `{"order_id":"o-1"}`, "", "")
-	ev := b.queue.Receive(t, 10, 1)
+	ev := b.queue.ReceiveSome(t, 10)
 	if len(ev.Records) != 1 {
 		t.Fatalf("received %d records, want 1", len(ev.Records))
 	}
@@ -269,7 +269,7 @@ func TestCrashPointsAndAttempts(t *testing.T) {
 func TestSleepEndsWithTheDeadline(t *testing.T) {
 	b := setup(t, 0)
 	b.queue.Send(t, `{"order_id":"s-1","sleep_ms":600000}`, "", "")
-	ev := b.queue.Receive(t, 1, 1)
+	ev := b.queue.ReceiveSome(t, 1)
 	// A short invocation: the library ends the handler's context a margin
 	// before the deadline, and the sleeping handler must give up then.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

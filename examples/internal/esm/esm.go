@@ -218,6 +218,24 @@ func (q Queue) makeVisible(t testing.TB, receipt string) {
 	}
 }
 
+// ReceiveSome is Receive for a test that has just sent messages: an
+// emulator under load may answer a receive empty although they are there,
+// so it asks again until at least one arrives, failing the test after
+// collectDeadline.
+func (q Queue) ReceiveSome(t testing.TB, n int) events.SQSEvent {
+	t.Helper()
+	deadline := time.Now().Add(collectDeadline)
+	for {
+		ev := q.Receive(t, n, 1)
+		if len(ev.Records) > 0 {
+			return ev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no message arrived in %s within %s", q.URL, collectDeadline)
+		}
+	}
+}
+
 // Drain invokes h on batches of up to batchSize until the queue is empty,
 // and fails the test if it is not empty after maxRounds invocations.
 func (q Queue) Drain(t testing.TB, h Handler, batchSize int) Stats {

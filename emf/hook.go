@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -184,12 +186,16 @@ var probeReport = &lambdaidem.InvocationReport{Records: []lambdaidem.RecordRepor
 
 type hook struct{ c *hookConfig }
 
-// report emits r's metrics. It takes a context so that, once the decorator
-// passes the invocation's context to its hook, the request ID reaches the
-// event (Writer.Emit reads it from the Lambda context).
+// report emits r's metrics. The report's request ID reaches the event
+// through a Lambda context (Writer.Emit reads it from there).
 func (h *hook) report(ctx context.Context, r *lambdaidem.InvocationReport) {
 	if r == nil {
 		return
+	}
+	if r.RequestID != "" {
+		if _, ok := lambdacontext.FromContext(ctx); !ok {
+			ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: r.RequestID})
+		}
 	}
 	for _, s := range h.sets(r, h.c.now()) {
 		if err := h.c.emitter.Emit(ctx, s); err != nil {
@@ -228,6 +234,13 @@ func tally(r *lambdaidem.InvocationReport) *counts {
 		if rec.Takeover {
 			n.takeovers++
 		}
+		// A record met the store's trouble if any of its store calls
+		// failed: the claim (store_error), the completion after the effect
+		// (completion_unrecorded), or a failure or dead-letter mark that
+		// could not be written. One StoreErrors alarm covers them all.
+		if rec.StoreErrors > 0 || rec.Outcome == lambdaidem.OutcomeStoreError || rec.Outcome == lambdaidem.OutcomeUnrecorded {
+			n.storeErrs++
+		}
 		// A key held by a different payload is a conflict whatever became
 		// of the message: failed without a sink, dead-lettered with one.
 		if rec.Outcome == lambdaidem.OutcomeConflict || rec.Reason == lambdaidem.ReasonKeyConflict {
@@ -258,7 +271,6 @@ func tally(r *lambdaidem.InvocationReport) *counts {
 			// The store failed after the effect happened: a store error
 			// too, so one StoreErrors alarm covers both.
 			n.unrecorded++
-			n.storeErrs++
 		case lambdaidem.OutcomeLeaseLost:
 			n.leasesLost++
 		case lambdaidem.OutcomeFailed:
@@ -267,8 +279,6 @@ func tally(r *lambdaidem.InvocationReport) *counts {
 			n.inProgress++
 		case lambdaidem.OutcomeDeadLetterFailed:
 			n.deadLetterFailures++
-		case lambdaidem.OutcomeStoreError:
-			n.storeErrs++
 		case lambdaidem.OutcomeNotStarted:
 			n.notStarted++
 		case lambdaidem.OutcomeSkippedGroup:

@@ -523,3 +523,17 @@ func TestEmitFailureIsLoggedNotFatal(t *testing.T) {
 		t.Fatalf("emit error not logged: %q", logs.String())
 	}
 }
+
+func TestHookTagsEventsWithTheInvocationsRequestID(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	h := emf.Hook(emf.WithEmitter(emf.NewWriter(&buf)), emf.WithClock(func() time.Time { return time.Unix(1700000000, 0) }))
+	h(&lambdaidem.InvocationReport{RequestID: "req-42", Records: []lambdaidem.RecordReport{{Outcome: lambdaidem.OutcomeProcessed, Acked: true}}})
+	var ev map[string]any
+	if err := json.Unmarshal(bytes.Split(buf.Bytes(), []byte("\n"))[0], &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev["requestId"] != "req-42" {
+		t.Fatalf("requestId %v, want req-42", ev["requestId"])
+	}
+}

@@ -1,0 +1,79 @@
+package bench_test
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/bench"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+)
+
+// powertoolsDir is where `make bench` installs the Powertools harness.
+var powertoolsDir = filepath.Join("..", ".tools", "powertools")
+
+// TestDynamoSmoke runs the DynamoDB Local benchmark with a tiny N so the
+// harness cannot rot. It checks that every path ran and was counted, never
+// how fast: timings on a shared machine prove nothing in a test.
+func TestDynamoSmoke(t *testing.T) {
+	t.Parallel()
+	endpoint := testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
+	cfg := bench.DynamoConfig{Endpoint: endpoint, N: 3, Warmup: 2, CountRuns: 1}
+	withPT := bench.PowertoolsInstalled(powertoolsDir)
+	if withPT {
+		cfg.PowertoolsDir = powertoolsDir
+	} else {
+		t.Logf("Powertools harness not installed in %s (make bench installs it): measuring the Go side only", powertoolsDir)
+	}
+	res, err := bench.RunDynamo(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch} {
+		p := res.Path(path)
+		if p == nil {
+			t.Fatalf("no result for %s", path)
+		}
+		want := []string{bench.VariantLambdaidem, bench.VariantFloor}
+		if withPT {
+			want = append(want, bench.VariantPowertools)
+		}
+		for _, v := range want {
+			if d := p.Dists[v]; d == nil || d.N() != cfg.N {
+				t.Errorf("%s, %s: %v samples, want %d", path, v, d, cfg.N)
+			}
+		}
+	}
+	for _, row := range res.Requests {
+		if row.Want >= 0 && row.PerMessage() != row.Want {
+			t.Errorf("%s %s: %v requests per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
+		}
+	}
+	var buf bytes.Buffer
+	res.WriteLatency(&buf)
+	res.WriteTargets(&buf)
+	res.WriteRequests(&buf)
+	if !strings.Contains(buf.String(), "| "+bench.PathFirst+" |") {
+		t.Errorf("latency table lacks the first-delivery row:\n%s", buf.String())
+	}
+	t.Logf("\n%s", buf.String())
+}
+
+func TestQuantile(t *testing.T) {
+	t.Parallel()
+	var d bench.Dist
+	for i := 100; i >= 1; i-- {
+		d.Add(time.Duration(i) * time.Millisecond)
+	}
+	if got := d.P50(); got != 50*time.Millisecond {
+		t.Errorf("p50 = %v, want 50ms", got)
+	}
+	if got := d.P99(); got != 99*time.Millisecond {
+		t.Errorf("p99 = %v, want 99ms", got)
+	}
+	if got := (bench.Dist{}).P50(); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+}

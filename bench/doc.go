@@ -1,0 +1,23 @@
+// Package bench measures lambdaidem against DynamoDB Local and the local
+// Lambda runner, for `make bench` and BENCHMARKS.md (the in-process
+// overhead benchmark lives in package lambdaidem as BenchmarkSQS).
+//
+// RunDynamo times the first delivery, the duplicate and a 10-record batch
+// through lambdaidem.SQS with the DynamoDB store, each next to its floor
+// (the bare DynamoDB requests of the same shape, issued directly with the
+// SDK) and, when the harness is installed, next to Powertools for AWS
+// Lambda (TypeScript) on Node.js against the same DynamoDB Local. The
+// variants run interleaved, iteration by iteration, in one run on one
+// client. It then counts the requests per message of every path through a
+// counting proxy. RunE2E pushes messages through the orders example's real
+// bootstrap under package localrun and reports messages per second.
+//
+// The smallest use, with DynamoDB Local on port 8000:
+//
+//	res, err := bench.RunDynamo(ctx, bench.DynamoConfig{Endpoint: "http://127.0.0.1:8000", N: 1000})
+//	if err != nil { ... }
+//	res.WriteLatency(os.Stdout)
+//
+// The command bench/cmd/lambdaidem-bench runs everything and prints
+// Markdown; bench/README.md says what each number means.
+package bench

@@ -1,0 +1,276 @@
+// The Powertools for AWS Lambda (TypeScript) side of lambdaidem's
+// DynamoDB Local benchmark. The Go program (bench/cmd/lambdaidem-bench)
+// starts this script once, next to its installed node_modules, and drives
+// it over stdin/stdout, one JSON object per line, so that Go and Node
+// iterations interleave in one run against one DynamoDB Local:
+//
+//   -> {"op":"first","n":1}        <- {"ms":[1.9]}
+//   -> {"op":"duplicate","n":1}    <- {"ms":[1.1]}
+//   -> {"op":"batch","n":1}        <- {"ms":[7.2]}
+//   -> {"op":"floor","n":1}        <- {"ms":[1.4]}   two bare requests of Powertools' shape
+//   -> {"op":"count","path":"first"}  <- {"ok":true}  once through the counting endpoint
+//   -> {"op":"quit"}
+//
+// An error answers {"error":"..."}. Times are wall-clock milliseconds of
+// one invocation (one record, or one 10-record batch), measured here so
+// that the pipe to Go is outside them.
+//
+// Environment: BENCH_TABLE (a table with partition key "id", string, as
+// Powertools expects), BENCH_ENDPOINT (DynamoDB Local), BENCH_COUNT_ENDPOINT
+// (the same through the counting proxy), AWS_REGION.
+//
+// The function is written the way Powertools documents it for SQS:
+// processPartialResponse with a BatchProcessor, and makeIdempotent around the
+// record handler with the DynamoDB persistence layer, keyed by messageId.
+
+import http from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { performance } from 'node:perf_hooks';
+
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
+import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
+import {
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  PutItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+
+const table = need('BENCH_TABLE');
+const region = process.env.AWS_REGION || 'us-east-1';
+const body = JSON.stringify({ order_id: 'o-bench', amount: 42, note: 'x'.repeat(64) });
+const queueArn = `arn:aws:sqs:${region}:123456789012:bench`;
+
+function need(name) {
+  const v = process.env[name];
+  if (!v) {
+    throw new Error(`${name} is not set`);
+  }
+  return v;
+}
+
+// A client with warm connections: the SDK's Node handler keeps sockets
+// alive; the agent is explicit so both sides of the comparison are known to
+// reuse connections.
+function client(endpoint) {
+  return new DynamoDBClient({
+    endpoint,
+    region,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    requestHandler: { httpAgent: new http.Agent({ keepAlive: true, maxSockets: 50 }) },
+    maxAttempts: 3,
+  });
+}
+
+// A Lambda context, as much of it as Powertools reads: the remaining time
+// sets the in-progress expiry, as lambdaidem's lease follows the deadline.
+function lambdaContext(timeoutMs = 30000) {
+  const deadline = Date.now() + timeoutMs;
+  return {
+    functionName: 'bench',
+    awsRequestId: randomUUID(),
+    getRemainingTimeInMillis: () => deadline - Date.now(),
+  };
+}
+
+function record(messageId) {
+  return {
+    messageId,
+    receiptHandle: 'rh-' + messageId,
+    body,
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: String(Date.now()),
+      SenderId: 'bench',
+      ApproximateFirstReceiveTimestamp: String(Date.now()),
+    },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: queueArn,
+    awsRegion: region,
+  };
+}
+
+// fn builds one "function": a handler as Powertools documents it.
+function fn(dynamo) {
+  const persistenceStore = new DynamoDBPersistenceLayer({ tableName: table, awsSdkV3Client: dynamo });
+  const config = new IdempotencyConfig({ eventKeyJmesPath: 'messageId' });
+  const state = { fail: false };
+  const recordHandler = async (_record) => {
+    if (state.fail) {
+      throw new Error('bench: handler failure');
+    }
+  };
+  const idempotent = makeIdempotent(recordHandler, { persistenceStore, config });
+  const handler = async (event, context) => {
+    config.registerLambdaContext(context);
+    const processor = new BatchProcessor(EventType.SQS);
+    const res = await processPartialResponse(event, idempotent, processor, { context, throwOnFullBatchFailure: false });
+    return { res, errors: processor.errors };
+  };
+  return { handler, state };
+}
+
+const timed = fn(client(need('BENCH_ENDPOINT')));
+const counted = fn(client(process.env.BENCH_COUNT_ENDPOINT || need('BENCH_ENDPOINT')));
+const bare = client(need('BENCH_ENDPOINT'));
+
+// Message IDs completed before, for duplicates; filled on first use.
+const done = [];
+let dupNext = 0;
+
+async function invoke(f, ids, { expectFailures = 0 } = {}) {
+  const { res, errors } = await f.handler({ Records: ids.map(record) }, lambdaContext());
+  const failures = res.batchItemFailures.length;
+  if (failures !== expectFailures) {
+    throw new Error(`${failures} batch item failures, want ${expectFailures}; first error: ${errors[0]?.stack ?? errors[0]}`);
+  }
+}
+
+function fresh(n) {
+  return Array.from({ length: n }, () => randomUUID());
+}
+
+async function first() {
+  const ids = fresh(1);
+  const t0 = performance.now();
+  await invoke(timed, ids);
+  const ms = performance.now() - t0;
+  done.push(ids[0]);
+  return ms;
+}
+
+async function duplicate() {
+  if (done.length === 0) {
+    await first();
+  }
+  const id = done[dupNext++ % done.length];
+  const t0 = performance.now();
+  await invoke(timed, [id]);
+  return performance.now() - t0;
+}
+
+async function batch() {
+  const ids = fresh(10);
+  const t0 = performance.now();
+  await invoke(timed, ids);
+  return performance.now() - t0;
+}
+
+// floor is the two requests Powertools needs for a first delivery, issued
+// bare with the same SDK and shape: the conditional PutItem of the
+// in-progress record, then the UpdateItem to COMPLETED.
+async function floor() {
+  const id = 'floor#' + randomUUID();
+  const now = Date.now();
+  const t0 = performance.now();
+  await bare.send(new PutItemCommand({
+    TableName: table,
+    Item: {
+      id: { S: id },
+      expiration: { N: String(Math.floor(now / 1000) + 3600) },
+      status: { S: 'INPROGRESS' },
+      in_progress_expiration: { N: String(now + 30000) },
+    },
+    ExpressionAttributeNames: { '#id': 'id', '#expiry': 'expiration', '#in_progress_expiry': 'in_progress_expiration', '#status': 'status' },
+    ExpressionAttributeValues: { ':now': { N: String(now / 1000) }, ':now_in_millis': { N: String(now) }, ':inprogress': { S: 'INPROGRESS' } },
+    ConditionExpression: 'attribute_not_exists(#id) OR #expiry < :now OR (#status = :inprogress AND attribute_exists(#in_progress_expiry) AND #in_progress_expiry < :now_in_millis)',
+    ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+  }));
+  await bare.send(new UpdateItemCommand({
+    TableName: table,
+    Key: { id: { S: id } },
+    UpdateExpression: 'SET #expiry = :expiry, #status = :status',
+    ExpressionAttributeNames: { '#expiry': 'expiration', '#status': 'status' },
+    ExpressionAttributeValues: { ':expiry': { N: String(Math.floor(now / 1000) + 3600) }, ':status': { S: 'COMPLETED' } },
+  }));
+  return performance.now() - t0;
+}
+
+// count runs one path once through the counting endpoint; Go reads the
+// proxy's counters around it. A duplicate needs a completed key first:
+// "prepare-duplicate" makes one, so that Go can reset the counters in
+// between.
+let prepared = null;
+
+async function count(path) {
+  switch (path) {
+    case 'first':
+      return invoke(counted, fresh(1));
+    case 'duplicate':
+      if (!prepared) {
+        throw new Error('send prepare-duplicate first');
+      }
+      return invoke(counted, prepared);
+    case 'failure':
+      counted.state.fail = true;
+      try {
+        return await invoke(counted, fresh(1), { expectFailures: 1 });
+      } finally {
+        counted.state.fail = false;
+      }
+    case 'batch':
+      return invoke(counted, fresh(10));
+    default:
+      throw new Error(`unknown path ${path}`);
+  }
+}
+
+async function handle(cmd) {
+  const n = cmd.n ?? 1;
+  const run = async (f) => {
+    const ms = [];
+    for (let i = 0; i < n; i++) {
+      ms.push(await f());
+    }
+    return { ms };
+  };
+  switch (cmd.op) {
+    case 'first':
+      return run(first);
+    case 'duplicate':
+      return run(duplicate);
+    case 'batch':
+      return run(batch);
+    case 'floor':
+      return run(floor);
+    case 'prepare-duplicate':
+      prepared = fresh(1);
+      await invoke(counted, prepared);
+      return { ok: true };
+    case 'count':
+      await count(cmd.path);
+      return { ok: true };
+    case 'versions':
+      return { node: process.version };
+    default:
+      throw new Error(`unknown op ${cmd.op}`);
+  }
+}
+
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+for await (const line of lines) {
+  if (line.trim() === '') {
+    continue;
+  }
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch (err) {
+    process.stdout.write(JSON.stringify({ error: `bad command: ${err.message}` }) + '\n');
+    continue;
+  }
+  if (cmd.op === 'quit') {
+    break;
+  }
+  try {
+    process.stdout.write(JSON.stringify(await handle(cmd)) + '\n');
+  } catch (err) {
+    const name = err instanceof ConditionalCheckFailedException ? 'ConditionalCheckFailedException: ' : '';
+    process.stdout.write(JSON.stringify({ error: name + (err?.stack || String(err)) }) + '\n');
+  }
+}
+process.exit(0);

@@ -1,0 +1,89 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// TestHeartbeatOnDynamoDB: with a heartbeat, the lease's lease_until on
+// DynamoDB moves while the handler runs; once another instance has taken
+// the lease over, the next extension is refused and the handler's context
+// ends with cause ErrLeaseLost.
+//
+// The heartbeat ticks in real time (every 10ms) and stamps each extension
+// with the owner's fake clock. The owner's clock only moves when the test
+// says so, so the test decides when the lease end must have moved. The
+// thief's clock runs ten minutes ahead: to it the owner's lease ran out
+// long ago, which is what it sees when the owner's process stalled for ten
+// minutes without a heartbeat.
+func TestHeartbeatOnDynamoDB(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	entered := make(chan struct{})
+	var cause error
+	var runs counter
+	owner := lambdaidem.Wrap(e.store, func(ctx context.Context, p payment) (string, error) {
+		runs.inc()
+		close(entered)
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return "", cause
+	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Millisecond))...)
+	done := make(chan error)
+	go func() {
+		_, err := owner(context.Background(), payment{ID: "job-1"})
+		done <- err
+	}()
+	<-entered
+	first := e.record(t, "job-1").LeaseUntil
+
+	e.clock.Advance(30 * time.Second)
+	// The extension is written by the heartbeat's goroutine, on its tick:
+	// wait for that external write.
+	waitFor(t, "lease_until to move", func() bool { return e.record(t, "job-1").LeaseUntil.After(first) })
+	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.Equal(want) {
+		t.Errorf("lease until %s, want now plus the lease length, %s", got, want)
+	}
+
+	thiefClock := &clock{now: e.clock.Now().Add(10 * time.Minute)}
+	thief := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
+		runs.inc()
+		return "done by the thief", nil
+	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock.Now))...)
+	if got, err := thief(context.Background(), payment{ID: "job-1"}); err != nil || got != "done by the thief" {
+		t.Fatalf("takeover: %q, %v", got, err)
+	}
+
+	err := <-done
+	if !errors.Is(cause, lambdaidem.ErrLeaseLost) {
+		t.Fatalf("the owner's context ended with cause %v, want ErrLeaseLost", cause)
+	}
+	if !errors.Is(err, lambdaidem.ErrLeaseLost) {
+		t.Errorf("the owner's Wrap returned %v, want ErrLeaseLost", err)
+	}
+	r := e.record(t, "job-1")
+	if r.Status != lambdaidem.StatusCompleted || r.Fence.Claim != 2 || string(r.Result) != `"done by the thief"` {
+		t.Errorf("record %s claim %d result %s: the owner's failure touched the new owner's record", r.Status, r.Fence.Claim, r.Result)
+	}
+	if runs.get() != 2 {
+		t.Errorf("%d runs, want 2", runs.get())
+	}
+}
+
+// waitFor polls cond, for state another goroutine writes to DynamoDB,
+// failing the test if it does not hold within a generous deadline. It is a
+// wait, not a timed assertion: only a hang makes it fail.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval, not synchronization
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -46,7 +47,9 @@ func quietLogger() *slog.Logger {
 // first deliveries stay first deliveries.
 func runBench(b *testing.B, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error),
 	fresh func() func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), next func(int) events.SQSEvent) {
-	ctx := context.Background()
+	// Lambda always gives the invocation a deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
 	const pool = 2048
 	evs := make([]events.SQSEvent, pool)
 	for i := range evs {

@@ -29,6 +29,29 @@ func newEngine(store Store, c *config) *engine {
 type timing struct {
 	deadline time.Time // zero: no deadline
 	margin   time.Duration
+	// shared holds contexts every record of an SQS invocation can use,
+	// so a record costs no timers of its own; nil for Wrap.
+	shared *sharedContexts
+}
+
+// sharedContexts are made once per invocation that has a deadline: the
+// handlers' context (ending a margin before it) and the detached context
+// outcomes are recorded on.
+type sharedContexts struct {
+	handler  context.Context
+	detached context.Context
+}
+
+// share makes the invocation's shared contexts; call the returned function
+// when the invocation ends.
+func (e *engine) share(ctx context.Context, t *timing) context.CancelFunc {
+	if t.deadline.IsZero() {
+		return func() {}
+	}
+	hctx, hcancel := context.WithDeadline(ctx, t.deadline.Add(-t.margin))
+	dctx, dcancel := e.detached(ctx, *t)
+	t.shared = &sharedContexts{handler: hctx, detached: dctx}
+	return func() { hcancel(); dcancel() }
 }
 
 func (e *engine) timing(ctx context.Context) timing {
@@ -68,6 +91,11 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 // PanicError with its stack.
 func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
 	lease := st.lease
+	if t.shared != nil && e.c.heartbeat <= 0 && !lease.Until.Before(t.deadline) {
+		// The lease lasts as long as the invocation: the invocation's
+		// handler context bounds this record too.
+		return run(withRecordState(t.shared.handler, st), f)
+	}
 	budget := time.Duration(-1)
 	if e.c.heartbeat <= 0 {
 		budget = lease.Until.Sub(now) - t.margin
@@ -130,6 +158,9 @@ func (e *engine) heartbeat(ctx context.Context, lease Lease, length time.Duratio
 // detached returns a context for recording an outcome that survives the
 // invocation's cancellation but not its deadline.
 func (e *engine) detached(ctx context.Context, t timing) (context.Context, context.CancelFunc) {
+	if t.shared != nil {
+		return t.shared.detached, func() {}
+	}
 	d := context.WithoutCancel(ctx)
 	floor := max(t.margin, time.Second)
 	if t.deadline.IsZero() {

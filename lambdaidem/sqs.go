@@ -40,6 +40,7 @@ type sqsProcessor struct {
 
 func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	t := p.timing(ctx)
+	defer p.share(ctx, &t)()
 	reports := make([]RecordReport, len(ev.Records))
 	keys, first, later := p.plan(ev.Records)
 
@@ -280,7 +281,9 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	st := &recordState{lease: lease}
 	copyMsg := msg
 	copyMsg.Attributes = maps.Clone(msg.Attributes)
-	copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
+	if len(msg.MessageAttributes) > 0 {
+		copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
+	}
 	start := time.Now()
 	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
 	r.HandlerDuration = time.Since(start)

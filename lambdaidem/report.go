@@ -25,12 +25,16 @@ const (
 	OutcomeDeadLettered Outcome = "dead_lettered"
 	// OutcomeUnrecorded: the handler succeeded but its completion could not
 	// be written; the record stays IN_PROGRESS until its lease runs out. The
-	// message is acknowledged, since its effect happened.
+	// message is acknowledged, since its effect happened. (With completion
+	// writes, whose effect is the completion's transaction, the outcome is
+	// OutcomeStoreError and the message is kept instead.)
 	OutcomeUnrecorded Outcome = "completion_unrecorded"
-	// OutcomeLeaseLost: the handler succeeded but its lease had been taken
-	// over; the new holder records the outcome.
-	OutcomeLeaseLost Outcome = "lease_lost"
 
+	// OutcomeLeaseLost: the handler succeeded but its lease had been taken
+	// over; the new holder records the outcome. Reported failed, so the
+	// redelivery sees that outcome and nothing depends on the new holder
+	// succeeding.
+	OutcomeLeaseLost Outcome = "lease_lost"
 	// OutcomeFailed: the handler failed; retried by SQS.
 	OutcomeFailed Outcome = "failed"
 	// OutcomeConflict: same key, different payload, and no dead-letter sink.

@@ -308,8 +308,19 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 			r.Outcome, r.Acked = OutcomeProcessed, true
 			return p.logged(ctx, slog.LevelDebug, r)
 		case errors.Is(err, ErrLeaseLost):
-			r.Outcome, r.Acked, r.Err = OutcomeLeaseLost, true, err
+			// Someone took the key over. Report the record failed rather
+			// than acknowledge it: its redelivery finds the new holder's
+			// outcome (a duplicate once completed), and if the new holder
+			// fails, the message is still there to retry.
+			r.Outcome, r.Err = OutcomeLeaseLost, err
 			return p.logged(ctx, slog.LevelWarn, r)
+		case errors.Is(err, ErrStoreUnavailable) && len(writes) > 0:
+			// The handler's writes commit with the completion, so they may
+			// not have happened: keep the message. The record stays
+			// IN_PROGRESS; once its lease ends the retry runs again, which
+			// is safe because effect and completion are one transaction.
+			r.Outcome, r.Err = OutcomeStoreError, err
+			return p.logged(ctx, slog.LevelError, r)
 		case errors.Is(err, ErrStoreUnavailable):
 			// Never record failure after success: the effect happened. The
 			// record stays IN_PROGRESS and its lease decides later.

@@ -28,17 +28,32 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestCrashBeforeEffectUnderTheRunner runs the real bootstrap binary the
-// way Lambda does (cmd/lambdaidem-local's runner) and kills its process in
-// the middle of a handler, before the effect: the message is neither lost
-// nor applied twice. The retry waits for SQS's visibility timeout and the
-// crashed lease's expiry, so this test takes a few seconds.
-func TestCrashBeforeEffectUnderTheRunner(t *testing.T) {
-	b := setup(t, 0)
-	b.queue.SetVisibility(t, 2)
+// TestCrashUnderTheRunner runs the real bootstrap binary the way Lambda
+// does (cmd/lambdaidem-local's runner) and kills its process in the middle
+// of a handler: before the effect in plain mode, and after the effect in
+// transactional mode, where the effect was prepared but not yet committed.
+// Either way the message is neither lost nor applied twice. The retry waits
+// for SQS's visibility timeout and the crashed lease's expiry, so each case
+// takes a few seconds.
+func TestCrashUnderTheRunner(t *testing.T) {
 	bin := esm.Build(t, ".", runtime.GOOS, runtime.GOARCH)
+	for _, c := range []struct {
+		name, mode, crash string
+	}{
+		{"plain, before the effect", EffectModePlain, CrashBeforeEffect},
+		{"transactional, after the effect", EffectModeTransactional, CrashAfterEffect},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setupMode(t, 0, c.mode)
+			crashUnderTheRunner(t, b, bin, c.crash)
+		})
+	}
+}
 
-	b.queue.Send(t, `{"order_id":"k-1","crash":"before_effect"}`, "", "")
+func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
+	b.queue.SetVisibility(t, 2)
+
+	b.queue.Send(t, `{"order_id":"k-1","crash":"`+crash+`"}`, "", "")
 	b.queue.Send(t, `{"order_id":"k-2"}`, "", "")
 
 	out := &lineLog{t: t}
@@ -56,6 +71,7 @@ func TestCrashBeforeEffectUnderTheRunner(t *testing.T) {
 			EnvEffectsTable+"="+b.cfg.EffectsTable,
 			EnvNamespace+"="+b.cfg.Namespace,
 			EnvDLQURL+"="+b.cfg.DLQURL,
+			EnvEffectMode+"="+b.cfg.EffectMode,
 		),
 		Output: out,
 	})

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
@@ -31,6 +33,24 @@ const (
 	EnvNamespace        = "IDEMPOTENCY_NAMESPACE" // default DefaultNamespace
 	EnvDLQURL           = "DLQ_URL"               // optional: without it SQS's redrive policy is the only DLQ
 	EnvMaxAttempts      = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
+	EnvEffectMode       = "EFFECT_MODE"           // EffectModePlain (default) or EffectModeTransactional
+	// EnvFunctionName is set by Lambda; it is the FunctionName dimension
+	// of the metrics, which template.yaml's alarms select on.
+	EnvFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
+)
+
+// How the effect row is written (EFFECT_MODE).
+const (
+	// EffectModePlain writes the effect with its own PutItem inside the
+	// handler; the completion is recorded after the handler returns. A
+	// crash between the two repeats the effect: the gap a plain
+	// idempotency lock leaves.
+	EffectModePlain = "plain"
+	// EffectModeTransactional adds the effect's Put to the completion
+	// (lambdaidem.AddCompletionWrite): the row and the COMPLETED mark
+	// commit in one TransactWriteItems, or neither does. No crash can
+	// repeat the effect.
+	EffectModeTransactional = "transactional"
 )
 
 // DefaultNamespace is the namespace of the orders' idempotency records. It
@@ -69,6 +89,12 @@ type Config struct {
 	// MaxAttempts is passed to lambdaidem.WithMaxAttempts; 0 keeps the
 	// library's default.
 	MaxAttempts int
+	// EffectMode is EffectModePlain or EffectModeTransactional; empty
+	// means plain.
+	EffectMode string
+	// FunctionName is the FunctionName dimension of the EMF metrics;
+	// empty publishes them without dimensions.
+	FunctionName string
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in
@@ -79,6 +105,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		EffectsTable:     getenv(EnvEffectsTable),
 		Namespace:        getenv(EnvNamespace),
 		DLQURL:           getenv(EnvDLQURL),
+		EffectMode:       getenv(EnvEffectMode),
+		FunctionName:     getenv(EnvFunctionName),
 	}
 	var errs []error
 	if c.IdempotencyTable == "" {
@@ -89,6 +117,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
+	}
+	switch c.EffectMode {
+	case "":
+		c.EffectMode = EffectModePlain
+	case EffectModePlain, EffectModeTransactional:
+	default:
+		errs = append(errs, fmt.Errorf("%w: %s=%q is neither %q nor %q", ErrConfig, EnvEffectMode, c.EffectMode, EffectModePlain, EffectModeTransactional))
 	}
 	if v := getenv(EnvMaxAttempts); v != "" {
 		n, err := strconv.Atoi(v)
@@ -112,12 +147,16 @@ type Deps struct {
 	// Exit ends the process for the "crash" steering field; default
 	// os.Exit. Tests replace it.
 	Exit func(code int)
+	// Metrics receives the EMF metric lines; default os.Stdout, where
+	// Lambda ships them to CloudWatch Logs, which turns them into metrics.
+	Metrics io.Writer
 }
 
 // NewHandler returns the function's Lambda handler. opts are added after
 // the example's own options, so tests can override them.
 func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger, exit: deps.Exit}
+	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger, exit: deps.Exit,
+		transactional: cfg.EffectMode == EffectModeTransactional}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -130,6 +169,7 @@ func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.C
 		// one effect, not only an SQS redelivery of one message.
 		lambdaidem.WithKeyJSONField("order_id"),
 		lambdaidem.WithLogger(f.log),
+		lambdaidem.WithInvocationHook(metricsHook(cfg, deps.Metrics)),
 	}
 	if cfg.MaxAttempts > 0 {
 		base = append(base, lambdaidem.WithMaxAttempts(cfg.MaxAttempts))
@@ -144,6 +184,20 @@ func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.C
 	}
 	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
 	return lambdaidem.SQS(store, f.handle, append(base, opts...)...)
+}
+
+// metricsHook emits the decorator's metrics as EMF lines under the one
+// dimension FunctionName: a CloudWatch metric is identified by its exact
+// set of dimensions, and template.yaml's alarms (LeasesLost, StoreErrors)
+// and dashboard select FunctionName alone. Adding the idempotency
+// namespace as a second dimension would publish different metrics that
+// the alarms never see; this function has one namespace anyway.
+func metricsHook(cfg Config, out io.Writer) func(*lambdaidem.InvocationReport) {
+	var dims []emf.Dimension
+	if cfg.FunctionName != "" {
+		dims = append(dims, emf.Dimension{Name: emf.DimensionFunctionName, Value: cfg.FunctionName})
+	}
+	return emf.Hook(emf.WithEmitter(emf.NewWriter(out)), emf.WithDimensions(dims...))
 }
 
 // Order is a message body. Only OrderID is business data; the other fields
@@ -169,10 +223,11 @@ func (o Order) crashes(point string, attempt int) bool {
 }
 
 type function struct {
-	db    *dynamodb.Client
-	table string
-	log   *slog.Logger
-	exit  func(int)
+	db            *dynamodb.Client
+	table         string
+	log           *slog.Logger
+	exit          func(int)
+	transactional bool
 }
 
 func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
@@ -206,6 +261,8 @@ func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
 	if err := f.writeEffect(ctx, o, msg, lease); err != nil {
 		return err
 	}
+	// In transactional mode the effect is only prepared at this point: a
+	// crash here writes nothing, which is the point of the mode.
 	if o.crashes(CrashAfterEffect, lease.Attempt) {
 		return f.crash(ctx, o, lease, CrashAfterEffect)
 	}
@@ -234,25 +291,40 @@ const (
 )
 
 // writeEffect is the side effect, made non-idempotent on purpose: a fresh
-// row every call, so a repeated effect shows up as a second row.
+// row every call, so a repeated effect shows up as a second row. In plain
+// mode it is written at once; in transactional mode it is added to the
+// completion and commits with it, after the handler returned.
 func (f *function) writeEffect(ctx context.Context, o Order, msg events.SQSMessage, lease lambdaidem.Lease) error {
 	id, err := randomID()
 	if err != nil {
 		return err
 	}
-	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(f.table),
-		Item: map[string]types.AttributeValue{
-			attrPK:         &types.AttributeValueMemberS{Value: o.OrderID + "#" + id},
-			attrOrderID:    &types.AttributeValueMemberS{Value: o.OrderID},
-			attrEffectID:   &types.AttributeValueMemberS{Value: id},
-			attrMessageID:  &types.AttributeValueMemberS{Value: msg.MessageId},
-			attrAttempt:    &types.AttributeValueMemberN{Value: strconv.Itoa(lease.Attempt)},
-			attrGeneration: &types.AttributeValueMemberS{Value: lease.Fence.Generation},
-			attrClaim:      &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Fence.Claim, 10)},
-			attrAt:         &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339Nano)},
-		},
-	})
+	item := map[string]types.AttributeValue{
+		attrPK:         &types.AttributeValueMemberS{Value: o.OrderID + "#" + id},
+		attrOrderID:    &types.AttributeValueMemberS{Value: o.OrderID},
+		attrEffectID:   &types.AttributeValueMemberS{Value: id},
+		attrMessageID:  &types.AttributeValueMemberS{Value: msg.MessageId},
+		attrAttempt:    &types.AttributeValueMemberN{Value: strconv.Itoa(lease.Attempt)},
+		attrGeneration: &types.AttributeValueMemberS{Value: lease.Fence.Generation},
+		attrClaim:      &types.AttributeValueMemberN{Value: strconv.FormatInt(lease.Fence.Claim, 10)},
+		attrAt:         &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339Nano)},
+	}
+	if f.transactional {
+		err := lambdaidem.AddCompletionWrite(ctx, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(f.table),
+			Item:      item,
+			// The ID is fresh, so this holds unless IDs collide; a
+			// collision cancels the completion instead of overwriting.
+			ConditionExpression: aws.String("attribute_not_exists(" + attrPK + ")"),
+		}})
+		if err != nil {
+			return fmt.Errorf("order %s: prepare effect: %w", o.OrderID, err)
+		}
+		f.log.InfoContext(ctx, "effect prepared; it commits with the completion",
+			slog.String("order_id", o.OrderID), slog.String("effect_id", id), slog.Int("attempt", lease.Attempt))
+		return nil
+	}
+	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
 	if err != nil {
 		return fmt.Errorf("order %s: write effect: %w", o.OrderID, err)
 	}

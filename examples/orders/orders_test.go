@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"debug/elf"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +37,12 @@ type bundle struct {
 
 func setup(t *testing.T, maxAttempts int) *bundle {
 	t.Helper()
+	return setupMode(t, maxAttempts, EffectModePlain)
+}
+
+// setupMode is setup with an EFFECT_MODE.
+func setupMode(t *testing.T, maxAttempts int, mode string) *bundle {
+	t.Helper()
 	t.Parallel()
 	// DynamoDB Local sends CRC32 headers that do not match some error
 	// responses; the check protects nothing on loopback.
@@ -49,6 +57,7 @@ func setup(t *testing.T, maxAttempts int) *bundle {
 		Namespace:        DefaultNamespace,
 		DLQURL:           b.dlq.URL,
 		MaxAttempts:      maxAttempts,
+		EffectMode:       mode,
 	}
 	b.handler = NewHandler(b.cfg, Deps{
 		DynamoDB: db,
@@ -110,6 +119,58 @@ func TestDuplicatesHaveOneEffect(t *testing.T) {
 	}
 	if n := b.dlq.Count(t); n != 0 {
 		t.Errorf("DLQ holds %d messages, want 0", n)
+	}
+}
+
+func TestTransactionalDuplicatesHaveOneEffect(t *testing.T) {
+	b := setupMode(t, 0, EffectModeTransactional)
+	for range 3 {
+		b.queue.Send(t, `{"order_id":"t-1"}`, "", "")
+		b.queue.Send(t, `{"order_id":"t-2"}`, "", "")
+	}
+	b.queue.Drain(t, b.handler, 10)
+	eff := b.effects(t)
+	for _, id := range []string{"t-1", "t-2"} {
+		if len(eff[id]) != 1 {
+			t.Errorf("order %s: %d effect rows, want 1: %v", id, len(eff[id]), eff[id])
+		}
+	}
+	if got := b.outcomes()[lambdaidem.OutcomeProcessed]; got != 2 {
+		t.Errorf("processed %d records, want 2 (outcomes %v)", got, b.outcomes())
+	}
+}
+
+// TestCrashAfterEffect contrasts the modes on a crash after the effect and
+// before the completion is recorded. In process, Exit returns and the
+// record fails, which to the library is the same as a process that died:
+// no completion, a retry. Plain mode wrote its row before the crash and
+// writes another on the retry: the gap this mode leaves, shown here so that
+// the contrast is tested, not only told. Transactional mode had only
+// prepared its row; the retry commits the one row with the completion.
+func TestCrashAfterEffect(t *testing.T) {
+	for _, c := range []struct {
+		mode     string
+		attempts []int // attempts of the effect rows
+	}{
+		{EffectModePlain, []int{1, 2}},
+		{EffectModeTransactional, []int{2}},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			b := setupMode(t, 0, c.mode)
+			b.queue.Send(t, `{"order_id":"a-1","crash":"after_effect"}`, "", "")
+			b.queue.Drain(t, b.handler, 10)
+			if got := len(b.exits); got != 1 {
+				t.Fatalf("%d crashes, want 1", got)
+			}
+			var attempts []int
+			for _, r := range b.effects(t)["a-1"] {
+				attempts = append(attempts, esm.Num(r, attrAttempt))
+			}
+			slices.Sort(attempts)
+			if !slices.Equal(attempts, c.attempts) {
+				t.Errorf("effect rows written on attempts %v, want %v", attempts, c.attempts)
+			}
+		})
 	}
 }
 
@@ -308,9 +369,12 @@ func TestConfigFromEnv(t *testing.T) {
 		want Config
 		err  bool
 	}{
-		{"defaults", env(full...), Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: DefaultNamespace}, false},
-		{"everything", env(append(full, EnvNamespace, "shop", EnvDLQURL, "http://q/dlq", EnvMaxAttempts, "7")...),
-			Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: "shop", DLQURL: "http://q/dlq", MaxAttempts: 7}, false},
+		{"defaults", env(full...), Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: DefaultNamespace, EffectMode: EffectModePlain}, false},
+		{"everything", env(append(full, EnvNamespace, "shop", EnvDLQURL, "http://q/dlq", EnvMaxAttempts, "7",
+			EnvEffectMode, "transactional", EnvFunctionName, "orders-fn")...),
+			Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: "shop", DLQURL: "http://q/dlq", MaxAttempts: 7,
+				EffectMode: EffectModeTransactional, FunctionName: "orders-fn"}, false},
+		{"bad effect mode", env(append(full, EnvEffectMode, "atomic")...), Config{}, true},
 		{"no tables", env(), Config{}, true},
 		{"bad attempts", env(append(full, EnvMaxAttempts, "0")...), Config{}, true},
 		{"attempts not a number", env(append(full, EnvMaxAttempts, "five")...), Config{}, true},
@@ -329,6 +393,80 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMetricsForTheAlarms: the function prints EMF lines that carry the
+// metrics template.yaml alarms on (LeasesLost, StoreErrors in namespace
+// lambdaidem) under exactly the dimension set the alarms select:
+// FunctionName alone. A metric with one more dimension is another metric.
+func TestMetricsForTheAlarms(t *testing.T) {
+	b := setup(t, 0)
+	cfg := b.cfg
+	cfg.FunctionName = "orders-fn"
+	var out lockedBuffer
+	h := NewHandler(cfg, Deps{
+		DynamoDB: b.db,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics:  &out,
+	})
+	b.queue.Send(t, `{"order_id":"m-1"}`, "", "")
+	b.queue.Drain(t, h, 10)
+
+	var found bool
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var ev struct {
+			AWS struct {
+				CloudWatchMetrics []struct {
+					Namespace  string
+					Dimensions [][]string
+					Metrics    []struct{ Name string }
+				}
+			} `json:"_aws"`
+			FunctionName string
+			LeasesLost   *float64
+			StoreErrors  *float64
+			Processed    *float64
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("metrics line is not JSON: %v: %s", err, line)
+		}
+		cw := ev.AWS.CloudWatchMetrics
+		if len(cw) != 1 || cw[0].Namespace != "lambdaidem" || len(cw[0].Dimensions) != 1 || len(cw[0].Dimensions[0]) == 0 ||
+			cw[0].Dimensions[0][0] != "FunctionName" || ev.FunctionName != "orders-fn" {
+			t.Errorf("event %s: want namespace lambdaidem, dimensions starting with FunctionName=orders-fn", line)
+			continue
+		}
+		if ev.LeasesLost != nil {
+			found = true
+			if !slices.Equal(cw[0].Dimensions[0], []string{"FunctionName"}) {
+				t.Errorf("totals under dimensions %v, want [FunctionName] as the alarms select", cw[0].Dimensions[0])
+			}
+			if ev.StoreErrors == nil || ev.Processed == nil || *ev.Processed != 1 {
+				t.Errorf("totals event %s: want StoreErrors and Processed 1", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no event with LeasesLost in %q", out.String())
+	}
+}
+
+// lockedBuffer is a buffer safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestBuildsForLambda(t *testing.T) {

@@ -27,9 +27,21 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
-// Namespace is the idempotency namespace the orders example uses by
-// default; the demo reads the records back under it.
-const Namespace = "orders"
+// Namespace is the idempotency namespace of the plain function (the
+// orders example's default); NamespaceTransactional that of the
+// transactional one. The demo reads the records back under them.
+const (
+	Namespace              = "orders"
+	NamespaceTransactional = "orders-tx"
+)
+
+// namespaceOf returns the namespace of a mode's function.
+func namespaceOf(m Mode) string {
+	if m == ModeTransactional {
+		return NamespaceTransactional
+	}
+	return Namespace
+}
 
 // maxReceiveCount is the source queue's redrive threshold: well above the
 // library's default of 5 attempts, because deliveries that the library
@@ -60,7 +72,8 @@ type Options struct {
 	// so how long a crashed attempt blocks its key, follows from it.
 	FunctionTimeout time.Duration
 	// BatchSize, BatchingWindow and MaxConcurrency configure the event
-	// source mapping.
+	// source mapping of the plain function; the transactional one, with
+	// far fewer orders, runs one process.
 	BatchSize      int
 	BatchingWindow time.Duration
 	MaxConcurrency int
@@ -95,11 +108,13 @@ func DefaultOptions() Options {
 	}
 }
 
-// resources are the tables and queues of one run.
+// resources are the tables and queues of one run: one source queue and
+// one effects table per function; the idempotency table (under two
+// namespaces) and the DLQ are shared.
 type resources struct {
 	idempotencyTable string
-	effectsTable     string
-	queueURL         string
+	effectsTables    map[Mode]string
+	queueURLs        map[Mode]string
 	dlqURL           string
 }
 
@@ -136,7 +151,8 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.Visibility < time.Second || opts.Visibility%time.Second != 0 {
 		return nil, fmt.Errorf("visibility timeout %s is not a whole number of seconds", opts.Visibility)
 	}
-	d := &demo{opts: opts, start: time.Now(), msgOrder: map[string]string{}}
+	d := &demo{opts: opts, start: time.Now(), msgOrder: map[string]string{},
+		res: resources{effectsTables: map[Mode]string{}, queueURLs: map[Mode]string{}}}
 	d.phase.Store("setup")
 	var notable []string
 	for _, o := range opts.Workload.Orders {
@@ -181,43 +197,18 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		}()
 	}
 
-	runner, err := localrun.New(localrun.Config{
-		Bootstrap:               bootstrap,
-		QueueURL:                d.res.queueURL,
-		SQS:                     countingSQS{SQSAPI: d.sqs, o: d.obs},
-		BatchSize:               opts.BatchSize,
-		BatchingWindow:          opts.BatchingWindow,
-		MaxConcurrency:          opts.MaxConcurrency,
-		ReportBatchItemFailures: true,
-		FunctionTimeout:         opts.FunctionTimeout,
-		FunctionName:            "orders",
-		Region:                  opts.Region,
-		PollWait:                2 * time.Second,
-		Env: []string{
-			"AWS_ACCESS_KEY_ID=test",
-			"AWS_SECRET_ACCESS_KEY=test",
-			"AWS_ENDPOINT_URL_DYNAMODB=" + opts.DynamoDBEndpoint,
-			"AWS_ENDPOINT_URL_SQS=" + opts.SQSEndpoint,
-			"IDEMPOTENCY_TABLE=" + d.res.idempotencyTable,
-			"EFFECTS_TABLE=" + d.res.effectsTable,
-			"IDEMPOTENCY_NAMESPACE=" + Namespace,
-			"DLQ_URL=" + d.res.dlqURL,
-			// The demo counts outcomes from the library's one line per
-			// record; "processed" and "duplicate" are logged at debug.
-			"AWS_LAMBDA_LOG_FORMAT=JSON",
-			"AWS_LAMBDA_LOG_LEVEL=DEBUG",
-		},
-		Output:    &logWriter{o: d.obs, forward: opts.FunctionLog},
-		OnInvoke:  d.obs.onInvoke,
-		OnProcess: d.obs.onProcess,
-	})
-	if err != nil {
-		return nil, err
+	var runners []*localrun.Runner
+	for _, m := range Modes {
+		r, err := d.newRunner(bootstrap, m)
+		if err != nil {
+			return nil, errors.Join(err, stopAll(runners, time.Second))
+		}
+		if err := r.Start(ctx); err != nil {
+			return nil, errors.Join(err, stopAll(runners, time.Second))
+		}
+		runners = append(runners, r)
 	}
-	if err := runner.Start(ctx); err != nil {
-		return nil, err
-	}
-	d.printf("function running under localrun: %d concurrent processes, batches of %d, window %s, timeout %s, queue visibility %s",
+	d.printf("plain function: %d concurrent processes; transactional function: 1; batches of %d, window %s, timeout %s, queue visibility %s",
 		opts.MaxConcurrency, opts.BatchSize, opts.BatchingWindow, opts.FunctionTimeout, opts.Visibility)
 
 	stopProgress := d.progress()
@@ -229,9 +220,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if ctx.Err() != nil {
 		stopWait = time.Second
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), stopWait)
-	stopErr := runner.Stop(stopCtx)
-	cancel()
+	stopErr := stopAll(runners, stopWait)
 	stopProgress()
 	if runErr != nil {
 		return nil, runErr // stopErr is only the consequence
@@ -241,21 +230,84 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 
 	d.setPhase("summary")
-	return d.summarize(ctx, runner.Stats())
+	var stats localrun.Stats
+	for _, r := range runners {
+		st := r.Stats()
+		stats.Records += st.Records
+		stats.Batches += st.Batches
+		stats.Crashes += st.Crashes
+		stats.Timeouts += st.Timeouts
+	}
+	return d.summarize(ctx, stats)
+}
+
+// newRunner runs the orders bootstrap for one effect mode on its queue.
+func (d *demo) newRunner(bootstrap string, m Mode) (*localrun.Runner, error) {
+	opts := d.opts
+	conc, name := opts.MaxConcurrency, "orders"
+	if m == ModeTransactional {
+		conc, name = 1, "orders-tx"
+	}
+	return localrun.New(localrun.Config{
+		Bootstrap:               bootstrap,
+		QueueURL:                d.res.queueURLs[m],
+		SQS:                     countingSQS{SQSAPI: d.sqs, o: d.obs},
+		BatchSize:               opts.BatchSize,
+		BatchingWindow:          opts.BatchingWindow,
+		MaxConcurrency:          conc,
+		ReportBatchItemFailures: true,
+		FunctionTimeout:         opts.FunctionTimeout,
+		FunctionName:            name,
+		Region:                  opts.Region,
+		PollWait:                2 * time.Second,
+		Env: []string{
+			"AWS_ACCESS_KEY_ID=test",
+			"AWS_SECRET_ACCESS_KEY=test",
+			"AWS_ENDPOINT_URL_DYNAMODB=" + opts.DynamoDBEndpoint,
+			"AWS_ENDPOINT_URL_SQS=" + opts.SQSEndpoint,
+			"IDEMPOTENCY_TABLE=" + d.res.idempotencyTable,
+			"EFFECTS_TABLE=" + d.res.effectsTables[m],
+			"IDEMPOTENCY_NAMESPACE=" + namespaceOf(m),
+			"DLQ_URL=" + d.res.dlqURL,
+			"EFFECT_MODE=" + string(m),
+			// The demo counts outcomes from the library's one line per
+			// record; "processed" and "duplicate" are logged at debug.
+			// The function's EMF metric lines share the output; the
+			// observer skips them.
+			"AWS_LAMBDA_LOG_FORMAT=JSON",
+			"AWS_LAMBDA_LOG_LEVEL=DEBUG",
+		},
+		Output:    &logWriter{o: d.obs, forward: opts.FunctionLog},
+		OnInvoke:  d.obs.onInvoke,
+		OnProcess: d.obs.onProcess,
+	})
+}
+
+// stopAll stops the runners, waiting up to wait for invocations in flight.
+func stopAll(runners []*localrun.Runner, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var errs []error
+	for _, r := range runners {
+		errs = append(errs, r.Stop(ctx))
+	}
+	return errors.Join(errs...)
 }
 
 // drive sends the workload in three phases and waits for each to settle.
 func (d *demo) drive(ctx context.Context) error {
 	w := d.opts.Workload
 
-	// The crash goes first and alone: a process exit takes down every
-	// record of its batch, and a batch mate that had already written its
-	// effect but not recorded completion would run again. That is the
-	// crash-after-effect case, which only transactional completion
-	// prevents. Here the crash happens before the effect of the only
-	// record in flight.
-	if crash := w.ordersOf(ScenarioCrash); len(crash) > 0 {
-		d.announce("crash", "phase 1: %d order(s) whose handler exits the process before the effect", len(crash))
+	// The crashes go first, each alone on its function: a process exit
+	// takes down every record of its batch, and in plain mode a batch mate
+	// that had already written its effect but not recorded completion
+	// would run again. That is the crash-after-effect case, which only
+	// transactional completion prevents: the plain function crashes before
+	// the effect, the transactional one after it.
+	crash := append(w.ordersOf(ScenarioCrash), w.ordersOf(ScenarioCrashAfter)...)
+	if len(crash) > 0 {
+		d.announce("crash", "phase 1: the plain function exits before the effect (%d order), the transactional one after the effect and before completion (%d order)",
+			len(w.ordersOf(ScenarioCrash)), len(w.ordersOf(ScenarioCrashAfter)))
 		ids, err := d.send(ctx, crash, func(o Order) int { return o.Copies })
 		if err != nil {
 			return err
@@ -275,11 +327,11 @@ func (d *demo) drive(ctx context.Context) error {
 
 	var rest []Order
 	for _, o := range w.Orders {
-		if o.Scenario != ScenarioCrash {
+		if o.Scenario != ScenarioCrash && o.Scenario != ScenarioCrashAfter {
 			rest = append(rest, o)
 		}
 	}
-	d.announce("main", "phase 2: %d orders, producer duplicates sent back to back, a slow, a poison and a flaky order", len(rest))
+	d.announce("main", "phase 2: %d orders, producer duplicates sent back to back, a slow, a poison and a flaky order (plain); duplicates (transactional)", len(rest))
 	if _, err := d.send(ctx, rest, func(o Order) int { return o.Copies }); err != nil {
 		return err
 	}
@@ -303,9 +355,27 @@ func (d *demo) drive(ctx context.Context) error {
 	return nil
 }
 
-// send sends copies(o) messages per order, in order, ten per request, and
-// returns their message IDs.
+// send sends copies(o) messages per order to its function's queue, in
+// order, ten per request, and returns their message IDs.
 func (d *demo) send(ctx context.Context, orders []Order, copies func(Order) int) ([]string, error) {
+	var ids []string
+	for _, m := range Modes {
+		var mine []Order
+		for _, o := range orders {
+			if o.Mode == m {
+				mine = append(mine, o)
+			}
+		}
+		got, err := d.sendTo(ctx, d.res.queueURLs[m], mine, copies)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, got...)
+	}
+	return ids, nil
+}
+
+func (d *demo) sendTo(ctx context.Context, queueURL string, orders []Order, copies func(Order) int) ([]string, error) {
 	var bodies, owners []string
 	for _, o := range orders {
 		for range copies(o) {
@@ -323,7 +393,7 @@ func (d *demo) send(ctx context.Context, orders []Order, copies func(Order) int)
 				MessageBody: aws.String(bodies[i]),
 			})
 		}
-		out, err := d.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(d.res.queueURL), Entries: entries})
+		out, err := d.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
 		if err != nil {
 			return nil, fmt.Errorf("send orders: %w", err)
 		}
@@ -348,7 +418,7 @@ func (d *demo) send(ctx context.Context, orders []Order, copies func(Order) int)
 	return ids, nil
 }
 
-// waitDrained waits until the source queue holds no message (visible,
+// waitDrained waits until the source queues hold no message (visible,
 // in flight or delayed) and no invocation holds a record.
 func (d *demo) waitDrained(ctx context.Context) error {
 	return d.waitFor(ctx, "the queue to drain", func(ctx context.Context) (bool, error) {
@@ -386,10 +456,23 @@ func (d *demo) waitFor(ctx context.Context, what string, cond func(context.Conte
 	}
 }
 
-// queueDepth is the number of messages in the source queue, visible or not.
+// queueDepth is the number of messages in the source queues, visible or
+// not.
 func (d *demo) queueDepth(ctx context.Context) (int, error) {
+	total := 0
+	for _, m := range Modes {
+		n, err := d.oneQueueDepth(ctx, d.res.queueURLs[m])
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (d *demo) oneQueueDepth(ctx context.Context, url string) (int, error) {
 	out, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(d.res.queueURL),
+		QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{
 			types.QueueAttributeNameApproximateNumberOfMessages,
 			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
@@ -504,8 +587,7 @@ func (d *demo) createResources(ctx context.Context) error {
 	_, _ = rand.Read(b[:])
 	prefix := "lambdaidem-demo-" + hex.EncodeToString(b[:])
 	d.res.idempotencyTable = prefix + "-idempotency"
-	d.res.effectsTable = prefix + "-effects"
-	d.printf("creating tables %s-{idempotency,effects} and queues %s{,-dlq}", prefix, prefix)
+	d.printf("creating tables %s-{idempotency,effects,tx-effects} and queues %s{,-tx,-dlq}", prefix, prefix)
 
 	// TTL off: DynamoDB Local would delete expired items within seconds;
 	// the library enforces expiry itself and the demo's records never
@@ -513,18 +595,25 @@ func (d *demo) createResources(ctx context.Context) error {
 	if err := dynamo.CreateTable(ctx, d.ddb, d.res.idempotencyTable, dynamo.TableOptions{NoTTL: true}); err != nil {
 		return fmt.Errorf("create idempotency table: %w", err)
 	}
-	_, err := d.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(d.res.effectsTable),
-		BillingMode:          dbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash}},
-	})
-	if err != nil {
-		return fmt.Errorf("create effects table: %w", err)
-	}
-	err = dynamodb.NewTableExistsWaiter(d.ddb).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(d.res.effectsTable)}, d.opts.WaitTimeout)
-	if err != nil {
-		return fmt.Errorf("effects table: %w", err)
+	for _, m := range Modes {
+		name := prefix + "-effects"
+		if m == ModeTransactional {
+			name = prefix + "-tx-effects"
+		}
+		d.res.effectsTables[m] = name
+		_, err := d.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+			TableName:            aws.String(name),
+			BillingMode:          dbtypes.BillingModePayPerRequest,
+			AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
+			KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash}},
+		})
+		if err != nil {
+			return fmt.Errorf("create effects table: %w", err)
+		}
+		err = dynamodb.NewTableExistsWaiter(d.ddb).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, d.opts.WaitTimeout)
+		if err != nil {
+			return fmt.Errorf("effects table: %w", err)
+		}
 	}
 
 	dlq, err := d.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + "-dlq")})
@@ -541,17 +630,23 @@ func (d *demo) createResources(ctx context.Context) error {
 	}
 	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
 		attrs.Attributes[string(types.QueueAttributeNameQueueArn)], maxReceiveCount)
-	q, err := d.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName: aws.String(prefix),
-		Attributes: map[string]string{
-			string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(d.opts.Visibility / time.Second)),
-			string(types.QueueAttributeNameRedrivePolicy):     redrive,
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("create queue: %w", err)
+	for _, m := range Modes {
+		name := prefix
+		if m == ModeTransactional {
+			name = prefix + "-tx"
+		}
+		q, err := d.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
+			QueueName: aws.String(name),
+			Attributes: map[string]string{
+				string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(d.opts.Visibility / time.Second)),
+				string(types.QueueAttributeNameRedrivePolicy):     redrive,
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("create queue: %w", err)
+		}
+		d.res.queueURLs[m] = aws.ToString(q.QueueUrl)
 	}
-	d.res.queueURL = aws.ToString(q.QueueUrl)
 	return nil
 }
 
@@ -560,7 +655,7 @@ func (d *demo) deleteResources() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	for _, t := range []string{d.res.idempotencyTable, d.res.effectsTable} {
+	for _, t := range []string{d.res.idempotencyTable, d.res.effectsTables[ModePlain], d.res.effectsTables[ModeTransactional]} {
 		if t == "" {
 			continue
 		}
@@ -570,7 +665,7 @@ func (d *demo) deleteResources() error {
 			errs = append(errs, fmt.Errorf("delete table %s: %w", t, err))
 		}
 	}
-	for _, u := range []string{d.res.queueURL, d.res.dlqURL} {
+	for _, u := range []string{d.res.queueURLs[ModePlain], d.res.queueURLs[ModeTransactional], d.res.dlqURL} {
 		if u == "" {
 			continue
 		}

@@ -77,16 +77,28 @@ func TestDemo(t *testing.T) {
 	if want := len(w.Orders) - 1; s.Effects != want {
 		t.Errorf("Effects = %d, want %d", s.Effects, want)
 	}
+	for _, m := range Modes {
+		if ms := s.PerMode[m]; ms.Orders == 0 || ms.ExactlyOne != ms.Orders {
+			t.Errorf("%s function: %d of %d orders with exactly one effect", m, ms.ExactlyOne, ms.Orders)
+		}
+	}
+	if tx := s.PerMode[ModeTransactional]; tx.Orders != TransactionalOrders+1 {
+		t.Errorf("transactional orders = %d, want %d", tx.Orders, TransactionalOrders+1)
+	}
 	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got != 1 || len(s.DeadLettered) != 1 {
 		t.Errorf("DeadLettered = %v, want poison 1 only", s.DeadLettered)
 	}
-	// The crash phase waits for the crash, so it happened; the crashed
-	// claim and the one that took over are both handler runs.
-	if s.Crashes < 1 {
-		t.Errorf("Crashes = %d, want at least 1", s.Crashes)
+	// The crash phase waits for both crashes (before the effect in plain
+	// mode, after it in transactional mode), so they happened; each crashed
+	// claim and the one that took over are handler runs.
+	if s.Crashes < 2 {
+		t.Errorf("Crashes = %d, want at least 2", s.Crashes)
 	}
-	if s.HandlerRuns < s.Effects+1+2 { // + the crashed run + the retry order's two failures
-		t.Errorf("HandlerRuns = %d, want at least %d", s.HandlerRuns, s.Effects+3)
+	if s.HandlerRuns < s.Effects+2+2 { // + the two crashed runs + the retry order's two failures
+		t.Errorf("HandlerRuns = %d, want at least %d", s.HandlerRuns, s.Effects+4)
+	}
+	if !strings.Contains(summary.String(), "transactional") {
+		t.Error("the summary does not show the transactional function")
 	}
 	// Producer copies beyond the first never run the handler: they are
 	// suppressed (possibly after being held back while the first ran).
@@ -98,10 +110,12 @@ func TestDemo(t *testing.T) {
 func TestNewWorkload(t *testing.T) {
 	t.Parallel()
 	w := NewWorkload(48, 5*time.Second)
-	if got, want := len(w.Orders), 52; got != want {
+	// 52 for the plain function; 8 plus the crash for the transactional
+	// one, whose even orders are sent twice.
+	if got, want := len(w.Orders), 52+9; got != want {
 		t.Errorf("orders = %d, want %d", got, want)
 	}
-	if got, want := w.Messages(), 69; got != want {
+	if got, want := w.Messages(), 69+13; got != want {
 		t.Errorf("messages = %d, want %d", got, want)
 	}
 	if again := NewWorkload(48, 5*time.Second); fmt.Sprint(again) != fmt.Sprint(w) {
@@ -116,6 +130,8 @@ func TestNewWorkload(t *testing.T) {
 		{"o-poison", `{"order_id":"o-poison","poison":true}`},
 		{"o-retry", `{"order_id":"o-retry","fail_times":2}`},
 		{"o-crash", `{"order_id":"o-crash","crash":"before_effect"}`},
+		{"t-crash", `{"order_id":"t-crash","crash":"after_effect"}`},
+		{"t-002", `{"order_id":"t-002"}`},
 	} {
 		o, ok := w.find(tc.id)
 		if !ok {
@@ -145,6 +161,8 @@ func TestLogWriter(t *testing.T) {
 		`{"level":"DEBUG","message":"lambdaidem: record duplicate","key":"o-1","outcome":"duplicate","attempt":1}`,
 		`not JSON at all`,
 		`{"message":"effect written","order_id":"o-1"}`,
+		// An EMF metric line with members that look like a record line's.
+		`{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName"]],"Metrics":[{"Name":"Processed","Unit":"Count"}]}]},"FunctionName":"orders","Processed":1,"message":"lambdaidem: record processed","outcome":"processed","key":"o-1"}`,
 	}, "\n") + "\n"
 	for i := 0; i < len(lines); i += 7 {
 		if _, err := w.Write([]byte(lines[i:min(i+7, len(lines))])); err != nil {

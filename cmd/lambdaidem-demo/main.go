@@ -12,9 +12,11 @@ import (
 	"time"
 )
 
-const usage = `lambdaidem-demo runs the orders example under a scripted workload of
-duplicates, redeliveries, a poison message, a flaky handler and a crash, and
-checks that every order has exactly one effect or a DLQ message.
+const usage = `lambdaidem-demo runs the orders example, in its plain and its transactional
+effect mode side by side, under a scripted workload of duplicates,
+redeliveries, a poison message, a flaky handler and crashes (before the effect
+in plain mode, after it in transactional mode), and checks that every order
+has exactly one effect or a DLQ message.
 
 It needs the local services (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS);
 the usual way to run it is
@@ -45,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&opts.Bootstrap, "bootstrap", "", "a prebuilt orders `binary` (default: build examples/orders)")
 	fs.BoolVar(&opts.Keep, "keep", false, "keep the tables and queues after the run, for inspection")
 	verbose := fs.Bool("v", false, "show the function's log lines (JSON) on stderr")
-	plain := fs.Int("orders", 48, "plain `number` of orders besides the four special ones")
+	plain := fs.Int("orders", 48, "`number` of plain-mode orders besides the four special ones")
 	fs.DurationVar(&opts.WaitTimeout, "wait", opts.WaitTimeout, "deadline for each wait for the queue to drain")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -169,10 +169,16 @@ type logLine struct {
 
 const recordPrefix = "lambdaidem: record "
 
+// emfPrefix starts the function's CloudWatch Embedded Metric Format lines
+// (package emf writes the "_aws" directive first). They share the output
+// with the log lines and are skipped: the demo counts records from the
+// library's log lines, and a metric line is no record.
+var emfPrefix = []byte(`{"_aws":`)
+
 // line takes one line of function output.
 func (o *observer) line(b []byte) {
 	var l logLine
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &l) != nil {
+	if len(b) == 0 || b[0] != '{' || bytes.HasPrefix(b, emfPrefix) || json.Unmarshal(b, &l) != nil {
 		return
 	}
 	o.mu.Lock()

@@ -61,14 +61,26 @@ type Summary struct {
 	// with reason poison.
 	PoisonDeadLettered bool
 
+	// PerMode is how each function did on "one effect per order".
+	PerMode map[Mode]ModeSummary
+
 	Rows []Row
 
 	// Violations lists the broken invariants; empty means the run passed.
 	Violations []string
 }
 
+// ModeSummary is one function's tally: of the orders that must have an
+// effect (all but poison ones), how many have exactly one.
+type ModeSummary struct {
+	Orders     int // orders that must have an effect
+	ExactlyOne int
+	Effects    int // effect rows in the function's table
+}
+
 // Row is one line of the per-scenario table.
 type Row struct {
+	Mode        Mode
 	Scenario    Scenario
 	Orders      int
 	Messages    int
@@ -96,7 +108,7 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 	store := dynamo.New(d.ddb, d.res.idempotencyTable)
 	attempts := map[string]int{}
 	for _, o := range w.Orders {
-		rec, err := store.Get(ctx, lambdaidem.GetRequest{Namespace: Namespace, Key: o.ID, Now: time.Now()})
+		rec, err := store.Get(ctx, lambdaidem.GetRequest{Namespace: namespaceOf(o.Mode), Key: o.ID, Now: time.Now()})
 		switch {
 		case errors.Is(err, lambdaidem.ErrNotFound):
 		case err != nil:
@@ -129,6 +141,7 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 		Restarts:             restarts,
 		DuplicateEffects:     map[string]int{},
 		PoisonDeadLettered:   true,
+		PerMode:              map[Mode]ModeSummary{},
 	}
 	for _, n := range effects {
 		s.Effects += n
@@ -151,6 +164,15 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 		if o.Poison && !slices.Contains(dlq[o.ID], string(lambdaidem.ReasonPoison)) {
 			s.PoisonDeadLettered = false
 		}
+		ms := s.PerMode[o.Mode]
+		ms.Effects += effects[o.ID]
+		if !o.Poison {
+			ms.Orders++
+			if effects[o.ID] == 1 {
+				ms.ExactlyOne++
+			}
+		}
+		s.PerMode[o.Mode] = ms
 	}
 	// Orders in the effects table or the DLQ that the workload never sent
 	// would mean the tables are not this run's: say so rather than count.
@@ -173,12 +195,21 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 		s.Violations = append(s.Violations, "the poison order is not in the DLQ with reason poison")
 	}
 
-	for _, sc := range []Scenario{ScenarioPlain, ScenarioDuplicate, ScenarioSlow, ScenarioPoison, ScenarioRetry, ScenarioCrash} {
-		orders := w.ordersOf(sc)
+	for _, m := range Modes {
+		s.Rows = append(s.Rows, d.rows(w.inMode(m), m, effects, dlq, attempts, perOrderDeliveries, byKey)...)
+	}
+	return s, nil
+}
+
+// rows builds the table rows of one function's orders, one per scenario.
+func (d *demo) rows(w []Order, m Mode, effects map[string]int, dlq map[string][]string, attempts, perOrderDeliveries map[string]int, byKey map[string]map[string]int) []Row {
+	var out []Row
+	for _, sc := range []Scenario{ScenarioPlain, ScenarioDuplicate, ScenarioSlow, ScenarioPoison, ScenarioRetry, ScenarioCrash, ScenarioCrashAfter} {
+		orders := Workload{Orders: w}.ordersOf(sc)
 		if len(orders) == 0 {
 			continue
 		}
-		row := Row{Scenario: sc, Orders: len(orders)}
+		row := Row{Mode: m, Scenario: sc, Orders: len(orders)}
 		reasons := map[string]int{}
 		outs := map[string]int{}
 		for _, o := range orders {
@@ -195,9 +226,9 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 		}
 		row.DLQ = countList(reasons)
 		row.Outcomes = countList(outs)
-		s.Rows = append(s.Rows, row)
+		out = append(out, row)
 	}
-	return s, nil
+	return out
 }
 
 // countList formats counts as "a 2, b 1" (most frequent first), or "-".
@@ -219,28 +250,38 @@ func countList(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// scanEffects counts the effect rows per order.
+// scanEffects counts the effect rows per order, over both functions'
+// tables (their order IDs differ).
 func (d *demo) scanEffects(ctx context.Context) (map[string]int, error) {
 	counts := map[string]int{}
+	for _, m := range Modes {
+		if err := d.scanTable(ctx, d.res.effectsTables[m], counts); err != nil {
+			return nil, err
+		}
+	}
+	return counts, nil
+}
+
+func (d *demo) scanTable(ctx context.Context, table string, counts map[string]int) error {
 	p := dynamodb.NewScanPaginator(d.ddb, &dynamodb.ScanInput{
-		TableName:            aws.String(d.res.effectsTable),
+		TableName:            aws.String(table),
 		ConsistentRead:       aws.Bool(true),
 		ProjectionExpression: aws.String("order_id"),
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("scan effects: %w", err)
+			return fmt.Errorf("scan effects: %w", err)
 		}
 		for _, it := range page.Items {
 			v, ok := it["order_id"].(*dbtypes.AttributeValueMemberS)
 			if !ok {
-				return nil, errors.New("scan effects: a row without a string order_id")
+				return errors.New("scan effects: a row without a string order_id")
 			}
 			counts[v.Value]++
 		}
 	}
-	return counts, nil
+	return nil
 }
 
 // readDLQ receives every DLQ message and returns the reasons per order.
@@ -332,7 +373,7 @@ func (s *Summary) Print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "lambdaidem demo summary (%.1fs)\n", s.Elapsed.Seconds())
-	fmt.Fprintln(w, strings.Repeat("-", 64))
+	fmt.Fprintln(w, strings.Repeat("-", 100))
 	line := func(label string, n int, note string) {
 		fmt.Fprintf(w, "  %-24s %6d   %s\n", label, n, note)
 	}
@@ -340,12 +381,12 @@ func (s *Summary) Print(w io.Writer) {
 	line("unique orders", s.UniqueOrders, "")
 	line("deliveries", s.Deliveries, fmt.Sprintf("in %d invocations, redeliveries included", s.Invocations))
 	line("handler runs", s.HandlerRuns, "claims of an order's key, crashed attempt included")
-	line("effects", s.Effects, "rows in the effects table")
+	line("effects", s.Effects, "rows in the two effects tables")
 	line("duplicates suppressed", s.DuplicatesSuppressed, "acknowledged without running the handler")
 	line("held back (in progress)", s.HeldBack, "delivered while another attempt held the key")
 	line("failed attempts", s.FailedAttempts, "left to SQS to deliver again")
 	line("dead-lettered", dl, countList(s.DeadLettered))
-	line("crashes", s.Crashes, fmt.Sprintf("process exits; %d processes restarted", s.Restarts))
+	line("crashes", s.Crashes, fmt.Sprintf("process exits (plain: before the effect; transactional: after it); %d processes restarted", s.Restarts))
 	if s.Timeouts > 0 {
 		line("timeouts", s.Timeouts, "invocations killed at the function timeout")
 	}
@@ -353,11 +394,22 @@ func (s *Summary) Print(w io.Writer) {
 	line("duplicate effects", len(s.DuplicateEffects), check(len(s.DuplicateEffects) > 0)+"  (orders with more than one effect)")
 	fmt.Fprintf(w, "  %-24s %6s   %s\n", "poison order in DLQ", yesNo(s.PoisonDeadLettered), check(!s.PoisonDeadLettered)+"  (with reason poison)")
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  %-10s %6s %8s %10s %8s %7s  %-10s %s\n", "scenario", "orders", "messages", "deliveries", "handler", "effects", "DLQ", "library outcomes")
-	for _, r := range s.Rows {
-		fmt.Fprintf(w, "  %-10s %6d %8d %10d %8d %7d  %-10s %s\n", r.Scenario, r.Orders, r.Messages, r.Deliveries, r.HandlerRuns, r.Effects, r.DLQ, r.Outcomes)
+	fmt.Fprintln(w, "  exactly one effect per order, by effect mode:")
+	notes := map[Mode]string{
+		ModePlain:         "effect = own PutItem; crash before the effect",
+		ModeTransactional: "effect commits with the completion; crash after the effect, before completion",
 	}
-	fmt.Fprintln(w, strings.Repeat("-", 64))
+	for _, m := range Modes {
+		ms := s.PerMode[m]
+		fmt.Fprintf(w, "    %-14s %4d of %-4d %-4s  %d effect rows; %s\n", m, ms.ExactlyOne, ms.Orders,
+			check(ms.ExactlyOne != ms.Orders), ms.Effects, notes[m])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-13s %-11s %6s %8s %10s %8s %7s  %-10s %s\n", "mode", "scenario", "orders", "messages", "deliveries", "handler", "effects", "DLQ", "library outcomes")
+	for _, r := range s.Rows {
+		fmt.Fprintf(w, "  %-13s %-11s %6d %8d %10d %8d %7d  %-10s %s\n", r.Mode, r.Scenario, r.Orders, r.Messages, r.Deliveries, r.HandlerRuns, r.Effects, r.DLQ, r.Outcomes)
+	}
+	fmt.Fprintln(w, strings.Repeat("-", 100))
 	if s.OK() {
 		fmt.Fprintln(w, "PASS: every order has exactly one effect or a DLQ message with its reason")
 		return

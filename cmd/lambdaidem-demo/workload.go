@@ -27,12 +27,33 @@ const (
 	// ScenarioCrash: the process exits in the middle of the handler, before
 	// the effect, on the first attempt.
 	ScenarioCrash Scenario = "crash"
+	// ScenarioCrashAfter: the process exits after the effect and before the
+	// completion is recorded, on the first attempt. Only the transactional
+	// function gets it: in plain mode it repeats the effect by design.
+	ScenarioCrashAfter Scenario = "crash_after"
 )
+
+// Mode is the orders function's EFFECT_MODE an order is sent to.
+type Mode string
+
+// The two functions of the demo, one per effect mode of examples/orders.
+const (
+	// ModePlain: the effect is its own PutItem, then the completion.
+	ModePlain Mode = "plain"
+	// ModeTransactional: the effect commits with the completion in one
+	// TransactWriteItems.
+	ModeTransactional Mode = "transactional"
+)
+
+// Modes lists the modes in the order the summary shows them.
+var Modes = []Mode{ModePlain, ModeTransactional}
 
 // Order is one business order of the workload and how it is sent.
 type Order struct {
 	ID       string
 	Scenario Scenario
+	// Mode is the function the order is sent to.
+	Mode Mode
 	// Steering fields of the orders example's body (examples/orders).
 	Poison    bool
 	FailTimes int
@@ -100,15 +121,22 @@ func (w Workload) ordersOf(s Scenario) []Order {
 	return out
 }
 
-// NewWorkload returns plain orders numbered 1..plain and the four special
-// orders. Order i is sent three times when i is a multiple of 12 (two
+// TransactionalOrders is how many ordinary orders the transactional
+// function gets besides its crash: enough for duplicates to race.
+const TransactionalOrders = 8
+
+// NewWorkload returns, for the plain function, plain orders numbered
+// 1..plain and the four special orders, and, for the transactional
+// function, TransactionalOrders orders and one that crashes after the
+// effect. Order i is sent three times when i is a multiple of 12 (two
 // copies at once and one late), twice when a multiple of 5 (both at once),
-// and once otherwise. slow is how long the slow order's handler sleeps.
-// Everything is fixed: the same call gives the same workload.
+// and once otherwise; transactional order i twice at once when i is even.
+// slow is how long the slow order's handler sleeps. Everything is fixed:
+// the same call gives the same workload.
 func NewWorkload(plain int, slow time.Duration) Workload {
 	var w Workload
 	for i := 1; i <= plain; i++ {
-		o := Order{ID: fmt.Sprintf("o-%03d", i), Scenario: ScenarioPlain, Copies: 1}
+		o := Order{ID: fmt.Sprintf("o-%03d", i), Scenario: ScenarioPlain, Mode: ModePlain, Copies: 1}
 		switch {
 		case i%12 == 0:
 			o.Scenario, o.Copies, o.LateCopies = ScenarioDuplicate, 2, 1
@@ -118,10 +146,30 @@ func NewWorkload(plain int, slow time.Duration) Workload {
 		w.Orders = append(w.Orders, o)
 	}
 	w.Orders = append(w.Orders,
-		Order{ID: "o-slow", Scenario: ScenarioSlow, SleepMS: int(slow / time.Millisecond), Copies: 1},
-		Order{ID: "o-poison", Scenario: ScenarioPoison, Poison: true, Copies: 1},
-		Order{ID: "o-retry", Scenario: ScenarioRetry, FailTimes: 2, Copies: 1},
-		Order{ID: "o-crash", Scenario: ScenarioCrash, Crash: "before_effect", Copies: 1},
+		Order{ID: "o-slow", Scenario: ScenarioSlow, Mode: ModePlain, SleepMS: int(slow / time.Millisecond), Copies: 1},
+		Order{ID: "o-poison", Scenario: ScenarioPoison, Mode: ModePlain, Poison: true, Copies: 1},
+		Order{ID: "o-retry", Scenario: ScenarioRetry, Mode: ModePlain, FailTimes: 2, Copies: 1},
+		Order{ID: "o-crash", Scenario: ScenarioCrash, Mode: ModePlain, Crash: "before_effect", Copies: 1},
 	)
+	for i := 1; i <= TransactionalOrders; i++ {
+		o := Order{ID: fmt.Sprintf("t-%03d", i), Scenario: ScenarioPlain, Mode: ModeTransactional, Copies: 1}
+		if i%2 == 0 {
+			o.Scenario, o.Copies = ScenarioDuplicate, 2
+		}
+		w.Orders = append(w.Orders, o)
+	}
+	w.Orders = append(w.Orders,
+		Order{ID: "t-crash", Scenario: ScenarioCrashAfter, Mode: ModeTransactional, Crash: "after_effect", Copies: 1})
 	return w
+}
+
+// inMode returns the orders sent to one function, in workload order.
+func (w Workload) inMode(m Mode) []Order {
+	var out []Order
+	for _, o := range w.Orders {
+		if o.Mode == m {
+			out = append(out, o)
+		}
+	}
+	return out
 }

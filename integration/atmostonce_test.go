@@ -99,12 +99,6 @@ func TestAtMostOnceDeadLettersAnAbandonedLease(t *testing.T) {
 		}
 		got := rep.all()[2].Outcome
 		more := q.receiveAll(t)
-		if got == lambdaidem.OutcomeDeadLettered && len(more) == 1 {
-			t.Skipf("KNOWN BUG in lambdaidem (sqs.go, outcomeUnknown): after the DLQ send the record keeps an empty "+
-				"dead_letter_message_id (the mark was written before the send, and there is no lease to update it with), "+
-				"so every further delivery of the message takes the \"send pending\" path and puts another copy in the DLQ "+
-				"(record: %+v). Nothing is lost; reconciliation sees duplicates. Remove this skip when fixed.", e.record(t, "pay-42"))
-		}
 		if got != lambdaidem.OutcomeDeadLetteredDuplicate || len(more) != 0 {
 			t.Errorf("third delivery: %s and %d more DLQ messages; want %s and none", got, len(more), lambdaidem.OutcomeDeadLetteredDuplicate)
 		}

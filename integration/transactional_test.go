@@ -188,11 +188,18 @@ func TestUnconfirmedTransactionalCompletionIsNotAcknowledged(t *testing.T) {
 	if got := e.effectsOf(t, "k1"); len(got) != 0 {
 		t.Fatalf("effect rows %v although no transaction reached DynamoDB", got)
 	}
-	if len(resp.BatchItemFailures) == 0 {
-		r := rep.all()
-		t.Skipf("KNOWN BUG in lambdaidem (sqs.go, claimed: ErrStoreUnavailable after the handler): the record was "+
-			"acknowledged as %s although its transactional completion, and with it the effect, never applied; "+
-			"SQS deletes the message and it is lost. Remove this skip when fixed. Report: %+v", r[0].Outcome, r[0])
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("failures %v: an unconfirmed transactional completion was acknowledged (%+v)", resp.BatchItemFailures, rep.all())
+	}
+	if r := e.record(t, "k1"); r.Status != lambdaidem.StatusInProgress {
+		t.Fatalf("record %s, want IN_PROGRESS until its lease decides", r.Status)
+	}
+	// Once the lease ends, the redelivery runs again and commits once.
+	proxy.ClearFaults()
+	e.clock.Advance(2 * time.Minute)
+	resp, _ = h(context.Background(), batch(message("m1", "k1", 2)))
+	if len(resp.BatchItemFailures) != 0 || len(e.effectsOf(t, "k1")) != 1 || runs.get() != 2 {
+		t.Fatalf("redelivery: failures %v, effect rows %v, runs %d", resp.BatchItemFailures, e.effectsOf(t, "k1"), runs.get())
 	}
 }
 

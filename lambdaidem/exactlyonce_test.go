@@ -95,10 +95,15 @@ func TestAtMostOnceResendsWhenTheDLQWasDown(t *testing.T) {
 	b.sink.err = errors.New("DLQ unreachable")
 	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(opts...)...)
 	resp, _ := h(context.Background(), batch(redelivered(msg("m1", "pay 10"), 2)))
-	wantFailed(t, resp, "m1") // marked, not sent: SQS keeps it
+	wantFailed(t, resp, "m1") // not sent: SQS keeps it
+	// Never FAILED, which would let the retry run the handler.
+	if st := b.status("m1"); st != lambdaidem.StatusInProgress {
+		t.Fatalf("status %s after the failed send, want IN_PROGRESS", st)
+	}
 	b.sink.mu.Lock()
 	b.sink.err = nil
 	b.sink.mu.Unlock()
+	b.clock.Advance(2 * time.Minute) // the lease taken for the send runs out
 	resp, _ = h(context.Background(), batch(redelivered(msg("m1", "pay 10"), 3)))
 	wantFailed(t, resp)
 	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonOutcomeUnknown {
@@ -106,6 +111,12 @@ func TestAtMostOnceResendsWhenTheDLQWasDown(t *testing.T) {
 	}
 	if b.calls.get("m1") != 1 {
 		t.Fatal("handler re-ran")
+	}
+	// A further delivery of the same message is acknowledged, not sent again.
+	resp, _ = h(context.Background(), batch(redelivered(msg("m1", "pay 10"), 4)))
+	wantFailed(t, resp)
+	if n := len(b.sink.reasons()); n != 1 {
+		t.Fatalf("%d DLQ copies, want 1", n)
 	}
 }
 

@@ -223,10 +223,6 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	now := p.c.now()
 	r.Attempt = rec.Attempts
 	switch {
-	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId && rec.DeadLetterMessageID == "":
-		// Marked "outcome unknown" but the send to the DLQ did not happen
-		// (or was not confirmed): send it now.
-		return p.deadLetter(ctx, t, msg, nil, &rec, rec.DeadLetterReason, errors.New(rec.LastError), r)
 	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
 		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
 		return p.logged(ctx, slog.LevelInfo, r)
@@ -249,7 +245,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome, r.Acked = OutcomeDuplicate, true
 		return p.logged(ctx, slog.LevelDebug, r)
 	case p.c.atMostOnce && rec.Status == StatusInProgress && rec.LeaseExpired(now, p.c.grace):
-		return p.outcomeUnknown(ctx, t, msg, rec, r)
+		return p.outcomeUnknown(ctx, t, msg, hash, rec, r)
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
@@ -374,7 +370,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	defer cancel()
 	if p.c.sink == nil {
 		r.Outcome = OutcomeDeadLetterFailed
-		if lease != nil {
+		if lease != nil && reason != ReasonOutcomeUnknown {
 			p.fail(dctx, *lease, cause, &r)
 		}
 		p.log(ctx, slog.LevelError, "lambdaidem: message should be dead-lettered but no sink is configured; SQS's redrive policy is the backstop",
@@ -394,12 +390,9 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
 	id, err := p.c.sink.Send(dctx, dl)
-	if err == nil && id == "" {
-		id = "unknown" // a mark without a DLQ message ID means "send pending"
-	}
 	if err != nil {
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
-		if lease != nil {
+		if lease != nil && reason != ReasonOutcomeUnknown {
 			p.fail(dctx, *lease, cause, &r)
 		}
 		return p.logged(ctx, slog.LevelError, r)
@@ -423,33 +416,34 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 }
 
 // outcomeUnknown handles an abandoned lease in at-most-once mode: the
-// handler may or may not have had its effect, so it is not run again. The
-// record is marked first, conditioned on the abandoned lease's token (so
-// the original owner's late completion is refused), with no DLQ message
-// ID yet; then the message is sent to the DLQ. If the send fails, the
-// redelivery finds the mark without a DLQ message ID and sends again.
-func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, rec Record, r RecordReport) RecordReport {
-	dctx, cancel := p.detached(ctx, t)
-	defer cancel()
+// handler may or may not have had its effect, so it is not run again. First
+// the abandoned lease is taken over (a claim conditioned on the old token),
+// which fences the original owner: its late completion is refused. Holding
+// the new lease, the message is sent to the DLQ and only then is the record
+// marked DEAD_LETTERED with reason outcome_unknown. If the send fails, the
+// record stays IN_PROGRESS (never FAILED, which would let a retry run the
+// handler) and the next delivery, once this lease ends, does the same again.
+func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
+	now := p.c.now()
+	r.StoreCalls++
+	cr, err := p.store.Claim(ctx, ClaimRequest{
+		Namespace: p.c.namespace, Key: r.Key, PayloadHash: hash, MessageID: msg.MessageId, Now: now,
+		LeaseUntil: p.leaseUntil(t, now), Grace: p.c.grace, ExpiresAt: p.retentionUntil(now, false),
+	})
+	switch {
+	case err != nil:
+		r.Outcome, r.Err = OutcomeStoreError, err
+		r.StoreErrors++
+		return p.logged(ctx, slog.LevelError, r)
+	case !cr.Claimed:
+		// Another consumer got there first; its outcome decides.
+		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
+		return p.logged(ctx, slog.LevelInfo, r)
+	}
+	r.Attempt, r.Takeover = cr.Lease.Attempt, true
 	cause := fmt.Errorf("%w: attempt %d's lease ran out at %s without a recorded outcome",
 		ErrOutcomeUnknown, rec.Attempts, rec.LeaseUntil.UTC().Format(time.RFC3339))
-	now := p.c.now()
-	err := retryStore(dctx, &r, func(ctx context.Context) error {
-		return p.store.DeadLetter(ctx, DeadLetterRequest{
-			Lease: leaseOf(rec), Now: p.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
-			MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false),
-		})
-	})
-	if err != nil {
-		// Lease lost: the original owner recorded its outcome after all, or
-		// another consumer got here first; the retry will see which.
-		r.Outcome, r.Err = OutcomeStoreError, err
-		if errors.Is(err, ErrLeaseLost) {
-			r.Outcome = OutcomeInProgress
-		}
-		return p.logged(ctx, slog.LevelWarn, r)
-	}
-	return p.deadLetter(ctx, t, msg, nil, &rec, ReasonOutcomeUnknown, cause, r)
+	return p.deadLetter(ctx, t, msg, &cr.Lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
 }
 
 // leaseOf rebuilds the lease of a record's latest claim.

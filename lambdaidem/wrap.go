@@ -108,7 +108,8 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 			ferr = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, len(result), w.c.maxResultBytes)
 		default:
 			done := w.c.now()
-			req := CompleteRequest{Lease: cr.Lease, Result: result, ExpiresAt: w.retentionUntil(done, true), Writes: st.takeWrites()}
+			writes := st.takeWrites()
+			req := CompleteRequest{Lease: cr.Lease, Result: result, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
 			if w.c.resultRetention < w.c.retention {
 				req.ResultUntil = done.Add(w.c.resultRetention)
 			}
@@ -119,6 +120,11 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 			switch {
 			case err == nil:
 				return out, nil
+			case len(writes) > 0 && (errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStoreUnavailable)):
+				// The writes commit with the completion, so they may not
+				// have happened: the caller must not take this for success.
+				// The record stays IN_PROGRESS (or is the new holder's).
+				return zero, fmt.Errorf("lambdaidem: completion and its writes not confirmed: %w", err)
 			case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrStoreUnavailable):
 				// fn's effect happened: return its result, never record a
 				// failure after success.

@@ -312,12 +312,13 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 
 // WithAtMostOnce never runs a handler twice for one key, for effects that
 // must not repeat (a payment, a trade). When a claim finds a lease that ran
-// out with no recorded outcome, the handler is not run again: the record is
-// marked dead-lettered with ReasonOutcomeUnknown (conditioned on the old
-// lease token, which fences the original owner's late completion) and the
-// message goes to the dead-letter queue for reconciliation. Wrap returns
-// ErrOutcomeUnknown. The default is at-least-once: an abandoned lease is
-// taken over and the handler runs again.
+// out with no recorded outcome, the handler is not run again. The SQS
+// decorator takes the abandoned lease over (conditioned on the old lease
+// token, which fences the original owner's late completion), sends the
+// message to the dead-letter queue with ReasonOutcomeUnknown for
+// reconciliation, and then marks the record dead-lettered. Wrap marks the
+// record under the old token and returns ErrOutcomeUnknown. The default is
+// at-least-once: an abandoned lease is taken over and the handler runs again.
 func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
 
 // WithHeartbeat extends the lease every interval while the handler runs,

@@ -395,6 +395,9 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		if lease != nil && reason != ReasonOutcomeUnknown {
 			p.fail(dctx, *lease, cause, &r)
 		}
+		if p.c.backoff != nil {
+			p.changeVisibility(ctx, t, msg, p.c.backoff(max(r.Attempt, 1)), &r)
+		}
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if lease != nil {

@@ -77,3 +77,28 @@ func TestQuantile(t *testing.T) {
 		t.Errorf("p50 of nothing = %v", got)
 	}
 }
+
+// TestE2ESmoke sends a few orders through the real bootstrap under the
+// local runner and checks that each has one effect.
+func TestE2ESmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/orders")
+	}
+	t.Parallel()
+	res, err := bench.RunE2E(t.Context(), bench.E2EConfig{
+		DynamoDBEndpoint: testenv.Endpoint(t, testenv.DynamoDBEndpointVar),
+		SQSEndpoint:      testenv.Endpoint(t, testenv.SQSEndpointVar),
+		Messages:         20,
+		MaxConcurrency:   2,
+		Timeout:          2 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effects != 20 || res.Invocations == 0 {
+		t.Errorf("%d effects in %d invocations, want 20 effects", res.Effects, res.Invocations)
+	}
+	var buf bytes.Buffer
+	res.Write(&buf)
+	t.Logf("\n%s", buf.String())
+}

@@ -1,0 +1,133 @@
+// Command lambdaidem-bench runs lambdaidem's benchmarks against the local
+// services and prints Markdown tables for BENCHMARKS.md: DynamoDB Local
+// latency per path next to its floor and next to Powertools for AWS Lambda
+// (TypeScript), requests per message by path, and messages per second end
+// to end through the orders example's bootstrap under the local runner.
+//
+// It needs DynamoDB Local and an SQS emulator, found through the SDK's
+// endpoint variables; localstack/stack.sh provides both:
+//
+//	localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench
+//
+// See bench/README.md for the flags and what each number means.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lambdaidem-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", 1000, "measured `iterations` per path and implementation")
+	warmup := fs.Int("warmup", 0, "unmeasured warm-up `iterations` (default max(n/10, 20))")
+	concurrency := fs.Int("concurrency", 10, "record `concurrency` of the decorator and the bare batch")
+	ptDir := fs.String("powertools-dir", ".tools/powertools", "`directory` the Powertools harness is installed in")
+	pt := fs.Bool("powertools", true, "measure Powertools for AWS Lambda (TypeScript) side by side")
+	install := fs.Bool("install", true, "install the Powertools harness (npm ci --ignore-scripts) when it is missing")
+	e2e := fs.Int("e2e", 10000, "`messages` for the end-to-end run through the local runner; 0 skips it")
+	e2eConc := fs.Int("e2e-concurrency", 4, "MaxConcurrency of the end-to-end run's event source mapping")
+	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	ddbEndpoint, sqsEndpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
+	if ddbEndpoint == "" || (*e2e > 0 && sqsEndpoint == "") {
+		fmt.Fprintln(stderr, "lambdaidem-bench: AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must point at the local services;\n"+
+			"run `make bench`, or: localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench")
+		return 2
+	}
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "lambdaidem-bench: %v\n", err)
+		return 1
+	}
+
+	started := time.Now()
+	progress := &stamped{w: stderr, start: started}
+	cfg := bench.DynamoConfig{Endpoint: ddbEndpoint, Region: region, N: *n, Warmup: *warmup, Concurrency: *concurrency, Progress: progress}
+	if *pt {
+		if !bench.PowertoolsInstalled(*ptDir) {
+			if !*install {
+				return fail(fmt.Errorf("%w in %s; rerun with -install or -powertools=false", bench.ErrPowertoolsNotInstalled, *ptDir))
+			}
+			fmt.Fprintf(stderr, "installing the Powertools harness into %s (npm ci --ignore-scripts)\n", *ptDir)
+			if err := bench.InstallPowertools(ctx, *ptDir, stderr); err != nil {
+				return fail(err)
+			}
+		}
+		cfg.PowertoolsDir = *ptDir
+	}
+
+	res, err := bench.RunDynamo(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	var e2eRes *bench.E2EResult
+	if *e2e > 0 {
+		e2eRes, err = bench.RunE2E(ctx, bench.E2EConfig{
+			DynamoDBEndpoint: ddbEndpoint, SQSEndpoint: sqsEndpoint, Region: region,
+			Messages: *e2e, MaxConcurrency: *e2eConc, Bootstrap: *bootstrap, Progress: progress,
+		})
+		if err != nil {
+			return fail(err)
+		}
+	}
+
+	w := stdout
+	fmt.Fprintf(w, "## DynamoDB Local: latency per path (N=%d per implementation, interleaved, record concurrency %d)\n\n", res.N, res.Concurrency)
+	fmt.Fprintf(w, "%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	if res.NodeVersion != "" {
+		fmt.Fprintf(w, ", Node.js %s, @aws-lambda-powertools/idempotency and /batch 2.35.0", res.NodeVersion)
+	}
+	fmt.Fprintf(w, "; run took %s.\n\n", time.Since(started).Round(time.Second))
+	res.WriteLatency(w)
+	fmt.Fprintf(w, "\n### Targets\n\n")
+	res.WriteTargets(w)
+	fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")
+	res.WriteRequests(w)
+	if e2eRes != nil {
+		fmt.Fprintf(w, "\n## End to end: the orders bootstrap under the local runner\n\n")
+		e2eRes.Write(w)
+		fmt.Fprintf(w, "\nSending took %.1fs of the elapsed time (the clock starts at the first send). Runner: %d processes started, %d partial failures, %d crashes, %d timeouts.\n",
+			e2eRes.Send.Seconds(), e2eRes.Stats.ProcessStarts, e2eRes.Stats.PartialFailures, e2eRes.Stats.Crashes, e2eRes.Stats.Timeouts)
+	}
+	return 0
+}
+
+// stamped prefixes each progress line with the time since the start.
+type stamped struct {
+	w     io.Writer
+	start time.Time
+}
+
+func (s *stamped) Write(p []byte) (int, error) {
+	if _, err := fmt.Fprintf(s.w, "[%6.1fs] %s", time.Since(s.start).Seconds(), p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

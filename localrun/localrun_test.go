@@ -1,7 +1,6 @@
 package localrun_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -63,25 +62,9 @@ type bundle struct {
 	runner *localrun.Runner
 	invs   chan localrun.Invocation
 	procs  chan localrun.ProcessEvent
-	out    *lockedBuffer
+	out    *testenv.Buffer
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type queueOpts struct {
 	fifo       bool
@@ -112,7 +95,7 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 		fifo:   q.fifo,
 		invs:   make(chan localrun.Invocation, 1000),
 		procs:  make(chan localrun.ProcessEvent, 1000),
-		out:    &lockedBuffer{},
+		out:    &testenv.Buffer{},
 	}
 	var pidsMu sync.Mutex
 	var pids []int

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,23 +12,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-// lockedBuffer is a bytes.Buffer safe for the demo's concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDemo runs the whole demo in process against the local services, with
 // a smaller workload and shorter timeouts than `make demo`, and checks the
@@ -48,7 +30,7 @@ func TestDemo(t *testing.T) {
 	opts.FunctionTimeout = 4 * time.Second
 	opts.MaxConcurrency = 2
 	opts.Progress = 0
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	opts.Out = out
 	opts.FunctionLog = nil
 

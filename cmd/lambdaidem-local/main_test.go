@@ -67,7 +67,7 @@ func TestRunsBootstrapFromQueue(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-bootstrap", bootstrap, "-queue-url", url, "-timeout", "5s"}, &stdout, &stderr)

@@ -1,0 +1,16 @@
+// Command lambdaidem-chaos runs the fault-injection proof (`make chaos`):
+// package chaos in both modes, plain (at-least-once: the effect is written
+// before completion) and tx (the effect commits with the completion), and
+// prints one table of what was injected and observed, side by side. It
+// exits 0 when every invariant held, 1 when one broke and 2 when a run
+// could not be carried out.
+//
+// It needs DynamoDB Local and an SQS emulator, found through the SDK's
+// endpoint variables; localstack/stack.sh provides both:
+//
+//	localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -messages 1000
+//
+// The seed is printed first; -seed N replays a run's workload and fault
+// plan. The chaos function is built from ./cmd/lambdaidem-chaos/fn unless
+// -bootstrap names a prebuilt one.
+package main

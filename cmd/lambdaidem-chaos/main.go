@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/chaos"
+)
+
+const usage = `lambdaidem-chaos sends many messages through the chaos function's real
+bootstrap under two local event source mappings, with duplicate sends,
+process crashes, store faults, slow handlers and poison messages, then
+checks from the effects table, the DLQ and the idempotency records that
+nothing was lost and no effect repeated beyond what at-least-once allows.
+
+It needs the local services (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS):
+
+  make chaos
+  localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -messages 1000
+
+Replay a run with the seed it printed: -seed N.
+
+Flags:
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: 0 when every invariant held, 1 when
+// one broke, 2 when a run could not be carried out.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("lambdaidem-chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	def := chaos.DefaultConfig(chaos.ModePlain)
+	messages := fs.Int("messages", def.Messages, "distinct `number` of messages per mode (duplicates come on top)")
+	seed := fs.Uint64("seed", 0, "random `seed` (default: from the clock; always printed)")
+	mode := fs.String("mode", "both", "`mode`: plain, tx or both")
+	bootstrap := fs.String("bootstrap", "", "a prebuilt chaos function `binary` (default: build ./cmd/lambdaidem-chaos/fn)")
+	drain := fs.Duration("drain", def.DrainTimeout, "deadline for the queue to drain, per mode")
+	verbose := fs.Bool("v", false, "copy the function's log lines (JSON) to stderr")
+	keep := fs.Bool("keep", false, "keep the tables and queues after the run, for inspection")
+	tune := def
+	fs.Float64Var(&tune.DuplicateRate, "duplicates", def.DuplicateRate, "share of messages sent twice (negative: none)")
+	fs.Float64Var(&tune.CrashRate, "crashes", def.CrashRate, "share of messages that crash their first attempt (negative: none)")
+	fs.Float64Var(&tune.PoisonRate, "poison", def.PoisonRate, "share of poison messages, at least 3 (negative: none)")
+	fs.Float64Var(&tune.SlowRate, "slow", def.SlowRate, "share of messages that outlive the visibility timeout (negative: none)")
+	fs.Float64Var(&tune.FaultRate, "faults", def.FaultRate, "share of the function's DynamoDB requests that fail (negative: none)")
+	fs.IntVar(&tune.Pollers, "pollers", def.Pollers, "event source mappings polling the queue")
+	fs.IntVar(&tune.Concurrency, "concurrency", def.Concurrency, "processes per mapping")
+	fs.IntVar(&tune.Backlog, "backlog", def.Backlog, "most messages sent and not yet deleted")
+	fs.IntVar(&tune.BatchSize, "batch", def.BatchSize, "batch size (1..10)")
+	fs.DurationVar(&tune.Visibility, "visibility", def.Visibility, "the queue's visibility timeout (whole seconds)")
+	fs.DurationVar(&tune.FunctionTimeout, "timeout", def.FunctionTimeout, "the function's timeout")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lambdaidem-chaos: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	var modes []chaos.Mode
+	switch *mode {
+	case "both":
+		modes = []chaos.Mode{chaos.ModePlain, chaos.ModeTx}
+	case string(chaos.ModePlain), string(chaos.ModeTx):
+		modes = []chaos.Mode{chaos.Mode(*mode)}
+	default:
+		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx or both\n", *mode)
+		return 2
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	ddb, sqsEP := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
+	if ddb == "" || sqsEP == "" {
+		fmt.Fprintln(stderr, "lambdaidem-chaos: AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must point at the local services;\n"+
+			"run `make chaos`, or: localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos")
+		return 2
+	}
+	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v\n", *seed, *seed, *messages, modes)
+
+	if *bootstrap == "" {
+		dir, err := os.MkdirTemp("", "lambdaidem-chaos-")
+		if err != nil {
+			fmt.Fprintf(stderr, "lambdaidem-chaos: %v\n", err)
+			return 2
+		}
+		defer os.RemoveAll(dir)
+		if *bootstrap, err = chaos.BuildFunction(ctx, dir); err != nil {
+			fmt.Fprintf(stderr, "lambdaidem-chaos: %v\n", err)
+			return 2
+		}
+	}
+
+	var reports []chaos.Report
+	code := 0
+	for _, m := range modes {
+		cfg := tune
+		cfg.Mode = m
+		if cfg.SlowFor == def.SlowFor && cfg.Visibility != def.Visibility {
+			cfg.SlowFor = 0 // follows the visibility timeout
+		}
+		cfg.Messages = *messages
+		cfg.Seed = *seed
+		cfg.Bootstrap = *bootstrap
+		cfg.DynamoDBEndpoint, cfg.SQSEndpoint = ddb, sqsEP
+		if r := os.Getenv("AWS_REGION"); r != "" {
+			cfg.Region = r
+		}
+		cfg.DrainTimeout = *drain
+		cfg.Keep = *keep
+		cfg.Progress = stdout
+		if *verbose {
+			cfg.FunctionLog = stderr
+		}
+		rep, err := chaos.Run(ctx, cfg)
+		switch {
+		case errors.Is(err, chaos.ErrInvariant):
+			code = 1
+		case err != nil:
+			fmt.Fprintf(stderr, "lambdaidem-chaos: mode %s, seed %d: %v\n", m, *seed, err)
+			return 2
+		}
+		reports = append(reports, rep)
+	}
+	fmt.Fprintln(stdout)
+	chaos.Print(stdout, reports...)
+	return code
+}

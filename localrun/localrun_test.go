@@ -65,7 +65,6 @@ type bundle struct {
 	out    *testenv.Buffer
 }
 
-
 type queueOpts struct {
 	fifo       bool
 	visibility string // seconds

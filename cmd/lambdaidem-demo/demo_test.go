@@ -12,7 +12,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-
 // TestDemo runs the whole demo in process against the local services, with
 // a smaller workload and shorter timeouts than `make demo`, and checks the
 // invariants: nothing lost, no duplicate effect, the poison order in the

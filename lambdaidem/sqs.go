@@ -47,6 +47,12 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 	// Fresh records (and FIFO groups) run concurrently, bounded; records
 	// delivered before run one at a time afterwards, so a message that
 	// crashes the process takes only itself down on its retries.
+	if len(first) == 1 || p.c.concurrency == 1 {
+		// Nothing to overlap: run in this goroutine, without a scheduling
+		// hop per record.
+		later = append(first, later...)
+		first = nil
+	}
 	sem := make(chan struct{}, p.c.concurrency)
 	var wg sync.WaitGroup
 	for _, group := range first {

@@ -70,9 +70,14 @@ lint: ## gofmt, go vet, and go.mod/go.sum tidy
 	$(GO) mod tidy
 	git diff --exit-code -- go.mod go.sum
 
+BENCH_N   ?= 1000
+BENCH_E2E ?= 10000
+
 .PHONY: bench
-bench: ## Run the benchmarks (no local services needed)
+bench: ## Benchmarks: in-process overhead; DynamoDB Local latency and requests per message next to the bare floor and Powertools (TypeScript); end to end through the local runner
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) build -o .tools/bin/lambdaidem-bench ./bench/cmd/lambdaidem-bench
+	$(STACK) run -- .tools/bin/lambdaidem-bench -n $(BENCH_N) -e2e $(BENCH_E2E)
 
 .PHONY: build
 build: $(addprefix build-,$(FUNCTIONS)) ## Build every function of template.yaml for Lambda (arm64) into .aws-sam/build, as sam build lays it out

@@ -149,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r.progressf("mode %s, seed %d: %d messages in %d sends to %d pollers × %d processes",
 		cfg.Mode, cfg.Seed, cfg.Messages, r.workload.Sends(), cfg.Pollers, cfg.Concurrency)
 
+	stopProgress := r.progress()
 	driveErr := r.send(ctx)
 	if driveErr == nil {
 		driveErr = r.waitDrained(ctx)
@@ -160,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		stopWait = time.Second
 	}
 	stopErr := stopAll(stopWait)
+	stopProgress()
 	drained := time.Since(start)
 	_ = proxy.Close()
 	if driveErr != nil {
@@ -257,12 +259,6 @@ func (r *run) waitDrained(ctx context.Context) error {
 	defer deadline.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
-	var progress <-chan time.Time
-	if r.cfg.Progress != nil {
-		pt := time.NewTicker(r.cfg.ProgressEvery)
-		defer pt.Stop()
-		progress = pt.C
-	}
 	for {
 		if r.obs.inFlight() == 0 {
 			n, err := r.queueDepth(ctx)
@@ -280,16 +276,44 @@ func (r *run) waitDrained(ctx context.Context) error {
 			n, _ := r.queueDepth(ctx)
 			return fmt.Errorf("waiting for the queue to drain: %d messages left and %d in flight after %s (seed %d)",
 				n, r.obs.inFlight(), r.cfg.DrainTimeout, r.cfg.Seed)
-		case <-progress:
-			n, _ := r.queueDepth(ctx)
-			r.obs.mu.Lock()
-			processed, inProgress, restarts := r.obs.outcomes["processed"], r.obs.outcomes["in_progress"], r.obs.restarts
-			r.obs.mu.Unlock()
-			r.progressf("mode %s: queue %d, in flight %d, received %d | processed %d, held back %d, process restarts %d",
-				r.cfg.Mode, n, r.obs.inFlight(), r.obs.received.Load(), processed, inProgress, restarts)
 		case <-r.obs.changed:
 		case <-tick.C:
 		}
+	}
+}
+
+// progress prints a line every ProgressEvery until the returned function
+// is called.
+func (r *run) progress() (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.cfg.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			r.sentMu.Lock()
+			sent := r.sent
+			r.sentMu.Unlock()
+			r.obs.mu.Lock()
+			processed, inProgress, restarts := r.obs.outcomes["processed"], r.obs.outcomes["in_progress"], r.obs.restarts
+			r.obs.mu.Unlock()
+			r.progressf("mode %s: sent %d/%d, deleted %d, in flight %d | processed %d, held back %d, process restarts %d",
+				r.cfg.Mode, sent, r.workload.Sends(), r.obs.deleted.Load(), r.obs.inFlight(), processed, inProgress, restarts)
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

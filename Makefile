@@ -79,6 +79,14 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency and requests p
 	$(GO) build -o .tools/bin/lambdaidem-bench ./bench/cmd/lambdaidem-bench
 	$(STACK) run -- .tools/bin/lambdaidem-bench -n $(BENCH_N) -e2e $(BENCH_E2E)
 
+CHAOS_FLAGS ?=
+
+.PHONY: chaos
+chaos: ## Fault injection through the real bootstrap: 3,000 messages per mode (plain, tx), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 10000' for the full size)
+	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
+	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
+	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)
+
 .PHONY: build
 build: $(addprefix build-,$(FUNCTIONS)) ## Build every function of template.yaml for Lambda (arm64) into .aws-sam/build, as sam build lays it out
 	@# The built template sam deploy reads: CodeUri points at the build dirs.

@@ -71,7 +71,7 @@ lint: ## gofmt, go vet, and go.mod/go.sum tidy
 	git diff --exit-code -- go.mod go.sum
 
 BENCH_N   ?= 1000
-BENCH_E2E ?= 10000
+BENCH_E2E ?= 2000
 
 .PHONY: bench
 bench: ## Benchmarks: in-process overhead; DynamoDB Local latency and requests per message next to the bare floor and Powertools (TypeScript); end to end through the local runner

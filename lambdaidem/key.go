@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -123,7 +124,8 @@ func keyFromDedupID(perGroup bool) KeyFunc {
 }
 
 // HashFunc computes the payload hash of a body (SQS) or of the JSON input
-// (Wrap). Two messages with one key and different hashes conflict.
+// (Wrap). Two messages with one key and different hashes conflict. It must
+// not modify or keep body: for SQS it shares the message's memory.
 type HashFunc func(body []byte) (string, error)
 
 // hashBody is the default payload hash: SHA-256 of the whole body.
@@ -162,4 +164,11 @@ func hashJSONFields(paths ...string) HashFunc {
 		}
 		return hex.EncodeToString(h.Sum(nil)), nil
 	}
+}
+
+// bodyBytes views a message body as bytes without copying it (a 64 KB body
+// would otherwise be copied once per record just to be hashed). The bytes
+// are only read: by the hash and by the JSON decoder.
+func bodyBytes(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }

@@ -128,7 +128,7 @@ func WithKeyJSONField(path string) Option {
 	return func(c *config) {
 		f := keyFromJSONField(path)
 		c.jsonKey = f
-		c.keyFunc = func(m events.SQSMessage) (string, error) { return f([]byte(m.Body)) }
+		c.keyFunc = func(m events.SQSMessage) (string, error) { return f(bodyBytes(m.Body)) }
 	}
 }
 

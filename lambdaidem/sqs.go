@@ -159,7 +159,7 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 	key, err := p.c.keyFunc(msg)
 	var hash string
 	if err == nil {
-		hash, err = p.c.hash([]byte(msg.Body))
+		hash, err = p.c.hash(bodyBytes(msg.Body))
 	}
 	if err != nil {
 		if !errors.Is(err, ErrMissingKey) {

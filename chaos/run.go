@@ -325,26 +325,7 @@ func (r *run) progressf(format string, args ...any) {
 
 // queueDepth is the number of messages in the source queue, visible or not.
 func (r *run) queueDepth(ctx context.Context) (int, error) {
-	out, err := r.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(r.queueURL),
-		AttributeNames: []types.QueueAttributeName{
-			types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-		},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue attributes: %w", err)
-	}
-	total := 0
-	for _, v := range out.Attributes {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("queue attributes: %q is not a number", v)
-		}
-		total += n
-	}
-	return total, nil
+	return localrun.QueueDepth(ctx, r.sqs, r.queueURL)
 }
 
 // createResources creates this run's tables and queues under unique names.

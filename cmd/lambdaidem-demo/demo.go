@@ -471,26 +471,7 @@ func (d *demo) queueDepth(ctx context.Context) (int, error) {
 }
 
 func (d *demo) oneQueueDepth(ctx context.Context, url string) (int, error) {
-	out, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{
-			types.QueueAttributeNameApproximateNumberOfMessages,
-			types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
-			types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
-		},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue attributes: %w", err)
-	}
-	total := 0
-	for _, v := range out.Attributes {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("queue attributes: %q is not a number", v)
-		}
-		total += n
-	}
-	return total, nil
+	return localrun.QueueDepth(ctx, d.sqs, url)
 }
 
 // progress prints a line every Progress interval, and the notable events

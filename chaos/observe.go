@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -49,6 +54,11 @@ type observer struct {
 	staged      int
 	otherLines  int // lines that are not the function's JSON
 	restarts    int
+	// trail keeps, per key, what happened to its messages (receives,
+	// invocations, deletes, the library's lines), so a broken invariant
+	// can be traced; msgKey maps message IDs to keys for it.
+	trail  map[string][]string
+	msgKey map[string]string
 }
 
 func newObserver() *observer {
@@ -63,6 +73,34 @@ func newObserver() *observer {
 		crashes:     map[attemptKey]crashMark{},
 		takeovers:   map[string]int{},
 		poisonRuns:  map[string]int{},
+		trail:       map[string][]string{},
+		msgKey:      map[string]string{},
+	}
+}
+
+// maxTrail bounds one key's trail.
+const maxTrail = 64
+
+// note appends to a key's trail; call with mu held.
+func (o *observer) note(key, format string, args ...any) {
+	if key == "" || len(o.trail[key]) >= maxTrail {
+		return
+	}
+	o.trail[key] = append(o.trail[key], time.Now().UTC().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+}
+
+// received notes the messages a runner was handed.
+func (o *observer) receivedMessages(msgs []types.Message) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, m := range msgs {
+		var b struct {
+			Key string `json:"key"`
+		}
+		_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &b)
+		id := aws.ToString(m.MessageId)
+		o.msgKey[id] = b.Key
+		o.note(b.Key, "received %s receive#%s", id, m.Attributes["ApproximateReceiveCount"])
 	}
 }
 
@@ -82,6 +120,13 @@ func (o *observer) onInvoke(inv localrun.Invocation) {
 	o.mu.Lock()
 	o.invocations[inv.RequestID] = inv.Outcome
 	o.byOutcome[inv.Outcome]++
+	deleted := map[string]bool{}
+	for _, id := range inv.Deleted {
+		deleted[id] = true
+	}
+	for _, id := range inv.MessageIDs {
+		o.note(o.msgKey[id], "invocation %s ended %s; %s deleted=%v", inv.RequestID, inv.Outcome, id, deleted[id])
+	}
 	o.mu.Unlock()
 	o.deleted.Add(int64(len(inv.Deleted)))
 	// Settled last: once the counters meet, the invocation is recorded.
@@ -106,6 +151,7 @@ type logLine struct {
 	Point     string `json:"point"`
 	Status    int    `json:"status"`
 	RequestID string `json:"requestId"`
+	MessageID string `json:"message_id"`
 }
 
 const recordPrefix = "lambdaidem: record "
@@ -123,6 +169,7 @@ func (o *observer) line(b []byte) {
 	defer o.mu.Unlock()
 	switch {
 	case strings.HasPrefix(l.Message, recordPrefix):
+		o.note(l.Key, "request %s: %s message %s attempt %d", l.RequestID, l.Outcome, l.MessageID, l.Attempt)
 		o.outcomes[l.Outcome]++
 		switch l.Outcome {
 		case "processed":
@@ -181,6 +228,7 @@ type countingSQS struct {
 func (c countingSQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	out, err := c.SQSAPI.ReceiveMessage(ctx, in, optFns...)
 	if err == nil && out != nil {
+		c.o.receivedMessages(out.Messages)
 		c.o.received.Add(int64(len(out.Messages)))
 	}
 	return out, err

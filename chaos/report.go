@@ -61,6 +61,8 @@ type Report struct {
 	InnocentDLQ        int // non-poison keys in the DLQ
 	OtherOutputLines   int // function output that was not a JSON log line
 	Lost               []string
+	// Trails tell, for each lost key, what happened to its messages.
+	Trails map[string][]string
 
 	Drained  time.Duration // from start until the queue drained and the runners stopped
 	Duration time.Duration // the whole run, reading results included
@@ -139,6 +141,10 @@ func (r *run) report(f facts) Report {
 		}
 		if len(rows) == 0 && len(dl) == 0 {
 			rep.Lost = append(rep.Lost, m.Key)
+			if rep.Trails == nil {
+				rep.Trails = map[string][]string{}
+			}
+			rep.Trails[m.Key] = append([]string(nil), o.trail[m.Key]...)
 		}
 		if len(dl) > 0 && !m.Poison {
 			rep.InnocentDLQ++
@@ -351,6 +357,12 @@ func Print(w io.Writer, reports ...Report) {
 	for _, r := range reports {
 		for _, v := range r.Violations {
 			fmt.Fprintf(w, "BROKEN (%s, seed %d): %s\n", r.Mode, r.Seed, v)
+		}
+		for _, key := range r.Lost {
+			fmt.Fprintf(w, "trail of lost key %s (%s):\n", key, r.Mode)
+			for _, line := range r.Trails[key] {
+				fmt.Fprintf(w, "  %s\n", line)
+			}
 		}
 	}
 }

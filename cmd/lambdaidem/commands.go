@@ -25,21 +25,9 @@ func getCmd() *command {
 		name: "get", args: "KEY",
 		summary: "Show the record of KEY: status, lease (valid or expired), attempts, times, last error,\ndead-letter details. Reads with a strongly consistent read.",
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
-			key, err := c.needKey(args)
+			_, _, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
-			}
-			st, err := a.admin(ctx, c, nil)
-			if err != nil {
-				return err
-			}
-			now := a.now()
-			r, err := st.Get(ctx, lambdaidem.GetRequest{Namespace: c.namespace, Key: key, Now: now})
-			if errors.Is(err, lambdaidem.ErrNotFound) {
-				return fmt.Errorf("no record for %s (never seen, forgotten, or expired): %w", c.where(key), lambdaidem.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("read %s: %w", c.where(key), err)
 			}
 			if c.json {
 				a.writeJSON(toJSON(r, now))
@@ -263,21 +251,9 @@ and forcing makes its outcome be refused and the message run again.`,
 			fs.StringVar(&note, "note", "lease released by operator", "`text` stored as the record's last error")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
-			key, err := c.needKey(args)
+			key, st, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
-			}
-			st, err := a.admin(ctx, c, nil)
-			if err != nil {
-				return err
-			}
-			now := a.now()
-			r, err := st.Get(ctx, lambdaidem.GetRequest{Namespace: c.namespace, Key: key, Now: now})
-			if errors.Is(err, lambdaidem.ErrNotFound) {
-				return fmt.Errorf("no record for %s: %w", c.where(key), lambdaidem.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("read %s: %w", c.where(key), err)
 			}
 			if r.Status != lambdaidem.StatusInProgress {
 				return refusef("%s is %s, not IN_PROGRESS: there is no lease to release (\"forget\" makes a key run again)", c.where(key), r.Status)
@@ -322,21 +298,9 @@ entry ends.`,
 			fs.BoolVar(&force, "force", false, "forget even a record whose lease is still valid")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
-			key, err := c.needKey(args)
+			key, st, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
-			}
-			st, err := a.admin(ctx, c, nil)
-			if err != nil {
-				return err
-			}
-			now := a.now()
-			r, err := st.Get(ctx, lambdaidem.GetRequest{Namespace: c.namespace, Key: key, Now: now})
-			if errors.Is(err, lambdaidem.ErrNotFound) {
-				return fmt.Errorf("no record for %s: %w", c.where(key), lambdaidem.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("read %s: %w", c.where(key), err)
 			}
 			if leaseState(r, now) == leaseValid && !force {
 				return refusef("the lease on %s is still valid until %s; its holder may still be running. Wait, or use -force",
@@ -459,4 +423,26 @@ func (a *app) writeStats(s statsJSON) {
 	}
 	_ = tw.Flush()
 	fmt.Fprint(a.stdout, trimLines(buf.String()))
+}
+
+// record reads the record of the command's KEY argument: the key, the
+// store it was read from, the record and the time it was read at.
+func (a *app) record(ctx context.Context, c *common, args []string) (string, *dynamo.Admin, lambdaidem.Record, time.Time, error) {
+	key, err := c.needKey(args)
+	if err != nil {
+		return "", nil, lambdaidem.Record{}, time.Time{}, err
+	}
+	st, err := a.admin(ctx, c, nil)
+	if err != nil {
+		return "", nil, lambdaidem.Record{}, time.Time{}, err
+	}
+	now := a.now()
+	r, err := st.Get(ctx, lambdaidem.GetRequest{Namespace: c.namespace, Key: key, Now: now})
+	if errors.Is(err, lambdaidem.ErrNotFound) {
+		return "", nil, lambdaidem.Record{}, time.Time{}, fmt.Errorf("no record for %s (never seen, forgotten, or expired): %w", c.where(key), lambdaidem.ErrNotFound)
+	}
+	if err != nil {
+		return "", nil, lambdaidem.Record{}, time.Time{}, fmt.Errorf("read %s: %w", c.where(key), err)
+	}
+	return key, st, r, now, nil
 }

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -101,21 +98,7 @@ func (r *E2EResult) Write(w io.Writer) {
 // transport), and returns the binary's path. It must run inside the
 // module.
 func BuildOrders(ctx context.Context, dir string) (string, error) {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("bench: go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if _, err := os.Stat(filepath.Join(root, "examples", "orders")); err != nil {
-		return "", fmt.Errorf("bench: run inside the go-lambdaidem module: %w", err)
-	}
-	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, "./examples/orders")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("bench: build examples/orders: %w\n%s", err, b)
-	}
-	return out, nil
+	return localrun.Build(ctx, "./examples/orders", dir)
 }
 
 // RunE2E starts the orders example's real bootstrap under localrun on a

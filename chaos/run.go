@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -412,22 +410,7 @@ func (r *run) deleteResources() error {
 // OS (static, without the RPC transport), and returns the binary's path.
 // It needs the go command and this module's source.
 func BuildFunction(ctx context.Context, dir string) (string, error) {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(FunctionPackage))); err != nil {
-		return "", fmt.Errorf("build the chaos function inside the go-lambdaidem module: %w", err)
-	}
-	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, FunctionPackage)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", FunctionPackage, err, b)
-	}
-	return out, nil
+	return localrun.Build(ctx, FunctionPackage, dir)
 }
 
 var _ io.Writer = (*logWriter)(nil)

@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -544,21 +541,7 @@ func (d *demo) printAt(at time.Time, format string, args ...any) {
 // provided.al2023 runtime expects it apart from the OS: without the RPC
 // transport (lambda.norpc), named bootstrap.
 func buildBootstrap(ctx context.Context, dir string) (string, error) {
-	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
-	if _, err := os.Stat(filepath.Join(root, "examples", "orders")); err != nil {
-		return "", fmt.Errorf("run the demo inside the go-lambdaidem module: %w", err)
-	}
-	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-o", out, "./examples/orders")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build examples/orders: %w\n%s", err, b)
-	}
-	return out, nil
+	return localrun.Build(ctx, "./examples/orders", dir)
 }
 
 // createResources creates this run's tables and queues under unique

@@ -208,7 +208,7 @@ func TestRedeliveryAndLateDuplicateHaveOneEffect(t *testing.T) {
 func TestPoisonDoesNotBlockItsGroup(t *testing.T) {
 	b := setup(t, Config{})
 	b.send(t, "A", 1, "", "")
-	id := b.send(t, "A", 2, `,"poison":true`, "")
+	b.send(t, "A", 2, `,"poison":true`, "")
 	b.send(t, "A", 3, "", "")
 	b.send(t, "B", 1, "", "")
 	b.send(t, "B", 2, "", "")
@@ -227,9 +227,12 @@ func TestPoisonDoesNotBlockItsGroup(t *testing.T) {
 		t.Fatalf("parse dead letter: %v", err)
 	}
 	m := dl.Metadata
-	if m.Reason != lambdaidem.ReasonPoison || m.MessageID != id || m.GroupID != "A" ||
+	// The message ID is not compared with the one SendMessage returned:
+	// when the emulator drops a response, the SDK's retry is deduplicated
+	// and may answer with another ID than the stored message's.
+	if m.Reason != lambdaidem.ReasonPoison || m.MessageID == "" || m.GroupID != "A" ||
 		m.Key != "A-2" || m.Attempts != 1 || !strings.Contains(m.Error, "marked poison") {
-		t.Errorf("metadata %+v: want poison of message %s, group A, key A-2, attempt 1", m, id)
+		t.Errorf("metadata %+v: want poison of a message in group A, key A-2, attempt 1", m)
 	}
 }
 

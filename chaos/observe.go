@@ -1,11 +1,9 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,33 +188,6 @@ func (o *observer) line(b []byte) {
 	case l.Message == "chaos: crashing":
 		o.crashes[ak] = crashMark{point: l.Point, status: l.Status}
 	}
-}
-
-// logWriter splits function output into lines for the observer and
-// passes it on to forward when set.
-type logWriter struct {
-	o       *observer
-	forward io.Writer
-	mu      sync.Mutex
-	buf     []byte
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.forward != nil {
-		_, _ = w.forward.Write(p)
-	}
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.o.line(bytes.TrimSpace(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	return len(p), nil
 }
 
 // countingSQS counts the records the runners receive.

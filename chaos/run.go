@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -117,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				// recorded completions from unrecorded ones.
 				"AWS_LAMBDA_LOG_LEVEL=DEBUG",
 			},
-			Output:    &logWriter{o: r.obs, forward: cfg.FunctionLog},
+			Output:    &localrun.LineWriter{Line: r.obs.line, Forward: cfg.FunctionLog},
 			OnInvoke:  r.obs.onInvoke,
 			OnProcess: r.obs.onProcess,
 		})
@@ -412,5 +411,3 @@ func (r *run) deleteResources() error {
 func BuildFunction(ctx context.Context, dir string) (string, error) {
 	return localrun.Build(ctx, FunctionPackage, dir)
 }
-
-var _ io.Writer = (*logWriter)(nil)

@@ -274,7 +274,7 @@ func (d *demo) newRunner(bootstrap string, m Mode) (*localrun.Runner, error) {
 			"AWS_LAMBDA_LOG_FORMAT=JSON",
 			"AWS_LAMBDA_LOG_LEVEL=DEBUG",
 		},
-		Output:    &logWriter{o: d.obs, forward: opts.FunctionLog},
+		Output:    &localrun.LineWriter{Line: d.obs.line, Forward: opts.FunctionLog},
 		OnInvoke:  d.obs.onInvoke,
 		OnProcess: d.obs.onProcess,
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
 // TestDemo runs the whole demo in process against the local services, with
@@ -137,7 +138,7 @@ func TestNewWorkload(t *testing.T) {
 func TestLogWriter(t *testing.T) {
 	t.Parallel()
 	o := newObserver([]string{"o-slow"})
-	w := &logWriter{o: o}
+	w := &localrun.LineWriter{Line: o.line}
 	lines := strings.Join([]string{
 		`{"level":"DEBUG","message":"lambdaidem: record processed","key":"o-1","outcome":"processed","attempt":1}`,
 		`{"level":"INFO","message":"lambdaidem: record in_progress","key":"o-slow","outcome":"in_progress","attempt":1}`,

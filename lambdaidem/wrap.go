@@ -22,6 +22,7 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 		panic("lambdaidem: nil function")
 	}
 	c := newConfig(opts)
+	c.useHash(false)
 	w := &wrapper[In, Out]{engine: newEngine(store, c), fn: fn}
 	switch k := c.wrapKey.(type) {
 	case nil:

@@ -109,7 +109,9 @@ type Config struct {
 	Region string
 
 	// DrainTimeout bounds the wait for the queue to drain once everything
-	// was sent. It is a deadline, not an expectation. Default 10 minutes.
+	// was sent, and, while sending, how long the backlog may go without a
+	// single deletion. It is a deadline, not an expectation. Default 10
+	// minutes.
 	DrainTimeout time.Duration
 	// Progress receives a line every ProgressEvery while the run waits.
 	// Default: none.

@@ -108,6 +108,10 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 	fifo := strings.HasSuffix(recs[0].EventSourceARN, ".fifo")
 	index := make(map[string]int, len(recs))
 	groups := make([][]int, 0, len(recs))
+	// Most groups hold one record: they share one backing array, each a
+	// full slice of its own cell, so a second record copies that group out.
+	cells := make([]int, len(recs))
+	one := func(i int) []int { cells[i] = i; return cells[i : i+1 : i+1] }
 	for i, m := range recs {
 		var g string
 		switch {
@@ -116,17 +120,17 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 		case keys[i].err == nil:
 			g = keys[i].key
 		default:
-			groups = append(groups, []int{i})
+			groups = append(groups, one(i))
 			continue
 		}
-		j, ok := index[g]
-		if !ok {
-			j = len(groups)
-			index[g] = j
-			groups = append(groups, nil)
+		if j, ok := index[g]; ok {
+			groups[j] = append(groups[j], i)
+			continue
 		}
-		groups[j] = append(groups[j], i)
+		index[g] = len(groups)
+		groups = append(groups, one(i))
 	}
+	first = make([][]int, 0, len(groups))
 	for _, g := range groups {
 		isLate := false
 		for _, i := range g {

@@ -128,7 +128,9 @@ var ids = struct {
 
 // newID returns a new identifier for a generation or a lease token.
 func newID() string {
-	return ids.prefix + strconv.FormatUint(ids.n.Add(1), 36)
+	var b [32]byte
+	n := copy(b[:], ids.prefix)
+	return string(strconv.AppendUint(b[:n], ids.n.Add(1), 36))
 }
 
 // copyRecord returns r with its own copy of the result, so neither the

@@ -35,8 +35,11 @@ type crashMark struct {
 type observer struct {
 	received atomic.Int64 // records ReceiveMessage handed to the runners
 	settled  atomic.Int64 // records of finished invocations
-	deleted  atomic.Int64 // records the runners deleted from the queue
-	changed  chan struct{}
+	// deleted counts distinct messages the runners deleted: a message
+	// delivered to both runners (its visibility ran out) is deleted twice
+	// and must count once, or the send backlog drifts and the queue grows.
+	deleted atomic.Int64
+	changed chan struct{}
 
 	mu          sync.Mutex
 	invocations map[string]localrun.Outcome // request ID -> how it ended
@@ -57,6 +60,7 @@ type observer struct {
 	// can be traced; msgKey maps message IDs to keys for it.
 	trail  map[string][]string
 	msgKey map[string]string
+	gone   map[string]bool // message IDs deleted at least once
 }
 
 func newObserver() *observer {
@@ -73,6 +77,7 @@ func newObserver() *observer {
 		poisonRuns:  map[string]int{},
 		trail:       map[string][]string{},
 		msgKey:      map[string]string{},
+		gone:        map[string]bool{},
 	}
 }
 
@@ -119,14 +124,19 @@ func (o *observer) onInvoke(inv localrun.Invocation) {
 	o.invocations[inv.RequestID] = inv.Outcome
 	o.byOutcome[inv.Outcome]++
 	deleted := map[string]bool{}
+	fresh := 0
 	for _, id := range inv.Deleted {
 		deleted[id] = true
+		if !o.gone[id] {
+			o.gone[id] = true
+			fresh++
+		}
 	}
 	for _, id := range inv.MessageIDs {
 		o.note(o.msgKey[id], "invocation %s ended %s; %s deleted=%v", inv.RequestID, inv.Outcome, id, deleted[id])
 	}
 	o.mu.Unlock()
-	o.deleted.Add(int64(len(inv.Deleted)))
+	o.deleted.Add(int64(fresh))
 	// Settled last: once the counters meet, the invocation is recorded.
 	o.settled.Add(int64(len(inv.MessageIDs)))
 	o.nudge()

@@ -27,3 +27,14 @@ func TestTrailFollowsAMessage(t *testing.T) {
 		}
 	}
 }
+
+// A message deleted by both runners (delivered twice) counts once toward
+// the deleted messages the send backlog is measured against.
+func TestDeletedCountsDistinctMessages(t *testing.T) {
+	o := newObserver()
+	o.onInvoke(localrun.Invocation{RequestID: "r-1", Outcome: localrun.OutcomeSuccess, MessageIDs: []string{"m-1", "m-2"}, Deleted: []string{"m-1", "m-2"}})
+	o.onInvoke(localrun.Invocation{RequestID: "r-2", Outcome: localrun.OutcomeSuccess, MessageIDs: []string{"m-2", "m-3"}, Deleted: []string{"m-2", "m-3"}})
+	if got := o.deleted.Load(); got != 3 {
+		t.Fatalf("deleted = %d, want 3 distinct messages", got)
+	}
+}

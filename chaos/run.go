@@ -313,8 +313,12 @@ func (r *run) progress() (stop func()) {
 			r.obs.mu.Lock()
 			processed, inProgress, restarts := r.obs.outcomes["processed"], r.obs.outcomes["in_progress"], r.obs.restarts
 			r.obs.mu.Unlock()
-			r.progressf("mode %s: sent %d/%d, deleted %d, in flight %d | processed %d, held back %d, process restarts %d",
-				r.cfg.Mode, sent, r.workload.Sends(), r.obs.deleted.Load(), r.obs.inFlight(), processed, inProgress, restarts)
+			depth := "?"
+			if n, err := r.queueDepth(context.Background()); err == nil {
+				depth = strconv.Itoa(n)
+			}
+			r.progressf("mode %s: sent %d/%d, deleted %d, queue %s, in flight %d | processed %d, held back %d, process restarts %d",
+				r.cfg.Mode, sent, r.workload.Sends(), r.obs.deleted.Load(), depth, r.obs.inFlight(), processed, inProgress, restarts)
 		}
 	}()
 	return func() {

@@ -35,11 +35,10 @@ type Config struct {
 	// Mode is the function's mode. Required.
 	Mode Mode
 	// Messages is the number of distinct messages (keys). Duplicates come
-	// on top: about DuplicateRate × Messages more sends. Default 3,000:
-	// both modes of `make chaos` then finish in about ten minutes on a
-	// busy two-core machine, which manages 10 to 15 messages a second
-	// under this mix of faults (10,000 per mode took about 17 minutes
-	// each there).
+	// on top: about DuplicateRate × Messages more sends. Default 10,000:
+	// both modes of `make chaos` then take about 20 minutes on a two-core
+	// machine, which manages about 20 messages a second under this mix of
+	// faults.
 	Messages int
 	// Seed drives every random choice: which messages are duplicated,
 	// crash, are poison or slow, where the duplicates go, and which store
@@ -148,7 +147,7 @@ func (c *Config) applyDefaults() {
 			*p = v
 		}
 	}
-	setInt(&c.Messages, 3000)
+	setInt(&c.Messages, 10000)
 	setF(&c.DuplicateRate, 0.20)
 	setInt(&c.DuplicateSpread, 50)
 	setF(&c.CrashRate, 0.05)

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -180,11 +179,6 @@ func freshIDs(n int) []string {
 	return ids
 }
 
-func bodyHash() string {
-	sum := sha256.Sum256([]byte(body))
-	return hex.EncodeToString(sum[:])
-}
-
 // invocation is a Lambda-like context: a deadline, as the runtime sets one.
 // It is made outside the timed section, as the runtime makes it.
 func invocation(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -292,7 +286,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 
 	res := &DynamoResult{N: cfg.N, Concurrency: cfg.Concurrency}
 	b := &dynamoBench{cfg: cfg, client: client, table: table}
-	b.flr = &floor{client: client, table: table, ns: Namespace + "-floor", hash: bodyHash()}
+	b.flr = &floor{client: client, table: table, ns: Namespace + "-floor", hash: lambdaidem.MessageIDHash}
 	b.store = dynamo.New(client, table)
 	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
 		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),

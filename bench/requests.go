@@ -107,7 +107,9 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 			return err
 		}
 	}
-	hash := bodyHash()
+	// The decorator's own hash for message-ID keys, so the abandoned
+	// record is the one a crashed instance of it would have left.
+	hash := lambdaidem.MessageIDHash
 	// abandoned leaves an IN_PROGRESS record as a crashed instance would:
 	// a lease that ran out minutes ago, or a record whose retention ended.
 	abandoned := func(expired bool) func(context.Context, []string) error {

@@ -121,8 +121,11 @@ func (c *config) nowAt(t time.Time) time.Time {
 	return c.now()
 }
 
-// noHash is the payload hash of an SQS record keyed by its message ID.
-const noHash = "none:message-id"
+// MessageIDHash is the payload hash of an SQS record keyed by its message
+// ID with no WithPayloadHash set: a constant, since SQS never gives one
+// message ID two bodies. Tools that write records as the decorator would
+// (tests, benchmarks) use it.
+const MessageIDHash = "none:message-id"
 
 // useHash settles the payload hash: the one set by an option, else SHA-256
 // of the body; but for SQS records keyed by message ID, with no hash set, a
@@ -131,7 +134,7 @@ func (c *config) useHash(sqs bool) {
 	switch {
 	case c.hash != nil:
 	case sqs && c.keyIsMessageID:
-		c.hash = func([]byte) (string, error) { return noHash, nil }
+		c.hash = func([]byte) (string, error) { return MessageIDHash, nil }
 	default:
 		c.hash = hashBody
 	}

@@ -251,6 +251,7 @@ func (r *resolver) queueURL(ctx context.Context, arn string) (string, error) {
 	r.mu.Unlock()
 	return u, nil
 }
+
 // urlNames reports whether a queue URL from GetQueueUrl names the ARN's
 // queue: its last path segment is the queue name and, when the segment
 // before it is an account ID (as in SQS's own URLs), it is the ARN's. Some

@@ -46,8 +46,10 @@ type Store interface {
 	// Get reads a record. An absent or expired record yields ErrNotFound.
 	Get(ctx context.Context, req GetRequest) (Record, error)
 
-	// Delete removes a record unconditionally (operators' "forget", and
-	// redrive's reset). Deleting an absent record is not an error.
+	// Delete removes a record unconditionally (tests, tools). It is not a
+	// redrive's reset: deleting a COMPLETED record, or one under a valid
+	// lease, runs work twice; redrive uses DeadLetterResetter. Deleting an
+	// absent record is not an error.
 	Delete(ctx context.Context, req DeleteRequest) error
 }
 

@@ -162,8 +162,10 @@ type ForgetRequest struct {
 // lambdaidem.ErrNotFound (an expired one is deleted all the same); a valid
 // lease yields ErrLeaseValid with the record, which stays.
 //
-// Unlike Store.Delete (redrive's reset), Forget never takes a key from
-// under a running handler by accident.
+// Unlike Store.Delete, Forget never takes a key from under a running
+// handler by accident. Redrive uses neither: its reset
+// (Store.ResetDeadLetter) applies only to a record dead-lettered by the
+// copy being redriven.
 func (a *Admin) Forget(ctx context.Context, req ForgetRequest) (lambdaidem.Record, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {

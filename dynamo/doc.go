@@ -48,6 +48,8 @@
 //	updated_at                N ms  latest write; range key of OpenIndex
 //	open_status               S     = status while IN_PROGRESS, FAILED or DEAD_LETTERED; removed on COMPLETED;
 //	                                hash key of the sparse index OpenIndex (see ListOpen)
+//	redrives                  N     times a redrive reset this record (ResetDeadLetter); absent: never
+//	redriven_from             S     the dead-letter copy the latest reset was for
 //
 // Expiry is enforced in every condition and read (expires_at < now counts
 // as absent); TTL only cleans up. On AWS it deletes up to days late;

@@ -36,6 +36,8 @@ const (
 	attrFirstAttempt = "first_attempt_at"
 	attrUpdatedAt    = "updated_at"
 	attrOpenStatus   = "open_status"
+	attrRedrives     = "redrives"
+	attrRedrivenFrom = "redriven_from"
 )
 
 // Limits of DynamoDB that the store checks before sending, so that callers
@@ -211,6 +213,8 @@ func (it item) record() lambdaidem.Record {
 		DeadLetterMessageID:   it.str(attrDLCopyID),
 		FirstAttemptAt:        it.millis(attrFirstAttempt),
 		UpdatedAt:             it.millis(attrUpdatedAt),
+		Redrives:              n(attrRedrives),
+		RedrivenFrom:          it.str(attrRedrivenFrom),
 	}
 }
 

@@ -255,9 +255,7 @@ func TestRedriveMovesBackAndRunsOnce(t *testing.T) {
 	fixed.Store(true) // the cause is fixed; send it back
 	sum, err := sqsqueue.Redrive(t.Context(), sqsqueue.RedriveOptions{
 		Client: q.client, DeadLetterQueueURL: q.url, WaitTime: -1,
-		Reset: func(ctx context.Context, namespace, key string) error {
-			return e.store.Delete(ctx, lambdaidem.DeleteRequest{Namespace: namespace, Key: key})
-		},
+		SourceQueues: []string{src.arn}, Resetter: e.store, Now: e.clock.Now,
 	})
 	if err != nil || sum.Moved != 1 {
 		t.Fatalf("redrive: %+v, %v", sum, err)

@@ -54,3 +54,9 @@ func (e *InProgressError) Error() string {
 
 // Unwrap returns ErrInProgress.
 func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+// ErrResetRefused: a redrive's reset did not apply because the record is
+// not DEAD_LETTERED by the dead-letter copy being redriven (it completed,
+// is being processed, was dead-lettered by another copy, or reached the
+// redrive limit). The record that refused it comes with the error.
+var ErrResetRefused = errors.New("lambdaidem: record was not dead-lettered by this copy")

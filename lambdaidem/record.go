@@ -73,6 +73,12 @@ type Record struct {
 	DeadLetterMessageID   string
 	FirstAttemptAt        time.Time
 	UpdatedAt             time.Time
+	// Redrives counts the times a redrive reset this record after it was
+	// dead-lettered (each reset starts Attempts again from zero), and
+	// RedrivenFrom is the dead-letter copy the latest reset was for. A
+	// redrive that finds them set knows it sent that copy back before.
+	Redrives     int
+	RedrivenFrom string
 }
 
 // Expired reports whether the record counts as absent at now.

@@ -77,6 +77,12 @@ type RecordReport struct {
 	// StoreErrors counts store calls for this record that failed, including
 	// failure and dead-letter marks that could not be written.
 	StoreErrors int
+	// VisibilityErr is set when the decorator tried to change the record's
+	// visibility (RetryAfter, backoff, waiting for another holder's lease)
+	// and the change failed: the message then comes back when the queue's
+	// own visibility timeout ends, not when asked. The record's outcome is
+	// unchanged.
+	VisibilityErr error
 }
 
 // InvocationReport is what happened in one SQS invocation, for metrics.

@@ -491,6 +491,9 @@ func (p *sqsProcessor) changeVisibility(ctx context.Context, t timing, msg event
 	dctx, cancel := p.detached(ctx, t)
 	defer cancel()
 	if err := p.c.visibility.ChangeVisibility(dctx, msg, d); err != nil {
+		// The message comes back when the queue's own visibility timeout
+		// ends, not when asked (RetryAfter, backoff): the report says so.
+		r.VisibilityErr = err
 		p.log(ctx, slog.LevelWarn, "lambdaidem: could not change visibility",
 			slog.String("message_id", r.MessageID), slog.Duration("timeout", d), slog.Any("error", err))
 	}

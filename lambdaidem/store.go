@@ -2,6 +2,7 @@ package lambdaidem
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -45,8 +46,10 @@ type Store interface {
 	// Get reads a record. An absent or expired record yields ErrNotFound.
 	Get(ctx context.Context, req GetRequest) (Record, error)
 
-	// Delete removes a record unconditionally (operators' "forget", and
-	// redrive's reset). Deleting an absent record is not an error.
+	// Delete removes a record unconditionally (tests, tools). It is not a
+	// redrive's reset: deleting a COMPLETED record, or one under a valid
+	// lease, runs work twice; redrive uses DeadLetterResetter. Deleting an
+	// absent record is not an error.
 	Delete(ctx context.Context, req DeleteRequest) error
 }
 
@@ -167,4 +170,66 @@ type GetRequest struct {
 type DeleteRequest struct {
 	Namespace string
 	Key       string
+}
+
+// DeadLetterResetter is implemented by stores that can undo a dead-letter
+// mark for a redrive. Redrive (package sqsqueue) and the operator CLI need
+// it; the decorator does not. It is a separate interface so that a Store
+// written before it still compiles; the in-memory and DynamoDB stores
+// implement it, and the conformance suite checks every store that does.
+type DeadLetterResetter interface {
+	// ResetDeadLetter makes a dead-lettered key claimable again, in one
+	// conditional write that applies only when the record is
+	// DEAD_LETTERED, its DeadLetterMessageID is req.DeadLetterMessageID
+	// (the dead-letter copy being redriven), it has not expired, and, with
+	// req.MaxRedrives set, it was redriven fewer times than that.
+	//
+	// On success the record is FAILED with Attempts 0, Redrives one higher,
+	// RedrivenFrom set to the copy's ID, the dead-letter fields cleared and
+	// a new lease token; the payload hash, fence and first attempt stay. It
+	// returns the record as written.
+	//
+	// A refusal returns the record that refused it, read by the same
+	// write, with an error wrapping ErrResetRefused; an absent or expired
+	// record returns ErrNotFound. A retried write that already applied is a
+	// success.
+	ResetDeadLetter(ctx context.Context, req ResetRequest) (Record, error)
+}
+
+// ResetRequest asks to reset one dead-lettered record for a redrive.
+type ResetRequest struct {
+	Namespace string
+	Key       string
+	// DeadLetterMessageID is the ID of the dead-letter copy being redriven,
+	// as the dead-letter queue reports it (not a value read from the copy's
+	// own metadata, which anyone able to send to the queue can write).
+	// Required.
+	DeadLetterMessageID string
+	// Now is the caller's clock; the expiry is judged by it.
+	Now time.Time
+	// MaxRedrives, when positive, refuses the reset of a record already
+	// redriven that many times.
+	MaxRedrives int
+	// Note is stored as the record's LastError so the record says why it
+	// changed. Default "redriven from the dead-letter queue".
+	Note string
+}
+
+// DefaultResetNote is the LastError a reset stores when its request has no
+// Note.
+const DefaultResetNote = "redriven from the dead-letter queue"
+
+// ResetRefusal says why a reset would be refused by the record r, or ""
+// when it applies. Stores use it to explain a refusal in the same words;
+// it is also the reference the conformance suite holds them to.
+func ResetRefusal(r Record, req ResetRequest) string {
+	switch {
+	case r.Status != StatusDeadLettered:
+		return "the record is " + string(r.Status) + ", not DEAD_LETTERED"
+	case r.DeadLetterMessageID != req.DeadLetterMessageID:
+		return "it was dead-lettered by another copy (" + r.DeadLetterMessageID + ")"
+	case req.MaxRedrives > 0 && r.Redrives >= req.MaxRedrives:
+		return "it was redriven " + strconv.Itoa(r.Redrives) + " times already, the limit"
+	}
+	return ""
 }

@@ -13,25 +13,33 @@
 //	)
 //	lambda.Start(h)
 //
-// The function's role needs sqs:SendMessage on the DLQ (and kms:GenerateDataKey
-// and kms:Decrypt when the DLQ is encrypted with a customer managed key) and
-// sqs:ChangeMessageVisibility on the source queue.
+// The function's role needs sqs:SendMessage and sqs:GetQueueAttributes on the
+// DLQ (and kms:GenerateDataKey and kms:Decrypt when the DLQ is encrypted with
+// a customer managed key) and sqs:ChangeMessageVisibility and sqs:GetQueueUrl
+// on the source queue.
 //
 // # Queue URLs
 //
 // ChangeMessageVisibility needs the source queue's URL; a Lambda record
 // carries only its ARN (eventSourceARN, arn:PARTITION:sqs:REGION:ACCOUNT:NAME).
-// The URL is derived without a network call, first rule that applies:
+// The ARN is validated strictly first ([ParseARN]: a 12-digit account ID,
+// Region and partition of lowercase words, a queue name SQS accepts), since
+// ARNs can come from outside (a DLQ copy's metadata). Then, first rule that
+// applies:
 //
 //  1. WithQueueURLs: an explicit URL for the ARN;
 //  2. WithQueueURLFunc: a function's answer, unless empty;
-//  3. ENDPOINT/ACCOUNT/NAME, where ENDPOINT is WithEndpoint, else the
-//     client's BaseEndpoint (sqs.NewFromConfig sets it from
-//     AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL: emulators, LocalStack);
-//     a client that hides its options (a wrapper) falls back to those
-//     variables directly;
-//  4. https://sqs.REGION.amazonaws.com/ACCOUNT/NAME (amazonaws.com.cn in
-//     China).
+//  3. when the client has GetQueueUrl (*sqs.Client does): SQS's own answer
+//     for the queue name and owner account, asked once per ARN and cached,
+//     and refused unless it names that queue (and account, when the URL
+//     shows one). This works on emulators whose URLs differ from AWS's.
+//     It needs sqs:GetQueueUrl on the queue, and the queue must be in the
+//     client's Region;
+//  4. for a client without GetQueueUrl, derivation: ENDPOINT/ACCOUNT/NAME,
+//     where ENDPOINT is WithEndpoint, else the client's BaseEndpoint, else
+//     AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL for a client that hides its
+//     options; else https://sqs.REGION.amazonaws.com/ACCOUNT/NAME
+//     (amazonaws.com.cn in China).
 //
 // # Dead-letter message format (version 1)
 //
@@ -72,8 +80,10 @@
 // additions; a higher "v" is refused with [ErrNotDeadLetter].
 //
 // Size: SQS counts the body plus every attribute's name, data type and
-// value. Sink keeps the copy within [DefaultMaxMessageSize] (256 KiB, what
-// every queue accepts; WithMaxMessageSize for DLQs configured larger). If
+// value. Sink keeps the copy within the DLQ's MaximumMessageSize (up to
+// 1 MiB), read once with GetQueueAttributes (sqs:GetQueueAttributes on the
+// DLQ), or set with WithMaxMessageSize; until it is known, within
+// [DefaultMaxMessageSize] (256 KiB, what every queue accepts). If
 // the copy does not fit, the error text is shortened, down to nothing; if it
 // still does not fit, Send returns [ErrTooLarge] without sending, every time
 // it is asked: the caller logs and counts it.
@@ -92,10 +102,14 @@
 //
 // # Redrive
 //
-// [Redrive] receives from the DLQ and, per message, resets the idempotency
-// record (RedriveOptions.Reset, e.g. the store's Delete), sends the original
-// body and attributes back to the source queue (or TargetQueueURL), and
-// deletes the copy from the DLQ, in that order; a failure stops that message
-// only, which stays in the DLQ. Messages without a "lambdaidem" attribute
-// (moved by SQS's own redrive policy) are skipped and left in place.
+// [Redrive] receives from the DLQ and, per copy: checks it (a lambdaidem
+// copy, from one of RedriveOptions.SourceQueues, not a key conflict, not
+// handled already in this run), resets the idempotency record with the
+// store's ResetDeadLetter (which applies only when the record is
+// DEAD_LETTERED by this very copy), sends the original body and attributes
+// back, and deletes the copy, in that order. A COMPLETED record means the
+// work is done: the copy is deleted without being sent. Anything else
+// leaves the copy in the DLQ with the reason. docs/redrive.md in the
+// repository has the table of every record state, and which key modes are
+// safe with SQS's own redrive (StartMessageMoveTask).
 package sqsqueue

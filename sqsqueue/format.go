@@ -27,10 +27,12 @@ const (
 	// MaxAttributes is how many message attributes SQS accepts per message.
 	MaxAttributes = 10
 	// DefaultMaxMessageSize is the message size Sink assumes (body plus
-	// attribute names, types and values): 256 KiB, the size every queue
-	// accepts. Queues configured for more can raise it with
-	// WithMaxMessageSize.
+	// attribute names, types and values) until it has read the DLQ's own
+	// MaximumMessageSize: 256 KiB, the size every queue accepts.
 	DefaultMaxMessageSize = 256 * 1024
+	// MaxMessageSizeLimit is the largest MaximumMessageSize SQS allows a
+	// queue: 1 MiB.
+	MaxMessageSizeLimit = 1024 * 1024
 	// DefaultErrorLimit is how many bytes of error text Sink keeps.
 	DefaultErrorLimit = 4096
 )
@@ -198,6 +200,9 @@ func decode(body string, attrs map[string]types.MessageAttributeValue) (DeadLett
 	if w.V < 1 || w.V > FormatVersion {
 		return DeadLetterMessage{}, fmt.Errorf("%w: unsupported format version %d", ErrNotDeadLetter, w.V)
 	}
+	if w.Attempts < 0 {
+		return DeadLetterMessage{}, fmt.Errorf("%w: negative attempts %d", ErrNotDeadLetter, w.Attempts)
+	}
 	first, err1 := parseTime(w.FirstAttemptAt)
 	last, err2 := parseTime(w.LastAttemptAt)
 	if err1 != nil || err2 != nil {
@@ -285,18 +290,42 @@ func sqsAllowed(r rune) bool {
 	return false
 }
 
+// The range of attempt times the format carries. Outside it a time is
+// written as unknown and refused on read: RFC 3339 has four-digit years
+// only, and an offset can push a time at its edge out of them (year 0 at
+// +00:10 is year -1 in UTC, which would be written unparseable).
+var (
+	minMetaTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxMetaTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+func timeInRange(t time.Time) bool {
+	return !t.Before(minMetaTime) && !t.After(maxMetaTime)
+}
+
+// formatTime writes t in UTC; the zero time, and a time outside the range
+// the format can carry, are written as unknown ("").
 func formatTime(t time.Time) string {
-	if t.IsZero() {
+	if t.IsZero() || !timeInRange(t) {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
+// parseTime reads a time written by formatTime (any RFC 3339 offset is
+// accepted) and returns it in UTC; a time outside 1970..9999 is an error.
 func parseTime(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !timeInRange(t) {
+		return time.Time{}, fmt.Errorf("time %q is outside %d..%d", s, minMetaTime.Year(), maxMetaTime.Year())
+	}
+	return t.UTC(), nil
 }
 
 func firstErr(errs ...error) error {

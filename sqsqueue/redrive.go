@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 // RedriveAPI is the part of *sqs.Client that Redrive uses.
@@ -16,11 +18,46 @@ type RedriveAPI interface {
 	SendMessageAPI
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibilityAPI
+	QueueURLGetter
 }
 
-// ErrInvalidOptions: Redrive was called without a client, a DLQ URL or (for
-// a real run) a Reset function.
+// ErrInvalidOptions: Redrive was called without a client, a DLQ URL, a
+// place to send messages (TargetQueueURL or SourceQueues) or, for a real
+// run, a Resetter.
 var ErrInvalidOptions = errors.New("sqsqueue: invalid redrive options")
+
+// Why Redrive leaves a copy in the DLQ (RedriveEvent.Err wraps one of them
+// when Outcome is RedriveSkipped, beside ErrNotDeadLetter and
+// ErrInvalidARN). See docs/redrive.md for the full table.
+var (
+	// ErrSourceNotAllowed: the copy's source queue is not one of
+	// RedriveOptions.SourceQueues. It is never followed: the metadata can
+	// be written by anyone allowed to send to the DLQ.
+	ErrSourceNotAllowed = errors.New("sqsqueue: source queue not among the queues named for this redrive")
+	// ErrHandledThisRun: this run already handled the same source message
+	// or key (another copy of it, or the copy of a message this run sent
+	// back and that was dead-lettered again). A run handles each message at
+	// most once, so it always ends.
+	ErrHandledThisRun = errors.New("sqsqueue: message already handled in this run")
+	// ErrConflictCopy: the copy was dead-lettered as a key conflict; its
+	// key's record belongs to another message, which redrive never resets.
+	ErrConflictCopy = errors.New("sqsqueue: key conflict: the key's record belongs to another message")
+	// ErrNoKey: the copy names no idempotency key (missing_key), so no
+	// record can show it was dead-lettered; sent back only with
+	// RedriveOptions.Keyless.
+	ErrNoKey = errors.New("sqsqueue: dead-letter copy without an idempotency key")
+	// ErrSentBefore: an earlier run reset the record for this very copy
+	// and tried to send it back (the copy's delete, or its send, failed).
+	// Not sent again unless RedriveOptions.Resend.
+	ErrSentBefore = errors.New("sqsqueue: an earlier redrive already sent this copy back")
+	// ErrRedriveLimit: the record was redriven RedriveOptions.MaxRedrives
+	// times already.
+	ErrRedriveLimit = errors.New("sqsqueue: redrive limit reached")
+	// ErrNotRedrivable: the record is not dead-lettered by this copy, so
+	// resetting it could run work twice: absent (expired or forgotten),
+	// held or retried by the function, or dead-lettered by another copy.
+	ErrNotRedrivable = errors.New("sqsqueue: record was not dead-lettered by this copy")
+)
 
 // Defaults of RedriveOptions.
 const (
@@ -34,21 +71,47 @@ type RedriveOptions struct {
 	Client RedriveAPI
 	// DeadLetterQueueURL is the DLQ to drain. Required.
 	DeadLetterQueueURL string
-	// TargetQueueURL, when set, receives every message; otherwise each goes
-	// back to its source queue, the metadata's source ARN turned into a URL
-	// (see Endpoint, QueueURLs, QueueURLFunc).
+	// TargetQueueURL, when set, receives every message. Otherwise each goes
+	// back to its source queue, which must be one of SourceQueues.
 	TargetQueueURL string
-	// Reset clears a message's idempotency record before it is sent back,
-	// so the decorator will run it again (pass the Store's Delete). Required
-	// unless DryRun. Not called for a message whose metadata has no key.
-	Reset func(ctx context.Context, namespace, key string) error
+	// SourceQueues are the ARNs of the queues messages may be sent back to.
+	// A copy whose metadata names another source is skipped
+	// (ErrSourceNotAllowed), with or without TargetQueueURL. Required
+	// unless TargetQueueURL is set. Each URL is asked of SQS (GetQueueUrl,
+	// by name and owner account) once, unless QueueURLs or QueueURLFunc
+	// give it.
+	SourceQueues []string
+	// Resetter resets the idempotency record of each copy before it is
+	// sent back, in one conditional write that applies only to a record
+	// this copy dead-lettered (the in-memory and DynamoDB stores implement
+	// it). Required unless DryRun.
+	Resetter lambdaidem.DeadLetterResetter
+	// Now is the clock resets are judged by. Nil means time.Now.
+	Now func() time.Time
+	// MaxRedrives, when positive, leaves in the DLQ copies whose record
+	// was redriven that many times already (ErrRedriveLimit).
+	MaxRedrives int
+	// Resend sends back a copy an earlier run already reset the record for
+	// and tried to send (ErrSentBefore), without a new reset. Safe only
+	// when the key survives a redrive (a key from the body or an
+	// attribute): the decorator then acknowledges the second arrival as a
+	// duplicate. With message-ID or deduplication-ID keys the redriven
+	// message gets a new key, and a resent copy can run twice.
+	Resend bool
+	// Keyless sends back copies that name no idempotency key (missing_key)
+	// without a reset. Off by default: nothing on the record side vouches
+	// for such a copy, so anyone able to send to the DLQ could have written
+	// it.
+	Keyless bool
 	// Max is the most messages to handle (moved, failed or skipped). Zero
 	// means no limit: run until the DLQ has no message this run has not
 	// seen.
 	Max int
 	// DryRun lists what would move, and changes nothing but the messages'
 	// receive counts (receiving is how SQS lists messages). Listed messages
-	// are made visible again when the run ends.
+	// are made visible again when the run ends. It reads no record, so it
+	// cannot tell which copies a real run would skip for their record's
+	// state.
 	DryRun bool
 	// VisibilityTimeout hides each received message from other consumers
 	// (and from this run's later receives) while it is handled. Zero means
@@ -62,10 +125,9 @@ type RedriveOptions struct {
 	// Progress, when set, is called once per handled message, in order,
 	// from the calling goroutine.
 	Progress func(RedriveEvent)
-	// Endpoint, QueueURLs and QueueURLFunc turn source ARNs into URLs, as
-	// WithEndpoint, WithQueueURLs and WithQueueURLFunc do for
-	// VisibilityChanger.
-	Endpoint     string
+	// QueueURLs and QueueURLFunc give source queue URLs by ARN, as
+	// WithQueueURLs and WithQueueURLFunc do for VisibilityChanger, instead
+	// of asking SQS.
 	QueueURLs    map[string]string
 	QueueURLFunc func(arn string) (string, error)
 }
@@ -79,17 +141,22 @@ const (
 	RedriveMoved RedriveOutcome = "moved"
 	// RedriveWouldMove: DryRun; the message would have moved.
 	RedriveWouldMove RedriveOutcome = "would_move"
+	// RedriveAlreadyDone: the key's record is COMPLETED, so the work is
+	// done: the copy was deleted from the DLQ without being sent.
+	RedriveAlreadyDone RedriveOutcome = "already_done"
 	// RedriveFailed: a step failed (Step and Err say which and why); the
 	// message stays in the DLQ.
 	RedriveFailed RedriveOutcome = "failed"
-	// RedriveSkipped: not a lambdaidem dead-letter copy (no metadata, e.g.
-	// moved here by SQS's own redrive policy); left in the DLQ.
+	// RedriveSkipped: left in the DLQ on purpose; Err says why (not a
+	// lambdaidem copy, source not allowed, key conflict, record not
+	// dead-lettered by this copy, handled already in this run...).
 	RedriveSkipped RedriveOutcome = "skipped"
 )
 
 // The steps of moving one message, in order.
 const (
 	StepParse  = "parse"
+	StepCheck  = "check"
 	StepTarget = "target"
 	StepReset  = "reset"
 	StepSend   = "send"
@@ -100,14 +167,17 @@ const (
 type RedriveEvent struct {
 	// DeadLetterMessageID is the message's ID in the DLQ.
 	DeadLetterMessageID string
-	// Metadata is the decoded metadata (zero when skipped).
+	// Metadata is the decoded metadata (zero when it could not be parsed).
 	Metadata Metadata
 	// TargetQueueURL is where the message goes (or would go).
 	TargetQueueURL string
 	// NewMessageID is the ID of the copy sent to the target (moved only).
 	NewMessageID string
-	Outcome      RedriveOutcome
-	// Step is the step that failed (failed and skipped only).
+	// Record is the key's record after the reset, or the record that
+	// refused it (zero when no reset was tried, or the record is absent).
+	Record  lambdaidem.Record
+	Outcome RedriveOutcome
+	// Step is the step that failed or decided to skip.
 	Step string
 	Err  error
 }
@@ -115,22 +185,31 @@ type RedriveEvent struct {
 // RedriveSummary counts the handled messages.
 type RedriveSummary struct {
 	// Moved counts moved messages, or in a DryRun the ones that would move.
-	Moved   int
+	Moved int
+	// Done counts copies deleted without sending because the work is done.
+	Done    int
 	Failed  int
 	Skipped int
 }
 
 // Redrive moves dead-letter copies from a DLQ back to their source queue
-// (or TargetQueueURL). For each message, in this order: reset its
-// idempotency record, send the original body and original attributes (the
-// idempotency key attribute included; FIFO targets get the original
-// MessageGroupId and a new deduplication ID), then delete it from the DLQ.
-// A failure at any step stops that message, which stays in the DLQ and is
-// reported (Progress, Summary.Failed); the run goes on with the next one.
+// (or TargetQueueURL) so that the decorator runs them again, without ever
+// running work twice. For each copy, in this order: check it (a lambdaidem
+// copy, from an allowed source, not a key conflict, not handled already in
+// this run), reset its idempotency record with the Resetter (applies only
+// when the record is DEAD_LETTERED by this very copy), send the original
+// body and attributes (FIFO targets get the original MessageGroupId and a
+// new deduplication ID), then delete it from the DLQ. A COMPLETED record
+// means the work is done: the copy is deleted without being sent. Any
+// other record state leaves the copy in the DLQ with the reason
+// (docs/redrive.md has the table). A failure at any step stops that copy,
+// which stays in the DLQ and is reported (Progress, Summary.Failed); the
+// run goes on with the next one.
 //
-// A message that fails after its send (the delete failed) exists in both
-// queues; the next redrive sends it again, and the decorator acknowledges
-// that copy as a duplicate once the first has completed.
+// A copy that fails after its reset (the send or the delete failed) stays
+// in the DLQ; the next run finds its record already reset by it and skips
+// it with ErrSentBefore (or sends it again with Resend), and deletes it
+// once the key has completed.
 //
 // Redrive returns an error, with the summary so far, when the options are
 // invalid, a receive fails, or ctx ends.
@@ -141,15 +220,31 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 		return sum, fmt.Errorf("%w: no Client", ErrInvalidOptions)
 	case opts.DeadLetterQueueURL == "":
 		return sum, fmt.Errorf("%w: no DeadLetterQueueURL", ErrInvalidOptions)
-	case opts.Reset == nil && !opts.DryRun:
-		return sum, fmt.Errorf("%w: no Reset (it must clear the idempotency record, or the decorator would acknowledge the message as dead-lettered)", ErrInvalidOptions)
+	case opts.Resetter == nil && !opts.DryRun:
+		return sum, fmt.Errorf("%w: no Resetter (it must reset the idempotency record, or the decorator would acknowledge the message as dead-lettered)", ErrInvalidOptions)
+	case opts.TargetQueueURL == "" && len(opts.SourceQueues) == 0:
+		return sum, fmt.Errorf("%w: name the source queues messages may go back to (SourceQueues), or a TargetQueueURL", ErrInvalidOptions)
 	case opts.Max < 0:
 		return sum, fmt.Errorf("%w: negative Max", ErrInvalidOptions)
 	}
+	allowed := make(map[string]bool, len(opts.SourceQueues))
+	for _, arn := range opts.SourceQueues {
+		if _, err := ParseARN(arn); err != nil {
+			return sum, fmt.Errorf("%w: source queue: %w", ErrInvalidOptions, err)
+		}
+		allowed[arn] = true
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	r := &redriver{
 		opts:     opts,
-		resolver: newResolver(opts.Client, opts.Endpoint, opts.QueueURLs, opts.QueueURLFunc),
+		allowed:  allowed,
+		resolver: newResolver(opts.Client, "", opts.QueueURLs, opts.QueueURLFunc),
 		seen:     make(map[string]bool),
+		sent:     make(map[string]bool),
+		sources:  make(map[string]bool),
+		keys:     make(map[string]bool),
 	}
 	err := r.run(ctx, &sum)
 	// Messages left behind come back now rather than when the receive's
@@ -160,8 +255,17 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 
 type redriver struct {
 	opts     RedriveOptions
-	resolver resolver
-	seen     map[string]bool
+	allowed  map[string]bool
+	resolver *resolver
+	// seen holds DLQ message IDs received in this run.
+	seen map[string]bool
+	// sent holds the IDs of the messages this run sent back: a copy whose
+	// source message is one of them was dead-lettered again after this
+	// run's send.
+	sent map[string]bool
+	// sources and keys hold the source message IDs and namespace/key pairs
+	// this run sent back.
+	sources, keys map[string]bool
 	// left holds receipt handles of messages that stay in the DLQ.
 	left []string
 }
@@ -217,12 +321,14 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 			switch ev.Outcome {
 			case RedriveMoved, RedriveWouldMove:
 				sum.Moved++
+			case RedriveAlreadyDone:
+				sum.Done++
 			case RedriveFailed:
 				sum.Failed++
 			case RedriveSkipped:
 				sum.Skipped++
 			}
-			if ev.Outcome != RedriveMoved {
+			if ev.Outcome != RedriveMoved && ev.Outcome != RedriveAlreadyDone {
 				r.left = append(r.left, deref(m.ReceiptHandle))
 			}
 			if r.opts.Progress != nil {
@@ -236,22 +342,26 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 	return nil
 }
 
-// one moves one message: reset, send, delete.
+// one handles one copy: check, reset, send, delete.
 func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 	ev := RedriveEvent{DeadLetterMessageID: deref(m.MessageId)}
-	fail := func(step string, outcome RedriveOutcome, err error) RedriveEvent {
+	stop := func(step string, outcome RedriveOutcome, err error) RedriveEvent {
 		ev.Step, ev.Outcome, ev.Err = step, outcome, err
 		return ev
 	}
 	dm, err := Parse(m)
 	if err != nil {
-		return fail(StepParse, RedriveSkipped, err)
+		return stop(StepParse, RedriveSkipped, err)
 	}
-	ev.Metadata = dm.Metadata
+	md := dm.Metadata
+	ev.Metadata = md
+	if err := r.check(md); err != nil {
+		return stop(StepCheck, RedriveSkipped, err)
+	}
 	target := r.opts.TargetQueueURL
 	if target == "" {
-		if target, err = r.resolver.queueURL(dm.Metadata.SourceARN); err != nil {
-			return fail(StepTarget, RedriveFailed, err)
+		if target, err = r.resolver.queueURL(ctx, md.SourceARN); err != nil {
+			return stop(StepTarget, RedriveFailed, err)
 		}
 	}
 	ev.TargetQueueURL = target
@@ -260,9 +370,32 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 		return ev
 	}
 
-	if dm.Metadata.Key != "" {
-		if err := r.opts.Reset(ctx, dm.Metadata.Namespace, dm.Metadata.Key); err != nil {
-			return fail(StepReset, RedriveFailed, fmt.Errorf("sqsqueue: reset %s/%s: %w", dm.Metadata.Namespace, dm.Metadata.Key, err))
+	if md.Key != "" {
+		rec, err := r.opts.Resetter.ResetDeadLetter(ctx, lambdaidem.ResetRequest{
+			Namespace: md.Namespace, Key: md.Key, DeadLetterMessageID: ev.DeadLetterMessageID,
+			Now: r.opts.Now(), MaxRedrives: r.opts.MaxRedrives,
+		})
+		ev.Record = rec
+		switch {
+		case err == nil:
+		case errors.Is(err, lambdaidem.ErrNotFound):
+			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %s/%s has no record (expired, forgotten, or another table)", ErrNotRedrivable, md.Namespace, md.Key))
+		case !errors.Is(err, lambdaidem.ErrResetRefused):
+			return stop(StepReset, RedriveFailed, fmt.Errorf("sqsqueue: reset %s/%s: %w", md.Namespace, md.Key, err))
+		case rec.Status == lambdaidem.StatusCompleted:
+			if err := r.delete(ctx, m); err != nil {
+				return stop(StepDelete, RedriveFailed, err)
+			}
+			ev.Outcome = RedriveAlreadyDone
+			return ev
+		case rec.RedrivenFrom == ev.DeadLetterMessageID && rec.Status != lambdaidem.StatusDeadLettered:
+			if !r.opts.Resend {
+				return stop(StepReset, RedriveSkipped, fmt.Errorf("%w (record %s, redriven %d times); it is deleted once the key completes", ErrSentBefore, rec.Status, rec.Redrives))
+			}
+		case rec.Status == lambdaidem.StatusDeadLettered && rec.DeadLetterMessageID == ev.DeadLetterMessageID:
+			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %s/%s was redriven %d times", ErrRedriveLimit, md.Namespace, md.Key, rec.Redrives))
+		default:
+			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %w", ErrNotRedrivable, err))
 		}
 	}
 
@@ -272,9 +405,9 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 		MessageAttributes: dm.Attributes,
 	}
 	if isFIFO(target) {
-		group := dm.Metadata.GroupID
+		group := md.GroupID
 		if group == "" {
-			group = dm.Metadata.MessageID
+			group = md.MessageID
 		}
 		in.MessageGroupId = &group
 		// New, so the source queue does not drop it as a duplicate of the
@@ -284,18 +417,56 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 	}
 	out, err := r.opts.Client.SendMessage(ctx, in)
 	if err != nil {
-		return fail(StepSend, RedriveFailed, wrap(err, "send message %s to %s", ev.DeadLetterMessageID, target))
+		return stop(StepSend, RedriveFailed, wrap(err, "send message %s to %s", ev.DeadLetterMessageID, target))
 	}
 	ev.NewMessageID = deref(out.MessageId)
+	// Sent: this run handles neither this message nor this key again.
+	r.sent[ev.NewMessageID] = true
+	if md.MessageID != "" {
+		r.sources[md.MessageID] = true
+	}
+	if md.Key != "" {
+		r.keys[runKey(md)] = true
+	}
 
+	if err := r.delete(ctx, m); err != nil {
+		return stop(StepDelete, RedriveFailed, err)
+	}
+	ev.Outcome = RedriveMoved
+	return ev
+}
+
+// check decides, from the metadata alone, whether a copy may be redriven
+// in this run.
+func (r *redriver) check(md Metadata) error {
+	switch {
+	case len(r.allowed) > 0 && !r.allowed[md.SourceARN]:
+		return fmt.Errorf("%w: %q", ErrSourceNotAllowed, md.SourceARN)
+	case md.Reason == lambdaidem.ReasonKeyConflict:
+		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
+	case md.Key == "" && !r.opts.Keyless:
+		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)
+	case r.sent[md.MessageID]:
+		return fmt.Errorf("%w: this run sent message %s back and it was dead-lettered again", ErrHandledThisRun, md.MessageID)
+	case md.MessageID != "" && r.sources[md.MessageID]:
+		return fmt.Errorf("%w: another copy of message %s was sent back", ErrHandledThisRun, md.MessageID)
+	case md.Key != "" && r.keys[runKey(md)]:
+		return fmt.Errorf("%w: another copy of key %s/%s was sent back", ErrHandledThisRun, md.Namespace, md.Key)
+	}
+	return nil
+}
+
+// runKey identifies a copy's idempotency record within a run.
+func runKey(md Metadata) string { return md.Namespace + "\x00" + md.Key }
+
+func (r *redriver) delete(ctx context.Context, m types.Message) error {
 	if _, err := r.opts.Client.DeleteMessage(ctx, &sqs.DeleteMessageInput{
 		QueueUrl:      &r.opts.DeadLetterQueueURL,
 		ReceiptHandle: m.ReceiptHandle,
 	}); err != nil {
-		return fail(StepDelete, RedriveFailed, wrap(err, "delete message %s from %s", ev.DeadLetterMessageID, r.opts.DeadLetterQueueURL))
+		return wrap(err, "delete message %s from %s", deref(m.MessageId), r.opts.DeadLetterQueueURL)
 	}
-	ev.Outcome = RedriveMoved
-	return ev
+	return nil
 }
 
 // release makes the messages left in the DLQ visible again. Best effort:

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 // journal records, in order, the steps Redrive takes, while the calls go
@@ -51,21 +53,35 @@ func (j *journal) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput,
 	return out, err
 }
 
-func (j *journal) reset(fail map[string]bool) func(ctx context.Context, ns, key string) error {
-	return func(_ context.Context, ns, key string) error {
-		if fail[key] {
-			j.add("reset-failed " + ns + "/" + key)
-			return errors.New("store down")
-		}
-		j.add("reset " + ns + "/" + key)
-		return nil
+// journalResetter resets records of a real in-memory store, journalling
+// each reset, and fails the keys it is told to.
+type journalResetter struct {
+	j     *journal
+	store *memstore.Store
+	fail  map[string]bool
+}
+
+func (r journalResetter) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+	if r.fail[req.Key] {
+		r.j.add("reset-failed " + req.Namespace + "/" + req.Key)
+		return lambdaidem.Record{}, fmt.Errorf("%w: store down", lambdaidem.ErrStoreUnavailable)
 	}
+	rec, err := r.store.ResetDeadLetter(ctx, req)
+	if err == nil {
+		r.j.add("reset " + req.Namespace + "/" + req.Key)
+	}
+	return rec, err
 }
 
 type redriveBundle struct {
 	bundle
 	src, dlq queue
 	j        *journal
+	store    *memstore.Store
+}
+
+func (rb redriveBundle) resetter(fail map[string]bool) journalResetter {
+	return journalResetter{j: rb.j, store: rb.store, fail: fail}
 }
 
 // setupRedrive makes a source queue and a DLQ and dead-letters n messages
@@ -74,20 +90,43 @@ type redriveBundle struct {
 func setupRedrive(t *testing.T, fifo bool, n int) redriveBundle {
 	t.Helper()
 	b := setup(t)
-	rb := redriveBundle{bundle: b, src: b.newQueue(t, "src", fifo, nil), dlq: b.newQueue(t, "dlq", fifo, nil), j: &journal{Client: b.client}}
+	rb := redriveBundle{bundle: b, src: b.newQueue(t, "src", fifo, nil), dlq: b.newQueue(t, "dlq", fifo, nil), j: &journal{Client: b.client}, store: memstore.New()}
 	sink := NewSink(b.client, rb.dlq.url)
 	for i := range n {
 		msg := b.consume(t, rb.src, fmt.Sprintf("body-%d", i), originalAttrs(i), fmt.Sprintf("group-%d", i))
 		dl := lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: fmt.Sprintf("key-%d", i), Reason: lambdaidem.ReasonPoison, Attempts: 1}
-		if _, err := sink.Send(b.ctx, dl); err != nil {
-			t.Fatal(err)
-		}
+		rb.deadLetter(t, dl, sink)
 		// The decorator acknowledges the source message once dead-lettered.
 		if _, err := b.client.DeleteMessage(b.ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src.url, ReceiptHandle: &msg.ReceiptHandle}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return rb
+}
+
+// deadLetter records dl's key as the decorator would: claimed, the copy
+// sent, the record marked DEAD_LETTERED with the copy's ID.
+func (rb redriveBundle) deadLetter(t *testing.T, dl lambdaidem.DeadLetter, sink *Sink) string {
+	t.Helper()
+	now := time.Now()
+	c, err := rb.store.Claim(rb.ctx, lambdaidem.ClaimRequest{
+		Namespace: dl.Namespace, Key: dl.Key, PayloadHash: "h", MessageID: dl.Message.MessageId,
+		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+	})
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim %s: %+v, %v", dl.Key, c, err)
+	}
+	id, err := sink.Send(rb.ctx, dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.store.DeadLetter(rb.ctx, lambdaidem.DeadLetterRequest{
+		Lease: c.Lease, Now: now, Reason: dl.Reason, MessageID: dl.Message.MessageId,
+		DeadLetterMessageID: id, ExpiresAt: now.Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // originalAttrs are message i's attributes, with the idempotency key
@@ -116,7 +155,7 @@ func TestRedriveMovesMessages(t *testing.T) {
 	rb := setupRedrive(t, false, n)
 	var events []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil),
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn},
 		WaitTime: -1, Progress: func(e RedriveEvent) { events = append(events, e) },
 	})
 	if err != nil {
@@ -170,7 +209,7 @@ func TestRedriveMovesMessages(t *testing.T) {
 func TestRedriveFIFO(t *testing.T) {
 	t.Parallel()
 	rb := setupRedrive(t, true, 2)
-	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1})
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1})
 	if err != nil || sum.Moved != 2 {
 		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
 	}
@@ -192,7 +231,7 @@ func TestRedriveFIFO(t *testing.T) {
 func TestRedriveMax(t *testing.T) {
 	t.Parallel()
 	rb := setupRedrive(t, false, 5)
-	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), Max: 2, WaitTime: -1})
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, Max: 2, WaitTime: -1})
 	if err != nil || sum != (RedriveSummary{Moved: 2}) {
 		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
 	}
@@ -209,7 +248,7 @@ func TestRedriveDryRun(t *testing.T) {
 	rb := setupRedrive(t, false, 3)
 	var outcomes []RedriveOutcome
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1, SourceQueues: []string{rb.src.arn},
 		Progress: func(e RedriveEvent) {
 			outcomes = append(outcomes, e.Outcome)
 			if e.TargetQueueURL != rb.src.url || e.Metadata.Key == "" {
@@ -240,7 +279,7 @@ func TestRedriveResetFailureKeepsMessage(t *testing.T) {
 	rb := setupRedrive(t, false, 3)
 	var failed []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(map[string]bool{"key-1": true}), WaitTime: -1,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(map[string]bool{"key-1": true}), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		Progress: func(e RedriveEvent) {
 			if e.Outcome == RedriveFailed {
 				failed = append(failed, e)
@@ -269,7 +308,7 @@ func TestRedriveSendFailureKeepsMessage(t *testing.T) {
 	rb := setupRedrive(t, false, 1)
 	// Send to a queue that does not exist: the message must stay.
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		TargetQueueURL: rb.src.url + "-gone",
 		Progress: func(e RedriveEvent) {
 			if e.Step != StepSend || !errors.Is(e.Err, ErrQueueNotFound) {
@@ -293,7 +332,7 @@ func TestRedriveTargetAndForeignMessages(t *testing.T) {
 	rb.send(t, rb.dlq, "foreign", nil, "")
 	var skipped []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Reset: rb.j.reset(nil), WaitTime: -1,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		TargetQueueURL: target.url,
 		Progress: func(e RedriveEvent) {
 			if e.Outcome == RedriveSkipped {
@@ -319,10 +358,12 @@ func TestRedriveOptionsValidated(t *testing.T) {
 	t.Parallel()
 	c := sqs.New(sqs.Options{Region: "us-east-1"})
 	for name, o := range map[string]RedriveOptions{
-		"no client":    {DeadLetterQueueURL: "u", Reset: func(context.Context, string, string) error { return nil }},
-		"no DLQ":       {Client: c, Reset: func(context.Context, string, string) error { return nil }},
-		"no reset":     {Client: c, DeadLetterQueueURL: "u"},
-		"negative max": {Client: c, DeadLetterQueueURL: "u", DryRun: true, Max: -1},
+		"no client":      {DeadLetterQueueURL: "u", Resetter: memstore.New(), TargetQueueURL: "t"},
+		"no DLQ":         {Client: c, Resetter: memstore.New(), TargetQueueURL: "t"},
+		"no resetter":    {Client: c, DeadLetterQueueURL: "u", TargetQueueURL: "t"},
+		"no destination": {Client: c, DeadLetterQueueURL: "u", Resetter: memstore.New()},
+		"bad source":     {Client: c, DeadLetterQueueURL: "u", Resetter: memstore.New(), SourceQueues: []string{"arn:aws:sqs:evil.example/x:1:q"}},
+		"negative max":   {Client: c, DeadLetterQueueURL: "u", DryRun: true, TargetQueueURL: "t", Max: -1},
 	} {
 		if _, err := Redrive(context.Background(), o); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("%s: err = %v, want ErrInvalidOptions", name, err)

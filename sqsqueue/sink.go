@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -16,14 +19,26 @@ type SendMessageAPI interface {
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
+// QueueAttributesAPI is the part of *sqs.Client that Sink uses, when the
+// client has it, to read the DLQ's MaximumMessageSize.
+type QueueAttributesAPI interface {
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+}
+
 // Sink sends dead-letter copies to one SQS queue. It implements
 // lambdaidem.DeadLetterSink and is safe for concurrent use.
 type Sink struct {
 	client     SendMessageAPI
 	queueURL   string
 	fifo       bool
-	maxSize    int
 	errorLimit int
+
+	// maxSize is the size limit a copy is checked against: set by
+	// WithMaxMessageSize, else read from the queue on the first Send that
+	// can (sized), else DefaultMaxMessageSize.
+	mu      sync.Mutex
+	maxSize int
+	sized   bool
 }
 
 var _ lambdaidem.DeadLetterSink = (*Sink)(nil)
@@ -32,13 +47,15 @@ var _ lambdaidem.DeadLetterSink = (*Sink)(nil)
 type SinkOption func(*Sink)
 
 // WithMaxMessageSize sets the largest message the DLQ accepts, in bytes
-// (body plus attributes). The default, DefaultMaxMessageSize (256 KiB), is
-// what every queue accepts; raise it only for a DLQ whose
-// MaximumMessageSize is larger. Values below 1 are ignored.
+// (body plus attributes), up to MaxMessageSizeLimit (1 MiB). Without it the
+// Sink reads the DLQ's MaximumMessageSize attribute once (when its client
+// has GetQueueAttributes, as *sqs.Client does), and until that read
+// succeeds assumes DefaultMaxMessageSize (256 KiB), which every queue
+// accepts. Values below 1 are ignored.
 func WithMaxMessageSize(n int) SinkOption {
 	return func(s *Sink) {
 		if n > 0 {
-			s.maxSize = n
+			s.maxSize, s.sized = min(n, MaxMessageSizeLimit), true
 		}
 	}
 }
@@ -63,7 +80,34 @@ func NewSink(client SendMessageAPI, queueURL string, opts ...SinkOption) *Sink {
 	for _, o := range opts {
 		o(s)
 	}
+	if _, ok := client.(QueueAttributesAPI); !ok {
+		s.sized = true
+	}
 	return s
+}
+
+// limit returns the size a copy must fit in, reading the DLQ's
+// MaximumMessageSize the first time it can. A failed read is not an error:
+// the copy is checked against the size every queue accepts, and the next
+// Send asks again.
+func (s *Sink) limit(ctx context.Context) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sized {
+		return s.maxSize
+	}
+	out, err := s.client.(QueueAttributesAPI).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       &s.queueURL,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMaximumMessageSize},
+	})
+	if err != nil {
+		return s.maxSize
+	}
+	if n, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMaximumMessageSize)]); err == nil && n > 0 {
+		s.maxSize = min(n, MaxMessageSizeLimit)
+	}
+	s.sized = true
+	return s.maxSize
 }
 
 // QueueURL returns the DLQ's URL.
@@ -72,6 +116,8 @@ func (s *Sink) QueueURL() string { return s.queueURL }
 // Send sends a copy of dl.Message to the DLQ: the original body, the
 // original attributes and the metadata, in the format described in the
 // package documentation. It returns the copy's message ID.
+//
+// The copy is sized against the DLQ's limit (see WithMaxMessageSize).
 //
 // Errors: ErrTooLarge when the copy can never fit (checked before sending,
 // and mapped from SQS's own refusal); ErrQueueNotFound, ErrAccessDenied and
@@ -87,11 +133,12 @@ func (s *Sink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, erro
 		FirstAttemptAt: dl.FirstAttemptAt, LastAttemptAt: dl.LastAttemptAt,
 		Namespace: dl.Namespace, Key: dl.Key,
 	}
+	limit := s.limit(ctx)
 	enc, err := encode(meta, msg)
 	if err != nil {
 		return "", err
 	}
-	if over := enc.size - s.maxSize; over > 0 && meta.Error != "" {
+	if over := enc.size - limit; over > 0 && meta.Error != "" {
 		// The error text is the only part we may shorten: give up as much
 		// of it as needed (JSON escaping can make it count for more than its
 		// length, hence the loop) before declaring the copy too large.
@@ -101,11 +148,11 @@ func (s *Sink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, erro
 			if enc, err = encode(meta, msg); err != nil {
 				return "", err
 			}
-			over = enc.size - s.maxSize
+			over = enc.size - limit
 		}
 	}
-	if enc.size > s.maxSize {
-		return "", fmt.Errorf("%w: dead-letter copy of message %s is %d bytes, the limit is %d", ErrTooLarge, msg.MessageId, enc.size, s.maxSize)
+	if enc.size > limit {
+		return "", fmt.Errorf("%w: dead-letter copy of message %s is %d bytes, the limit is %d", ErrTooLarge, msg.MessageId, enc.size, limit)
 	}
 
 	in := &sqs.SendMessageInput{

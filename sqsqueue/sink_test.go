@@ -3,6 +3,7 @@ package sqsqueue
 import (
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,9 @@ func TestSinkFIFOFromStandardSource(t *testing.T) {
 func TestSinkTooLarge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	dlq := b.newQueue(t, "dlq", false, nil)
+	// SQS's default size for new queues is now 1 MiB; this DLQ keeps the
+	// old 256 KiB, which the sink reads from the queue.
+	dlq := b.newQueue(t, "dlq", false, map[string]string{"MaximumMessageSize": strconv.Itoa(DefaultMaxMessageSize)})
 	src := b.newQueue(t, "src", false, nil)
 	sink := NewSink(b.client, dlq.url)
 
@@ -158,6 +161,46 @@ func TestSinkTooLarge(t *testing.T) {
 	}
 	if size := messageSize(deref(got[0].Body), got[0].MessageAttributes); size > DefaultMaxMessageSize {
 		t.Errorf("sent %d bytes, limit %d", size, DefaultMaxMessageSize)
+	}
+}
+
+// TestSinkOneMiB dead-letters a message of almost 1 MiB to a DLQ that takes
+// 1 MiB: the sink reads the queue's MaximumMessageSize instead of assuming
+// 256 KiB.
+func TestSinkOneMiB(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dlq := b.newQueue(t, "dlq", false, map[string]string{"MaximumMessageSize": strconv.Itoa(MaxMessageSizeLimit)})
+	src := b.newQueue(t, "src", false, map[string]string{"MaximumMessageSize": strconv.Itoa(MaxMessageSizeLimit)})
+	sink := NewSink(b.client, dlq.url)
+
+	body := strings.Repeat("z", MaxMessageSizeLimit-2048)
+	msg := b.consume(t, src, body, typedAttrs(3), "")
+	dl := deadLetter(msg)
+	dl.Error = strings.Repeat("e", DefaultErrorLimit)
+	if _, err := sink.Send(b.ctx, dl); err != nil {
+		t.Fatalf("Send of a %d-byte body to a 1 MiB DLQ: %v", len(body), err)
+	}
+	got := b.receive(t, dlq.url, 300)
+	if len(got) != 1 || deref(got[0].Body) != body {
+		t.Fatalf("DLQ holds %d messages, want the 1 MiB copy", len(got))
+	}
+	dm, err := Parse(got[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size := messageSize(deref(got[0].Body), got[0].MessageAttributes); size > MaxMessageSizeLimit || !dm.Metadata.ErrorTruncated {
+		t.Errorf("sent %d bytes (limit %d), error truncated %v", size, MaxMessageSizeLimit, dm.Metadata.ErrorTruncated)
+	}
+
+	// A body of the full 1 MiB leaves no room for the metadata.
+	full := b.consume(t, src, strings.Repeat("z", MaxMessageSizeLimit), nil, "")
+	if _, err := sink.Send(b.ctx, deadLetter(full)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Send of a full 1 MiB body: err = %v, want ErrTooLarge", err)
+	}
+	// An explicit size wins over the queue's.
+	if _, err := NewSink(b.client, dlq.url, WithMaxMessageSize(DefaultMaxMessageSize)).Send(b.ctx, deadLetter(msg)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Send over WithMaxMessageSize: err = %v, want ErrTooLarge", err)
 	}
 }
 

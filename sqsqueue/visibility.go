@@ -26,7 +26,7 @@ type ChangeMessageVisibilityAPI interface {
 // for concurrent use.
 type VisibilityChanger struct {
 	client   ChangeMessageVisibilityAPI
-	resolver resolver
+	resolver *resolver
 }
 
 var _ lambdaidem.VisibilityChanger = (*VisibilityChanger)(nil)
@@ -41,10 +41,11 @@ type visibilityConfig struct {
 }
 
 // WithEndpoint sets the base endpoint queue URLs are derived against
-// (ENDPOINT/ACCOUNT/NAME). Without it the client's own BaseEndpoint is used
-// (which reflects AWS_ENDPOINT_URL_SQS for clients built with
-// sqs.NewFromConfig), and without that AWS's public endpoint of the ARN's
-// Region.
+// (ENDPOINT/ACCOUNT/NAME) when the client cannot call GetQueueUrl. Without
+// it the client's own BaseEndpoint is used (which reflects
+// AWS_ENDPOINT_URL_SQS for clients built with sqs.NewFromConfig), and
+// without that AWS's public endpoint of the ARN's Region. A client that has
+// GetQueueUrl (*sqs.Client does) never needs it: SQS itself says the URL.
 func WithEndpoint(url string) VisibilityOption {
 	return func(c *visibilityConfig) { c.endpoint = url }
 }
@@ -57,12 +58,15 @@ func WithQueueURLs(byARN map[string]string) VisibilityOption {
 
 // WithQueueURLFunc sets a function that maps a queue ARN to its URL. It is
 // asked after WithQueueURLs; an empty URL with a nil error falls through to
-// derivation.
+// GetQueueUrl (or derivation).
 func WithQueueURLFunc(f func(arn string) (string, error)) VisibilityOption {
 	return func(c *visibilityConfig) { c.fn = f }
 }
 
-// NewVisibilityChanger returns a VisibilityChanger using client.
+// NewVisibilityChanger returns a VisibilityChanger using client. When
+// client also has GetQueueUrl (*sqs.Client does; see QueueURLGetter), each
+// source queue's URL is asked of SQS once, by name and owner account, and
+// cached; otherwise it is derived from the ARN (see WithEndpoint).
 func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityOption) *VisibilityChanger {
 	var c visibilityConfig
 	for _, o := range opts {
@@ -72,10 +76,12 @@ func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityO
 }
 
 // ChangeVisibility makes msg visible again after timeout, counted from now.
-// The timeout is clamped to SQS's range (ClampVisibility). The queue URL is
-// derived from msg.EventSourceARN without a network call.
+// The timeout is clamped to SQS's range (ClampVisibility). The queue URL
+// comes from msg.EventSourceARN, validated strictly (ParseARN) and resolved
+// as NewVisibilityChanger says.
 //
-// Errors: ErrInvalidARN for an unusable eventSourceARN; ErrNotInFlight for
+// Errors: ErrInvalidARN for an unusable eventSourceARN (or one in another
+// Region than the client's); ErrNotInFlight for
 // a missing, invalid or expired receipt handle; ErrVisibilityLimit when SQS
 // refuses because the message would stay invisible more than 12 hours in
 // total; ErrQueueNotFound, ErrAccessDenied and ErrUnreachable as for Send.
@@ -83,7 +89,7 @@ func (v *VisibilityChanger) ChangeVisibility(ctx context.Context, msg events.SQS
 	if msg.ReceiptHandle == "" {
 		return fmt.Errorf("%w: message %s has no receipt handle", ErrNotInFlight, msg.MessageId)
 	}
-	url, err := v.resolver.queueURL(msg.EventSourceARN)
+	url, err := v.resolver.queueURL(ctx, msg.EventSourceARN)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,11 @@
 package sqsqueue
 
 import (
+	"context"
 	"errors"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,18 +13,45 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-func TestDerivedURLMatchesEmulator(t *testing.T) {
+func TestResolvedURLMatchesEmulator(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	q := b.newQueue(t, "src", false, nil)
-	got, err := newResolver(b.client, "", nil, nil).queueURL(q.arn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != q.url {
-		t.Errorf("derived %q from %s, the emulator says %q", got, q.arn, q.url)
+	for _, fifo := range []bool{false, true} {
+		q := b.newQueue(t, "src", fifo, nil)
+		calls := &countingGetter{c: b.client}
+		r := newResolver(calls, "", nil, nil)
+		for range 3 {
+			got, err := r.queueURL(b.ctx, q.arn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != q.url {
+				t.Errorf("resolved %q from %s, the emulator says %q", got, q.arn, q.url)
+			}
+		}
+		if n := calls.n.Load(); n != 1 {
+			t.Errorf("GetQueueUrl called %d times for one ARN, want once (cached)", n)
+		}
+		// A queue of another account (same name) is another queue.
+		other := q.arn[:strings.LastIndex(q.arn[:strings.LastIndex(q.arn, ":")], ":")+1] + "999999999999:" + q.arn[strings.LastIndex(q.arn, ":")+1:]
+		if u, err := r.queueURL(b.ctx, other); err == nil && u == q.url {
+			t.Errorf("%s resolved to %s, the queue of another account", other, u)
+		}
 	}
 }
+
+// countingGetter counts GetQueueUrl calls.
+type countingGetter struct {
+	c *sqs.Client
+	n atomic.Int32
+}
+
+func (g *countingGetter) GetQueueUrl(ctx context.Context, in *sqs.GetQueueUrlInput, opts ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error) {
+	g.n.Add(1)
+	return g.c.GetQueueUrl(ctx, in, opts...)
+}
+
+func (g *countingGetter) Options() sqs.Options { return g.c.Options() }
 
 func TestChangeVisibilityBringsMessageBack(t *testing.T) {
 	t.Parallel()

@@ -56,6 +56,8 @@ type recordJSON struct {
 	FirstAttemptAt        string          `json:"first_attempt_at,omitempty"`
 	UpdatedAt             string          `json:"updated_at,omitempty"`
 	SchemaVersion         int             `json:"schema_version"`
+	Redrives              int             `json:"redrives,omitempty"`
+	RedrivenFrom          string          `json:"redriven_from,omitempty"`
 }
 
 func toJSON(r lambdaidem.Record, now time.Time) recordJSON {
@@ -71,6 +73,7 @@ func toJSON(r lambdaidem.Record, now time.Time) recordJSON {
 		DeadLetteredMessageID: r.DeadLetteredMessageID, DeadLetterMessageID: r.DeadLetterMessageID,
 		FirstAttemptAt: stamp(r.FirstAttemptAt), UpdatedAt: stamp(r.UpdatedAt),
 		SchemaVersion: r.SchemaVersion,
+		Redrives:      r.Redrives, RedrivenFrom: r.RedrivenFrom,
 	}
 	// Wrap stores JSON results: show them as JSON, anything else as bytes.
 	if len(r.Result) > 0 {
@@ -160,6 +163,9 @@ func writeRecord(w io.Writer, table string, r lambdaidem.Record, now time.Time) 
 		takeovers = fmt.Sprintf(" (%d abandoned: taken over after a crash or timeout)", r.Takeovers)
 	}
 	line("attempts", "%d%s", r.Attempts, takeovers)
+	if r.Redrives > 0 {
+		line("redrives", "%d (attempts counted again from 0 after each; last from DLQ copy %s)", r.Redrives, orDash(r.RedrivenFrom))
+	}
 	line("fence", "generation %s, claim %d", orDash(r.Fence.Generation), r.Fence.Claim)
 	line("message id", "%s", orDash(r.MessageID))
 	line("payload hash", "%s", orDash(r.PayloadHash))

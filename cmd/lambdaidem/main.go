@@ -5,7 +5,7 @@
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
 //	lambdaidem list -table idempotency --stuck
-//	lambdaidem redrive -table idempotency --dlq https://sqs.../orders-dlq --dry-run
+//	lambdaidem redrive -table idempotency --dlq https://sqs.../orders-dlq --source arn:aws:sqs:...:orders --dry-run
 package main
 
 import (

@@ -115,7 +115,7 @@ func TestRedrive(t *testing.T) {
 	rb.deadLetter(t, "order-7", `{"order":7}`)
 
 	// A dry run lists the message and changes nothing.
-	dry := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-dry-run", "-json").want(t, exitOK))
+	dry := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-dry-run", "-json").want(t, exitOK))
 	if !dry.DryRun || dry.Moved != 1 || len(dry.Messages) != 1 || dry.Messages[0].Outcome != "would_move" ||
 		dry.Messages[0].Key != "order-7" || dry.Messages[0].Target != rb.src || dry.Messages[0].Reason != "poison" {
 		t.Fatalf("dry run: %+v", dry)
@@ -124,9 +124,9 @@ func TestRedrive(t *testing.T) {
 		t.Fatalf("dry run changed the record: %+v", g)
 	}
 
-	// The real run: record forgotten, message back in the source queue,
-	// gone from the DLQ.
-	r := rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitOK)
+	// The real run: record reset, message back in the source queue, gone
+	// from the DLQ.
+	r := rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json").want(t, exitOK)
 	moved := decode[redriveJSON](t, r)
 	if moved.DryRun || moved.Moved != 1 || moved.Failed != 0 || moved.Messages[0].Outcome != "moved" || moved.Messages[0].NewMessageID == "" {
 		t.Fatalf("redrive: %+v", moved)
@@ -134,7 +134,13 @@ func TestRedrive(t *testing.T) {
 	if want := "redrive: #1 moved " + moved.Messages[0].DLQMessageID + " key orders/order-7 (poison) -> " + rb.src; !strings.Contains(r.stderr, want) {
 		t.Errorf("progress line %q missing from %q", want, r.stderr)
 	}
-	rb.cli(t, 100, "get", "order-7").want(t, exitNotFound)
+	g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-7", "-json").want(t, exitOK))
+	if g.Status != "FAILED" || g.Attempts != 0 || g.Redrives != 1 || g.RedrivenFrom != moved.Messages[0].DLQMessageID || g.DeadLetterReason != "" {
+		t.Errorf("record after redrive: %+v; want FAILED, 0 attempts, redriven once from the copy", g)
+	}
+	if out := rb.cli(t, 100, "get", "order-7").want(t, exitOK).stdout; !strings.Contains(out, "redrives         1 ") {
+		t.Errorf("get does not show the redrive:\n%s", out)
+	}
 	back := rb.receive(t, rb.src)
 	if len(back) != 1 {
 		t.Fatalf("source queue holds %d messages, want 1", len(back))
@@ -157,7 +163,7 @@ func TestRedrive(t *testing.T) {
 
 // TestRedriveKeepsHeldKey: a message whose key is held by a valid lease is
 // not redriven (its copy would run beside the holder); it stays in the DLQ
-// and the run reports the failure.
+// with the reason, and the holder's record is untouched.
 func TestRedriveKeepsHeldKey(t *testing.T) {
 	t.Parallel()
 	rb := setupRedrive(t)
@@ -166,12 +172,12 @@ func TestRedriveKeepsHeldKey(t *testing.T) {
 	rb.cli(t, 100, "forget", "order-8", "-yes").want(t, exitOK)
 	rb.claim(t, rb.ns, "order-8", 100, 600)
 
-	r := rb.cli(t, 200, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitFailed)
+	r := rb.cli(t, 200, "redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json").want(t, exitOK)
 	out := decode[redriveJSON](t, r)
-	if out.Failed != 1 || out.Moved != 0 || out.Messages[0].Step != sqsqueue.StepReset {
+	if out.Skipped != 1 || out.Moved != 0 || out.Messages[0].Step != sqsqueue.StepReset {
 		t.Fatalf("redrive of a held key: %+v", out)
 	}
-	if !strings.Contains(r.stderr, "FAILED") || !strings.Contains(r.stderr, "lease is still valid") {
+	if !strings.Contains(r.stderr, "skipped") || !strings.Contains(r.stderr, "IN_PROGRESS") {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 	if len(rb.receive(t, rb.dlq)) != 1 {
@@ -182,5 +188,28 @@ func TestRedriveKeepsHeldKey(t *testing.T) {
 	}
 	if g := decode[recordJSON](t, rb.cli(t, 200, "get", "order-8", "-json")); g.Status != "IN_PROGRESS" || g.LeaseState != leaseValid {
 		t.Errorf("the holder's record changed: %+v", g)
+	}
+}
+
+// TestRedriveNeedsSources: without -source or -to the command refuses to
+// run; a copy from a queue not named with -source stays in the DLQ.
+func TestRedriveNeedsSources(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t)
+	rb.deadLetter(t, "order-9", `{"order":9}`)
+	rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0").want(t, exitUsage)
+	rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-source", "arn:aws:sqs:evil.example/x:1:q").want(t, exitUsage)
+
+	other := "arn:aws:sqs:us-east-1:123456789012:some-other-queue"
+	r := rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-source", other, "-wait", "0", "-json").want(t, exitOK)
+	out := decode[redriveJSON](t, r)
+	if out.Skipped != 1 || out.Messages[0].Step != sqsqueue.StepCheck || !strings.Contains(out.Messages[0].Error, "not among the queues named") {
+		t.Fatalf("redrive from an unnamed source: %+v", out)
+	}
+	if g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-9", "-json")); g.Status != "DEAD_LETTERED" {
+		t.Errorf("record changed: %+v", g)
+	}
+	if len(rb.receive(t, rb.dlq)) != 1 {
+		t.Error("the message left the DLQ")
 	}
 }

@@ -20,6 +20,7 @@ const (
 	OpExtend     = "extend"
 	OpGet        = "get"
 	OpDelete     = "delete"
+	OpReset      = "reset"
 )
 
 // Stats counts the calls a Store answered or refused, one field per
@@ -28,11 +29,13 @@ const (
 // real store would have been asked); calls rejected as invalid do not.
 type Stats struct {
 	Claim, Complete, Fail, DeadLetter, Extend, Get, Delete int
+	// Reset counts ResetDeadLetter calls.
+	Reset int
 }
 
 // Total is the number of calls of every operation.
 func (s Stats) Total() int {
-	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete
+	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete + s.Reset
 }
 
 // Store is an in-memory [lambdaidem.Store]. The zero value is not usable;
@@ -91,6 +94,8 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		s.stats.Get++
 	case OpDelete:
 		s.stats.Delete++
+	case OpReset:
+		s.stats.Reset++
 	}
 	fault := s.fault
 	s.mu.Unlock()

@@ -1,0 +1,92 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+var _ lambdaidem.DeadLetterResetter = (*Store)(nil)
+
+// ResetDeadLetter makes a record dead-lettered by the given dead-letter
+// copy claimable again, in one UpdateItem conditioned on status
+// DEAD_LETTERED, dead_letter_message_id equal to the copy's ID, the record
+// not expired and (with MaxRedrives) redrives below the limit. A refusal
+// returns the record from the same request (ALL_OLD), with no second read.
+// See [lambdaidem.DeadLetterResetter].
+func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+	pk, err := pkOf(req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.Record{}, err
+	}
+	if req.DeadLetterMessageID == "" {
+		return lambdaidem.Record{}, fmt.Errorf("%w: dynamo reset %q: no dead-letter message ID", lambdaidem.ErrResetRefused, pk)
+	}
+	if err := checkField("dead-letter message ID", req.DeadLetterMessageID); err != nil {
+		return lambdaidem.Record{}, err
+	}
+	note := req.Note
+	if note == "" {
+		note = lambdaidem.DefaultResetNote
+	}
+	// A fresh token: it fences out any late write under an older lease, and
+	// it is how a retried request recognises its own applied write.
+	token := "redriven-" + rand.Text()
+	failed := strAV(string(lambdaidem.StatusFailed))
+	e := newExpr()
+	e.Set(attrStatus, failed)
+	e.Set(attrOpenStatus, failed)
+	e.Set(attrToken, strAV(token))
+	e.Set(attrAttempts, numAV(0))
+	e.Set(attrRedrivenFrom, strAV(req.DeadLetterMessageID))
+	e.Set(attrLastError, strAV(truncate(note, s.errLimit)))
+	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+	e.Remove(attrDLReason)
+	e.Remove(attrDLSourceID)
+	e.Remove(attrDLCopyID)
+	e.Add(attrRedrives, 1)
+	cond := e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusDeadLettered)) + " AND " +
+		e.n(attrDLCopyID) + " = " + e.s(req.DeadLetterMessageID) + " AND " +
+		e.unexpired(ceilSecs(req.Now))
+	if req.MaxRedrives > 0 {
+		n := e.n(attrRedrives)
+		cond += " AND (attribute_not_exists(" + n + ") OR " + n + " < " + e.num(int64(req.MaxRedrives)) + ")"
+	}
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return item(out.Attributes).record(), nil
+	}
+	old, ok := conditionFailed(err)
+	if !ok {
+		return lambdaidem.Record{}, classify("reset", pk, err)
+	}
+	switch {
+	case len(old) == 0 || old.expiredAt(req.Now):
+		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+	case old.str(attrToken) == token:
+		// The SDK retried a request whose first try applied: only our own
+		// write can have put this fresh token there.
+		return old.record(), nil
+	}
+	r := old.record()
+	why := lambdaidem.ResetRefusal(r, req)
+	if why == "" {
+		why = "the record changed during the request"
+	}
+	return r, fmt.Errorf("%w: dynamo reset %q: %s", lambdaidem.ErrResetRefused, pk, why)
+}

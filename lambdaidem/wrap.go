@@ -26,8 +26,8 @@ var (
 	// writes it added with AddCompletionWrite did not commit, or it is
 	// not known whether they did. Its effect must not be taken for done.
 	// When the store refused the writes for good (a condition of the
-	// caller's own write failed, or the store cannot commit them) the
-	// error also wraps ErrWriteRefused and the key is left retryable.
+	// caller's own write failed, or the store cannot commit them) the key
+	// is left retryable; a failed condition also matches ErrWriteRefused.
 	ErrWritesNotCommitted = errors.New("lambdaidem: completion writes not committed")
 
 	// ErrWriteRefused: the store refused a completion write for good, most
@@ -254,11 +254,9 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key 
 		w.log(ctx, slog.LevelError, "lambdaidem: completion writes not confirmed", append(attrs, slog.Any("error", err))...)
 		return zero, fmt.Errorf("%w (not known whether they did): %w", ErrWritesNotCommitted, err)
 	default:
-		// The store refused the writes for good; nothing was written.
-		ferr := fmt.Errorf("%w: %w: %w", ErrWritesNotCommitted, ErrWriteRefused, err)
-		if errors.Is(err, ErrWriteRefused) {
-			ferr = fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
-		}
+		// The store refused the writes for good (a condition failed, or it
+		// cannot commit them at all); nothing was written.
+		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
 		w.fail(ctx, dctx, lease, key, ferr)
 		return zero, ferr
 	}

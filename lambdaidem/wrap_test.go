@@ -386,7 +386,7 @@ func TestWrapCompletionWritesNotCommitted(t *testing.T) {
 	}{
 		{"store unavailable", fmt.Errorf("tx: %w", lambdaidem.ErrStoreUnavailable), false, lambdaidem.StatusFailed},
 		{"condition failed", fmt.Errorf("tx: %w", lambdaidem.ErrWriteRefused), true, lambdaidem.StatusFailed},
-		{"unsupported", fmt.Errorf("tx: %w", lambdaidem.ErrUnsupportedWrite), true, lambdaidem.StatusFailed},
+		{"unsupported", fmt.Errorf("tx: %w", lambdaidem.ErrUnsupportedWrite), false, lambdaidem.StatusFailed},
 		{"lease lost", fmt.Errorf("tx: %w", lambdaidem.ErrLeaseLost), false, lambdaidem.StatusInProgress},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,6 +36,8 @@ const (
 	attrFirstAttempt = "first_attempt_at"
 	attrUpdatedAt    = "updated_at"
 	attrOpenStatus   = "open_status"
+	attrResultApart  = "result_apart"
+	attrRecord       = "record"
 )
 
 // Limits of DynamoDB that the store checks before sending, so that callers

@@ -43,6 +43,14 @@ var (
 // the marker.
 const notStoredPrefix = "!lambdaidem: result not stored: "
 
+// ResultNotStored reports whether a stored result is Wrap's mark for a
+// result that could not be stored, and why. Tools that show records use
+// it.
+func ResultNotStored(result []byte) (reason string, ok bool) {
+	r, ok := bytes.CutPrefix(result, []byte(notStoredPrefix))
+	return string(r), ok
+}
+
 // maxNotStoredReason bounds the reason kept in the marker.
 const maxNotStoredReason = 512
 
@@ -336,7 +344,7 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 				slog.String("namespace", w.c.namespace), slog.String("key", key))
 			return zero, fmt.Errorf("%w: key %q", ErrLateReplay, key)
 		}
-		if reason, ok := bytes.CutPrefix(rec.Result, []byte(notStoredPrefix)); ok {
+		if reason, ok := ResultNotStored(rec.Result); ok {
 			return zero, fmt.Errorf("%w: key %q: %s", ErrResultNotStored, key, reason)
 		}
 		out, err := decodeResult[Out](rec.Result)

@@ -92,9 +92,12 @@ func notStoredMarker(why error) []byte {
 //     wrapping ErrWritesNotCommitted instead of fn's result.
 //
 // With WithAtMostOnce, a call whose fn returns an error after its context
-// ended (the deadline margin, a lost lease) has an unknown outcome: the
-// key is dead-lettered and the call returns ErrOutcomeUnknown, as any later
-// call with the key does; fn is never run again for it.
+// ended (the deadline margin, a lost lease, the caller's cancellation) or
+// panics has an unknown outcome, as after a crash: the key is
+// dead-lettered and the call returns ErrOutcomeUnknown, as any later call
+// with the key does; fn is never run again for it. An error fn returns
+// while its context is live is its own report of failure, and the key
+// stays retryable.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -197,9 +200,11 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if ferr == nil {
 		return w.complete(ctx, dctx, cr.Lease, key, st.takeWrites(), out)
 	}
-	if w.c.atMostOnce && ctxEnded {
-		// fn gave up because its time or its lease ran out: whatever it
-		// started may have happened, as after a crash. Never retryable.
+	var pe *PanicError
+	if w.c.atMostOnce && (ctxEnded || errors.As(ferr, &pe)) {
+		// fn gave up because its time or its lease ran out, or it
+		// panicked: whatever it started may have happened, as after a
+		// crash. Never retryable.
 		return zero, w.abandoned(ctx, dctx, cr.Lease, key, ferr)
 	}
 	w.fail(ctx, dctx, cr.Lease, key, ferr)
@@ -299,10 +304,10 @@ func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, lease Lease, key stri
 	}
 }
 
-// abandoned dead-letters a key whose fn gave up when its context ended, in
-// at-most-once mode, and reports ErrOutcomeUnknown.
+// abandoned dead-letters a key whose fn gave up when its context ended or
+// panicked, in at-most-once mode, and reports ErrOutcomeUnknown.
 func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, lease Lease, key string, ferr error) error {
-	cause := fmt.Errorf("%w: key %q: attempt %d ended with its context (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
+	cause := fmt.Errorf("%w: key %q: attempt %d gave up or panicked (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
 	return w.markUnknown(ctx, dctx, lease, key, cause)
 }
 

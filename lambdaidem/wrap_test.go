@@ -291,6 +291,40 @@ func TestWrapPanickingKeyFunction(t *testing.T) {
 	}
 }
 
+// In at-most-once mode a call that panics has an unknown outcome, like a
+// crash; a plain error is the function's own report and stays retryable.
+func TestWrapPanicAtMostOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs atomic.Int32
+	f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (string, error) {
+		runs.Add(1)
+		switch o.ID {
+		case "panics":
+			panic("half-way through the payment")
+		case "fails":
+			if runs.Load() == 2 {
+				return "", errors.New("declined before charging")
+			}
+		}
+		return "ok", nil
+	}, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithAtMostOnce())...)
+	for range 2 {
+		if _, err := f(context.Background(), order{ID: "panics"}); !errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
+			t.Fatalf("panicking call: %v, want ErrOutcomeUnknown", err)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("a panicked call ran again (%d runs)", n)
+	}
+	if _, err := f(context.Background(), order{ID: "fails"}); err == nil || errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
+		t.Fatalf("failing call: %v, want its own error", err)
+	}
+	if out, err := f(context.Background(), order{ID: "fails"}); err != nil || out != "ok" {
+		t.Fatalf("retry after a reported failure: %q %v", out, err)
+	}
+}
+
 // In at-most-once mode a call that gives up because its context ended has
 // an unknown outcome: it is never made retryable. In the default mode it is.
 func TestWrapContextEndedAtMostOnce(t *testing.T) {

@@ -37,7 +37,9 @@
 //	claim                     N     fencing number within the generation, +1 per claim
 //	payload_hash              S     the message content's hash (conflict detection; at most 1024 bytes)
 //	message_id                S     message that made the latest claim (at most 1024 bytes)
-//	result                    B     stored outcome of COMPLETED (absent when empty)
+//	result                    B     stored outcome of COMPLETED, when at most WithInlineResultBytes
+//	                                (default 1 KiB); absent when empty or stored apart
+//	result_apart              N     size in bytes of a result stored in a result item of its own
 //	result_until              N s   end of result replay (absent: as long as the key)
 //	expires_at                N s   the record counts as absent after it; the table's TTL attribute
 //	last_error                S     latest failure text, cut to WithLastErrorBytes
@@ -51,6 +53,19 @@
 //	redrives                  N     times a redrive reset this record (ResetDeadLetter); absent: never
 //	redriven_from             S     the dead-letter copy the latest reset was for
 //
+// A result larger than WithInlineResultBytes is kept in a result item of
+// its own, so the record's item stays small: a refused claim returns the
+// whole record (ALL_OLD) on every duplicate and is billed by its size. The
+// result item's key is "#result#" and the hex SHA-256 of the record's pk
+// (no record's pk starts with "#"). It holds record (S, the record's pk),
+// lease_token (S, the completion that wrote it: a record only reads back
+// the result its own completion wrote, never an earlier generation's),
+// result (B), schema_version and expires_at (the result's end of replay,
+// else the record's expiry). It is put in the same TransactWriteItems as
+// the completion, and is at most MaxResultBytes (about 396 KiB); a larger
+// result is lambdaidem.ErrResultTooLarge. Forgetting a record leaves its
+// result item to TTL; nothing reads it after that.
+//
 // Expiry is enforced in every condition and read (expires_at < now counts
 // as absent); TTL only cleans up. On AWS it deletes up to days late;
 // DynamoDB Local deletes within seconds, which is why tests run with TTL
@@ -60,13 +75,18 @@
 //
 //	claim, absent or FAILED           1 UpdateItem (ReturnValues ALL_NEW)
 //	claim refused                     1 UpdateItem (the refusing item comes back as ALL_OLD)
+//	claim refused by a COMPLETED      2: the refused UpdateItem, then a consistent GetItem of the
+//	record whose result is stored        result item; only when the payload hash matches and the
+//	apart (a Wrap replay)                result has not expired
+//	Get of such a record              2 GetItem
 //	claim of an expired record        2: the refused UpdateItem, then PutItem of a fresh generation
 //	                                     conditioned on expires_at = the value seen
 //	takeover of an abandoned lease    2: the refused UpdateItem, then UpdateItem conditioned on the
 //	                                     token seen, which also adds 1 to takeovers
 //	complete, fail, dead-letter,      1 UpdateItem conditioned on lease_token = ours AND
 //	extend                              status = IN_PROGRESS AND not expired
-//	complete with Writes              1 TransactWriteItems
+//	complete with Writes, or with a   1 TransactWriteItems (the completion, the Writes, and the
+//	result stored apart                  result item's Put)
 //
 // The plain claim's condition is "absent, or FAILED with the same payload
 // hash, unexpired". Takeovers are left out of it on purpose: DynamoDB's
@@ -80,8 +100,8 @@
 // follows from the claim counter: the plain claim applies to an absent or a
 // FAILED record only, and starts a generation exactly when the counter is
 // 1. A refused write returns the current item through
-// ReturnValuesOnConditionCheckFailure=ALL_OLD, so no write is ever followed
-// by a read.
+// ReturnValuesOnConditionCheckFailure=ALL_OLD, so no write is followed by
+// a read, except the replay of a result stored apart.
 //
 // # Retries
 //
@@ -96,9 +116,10 @@
 // Throttling, 5xx, timeouts, connection failures, a canceled context, and
 // anything else that leaves the store unable to answer (a missing table, a
 // denied permission) wrap [lambdaidem.ErrStoreUnavailable], keeping the
-// cause. A result that would push the item over DynamoDB's 400 KB is
-// refused before sending with [lambdaidem.ErrResultTooLarge] (as is
-// DynamoDB's own item-size ValidationException); the record stays as it was.
+// cause. A result over MaxResultBytes is refused before sending with
+// [lambdaidem.ErrResultTooLarge] (as is DynamoDB's own item-size
+// ValidationException); the record stays as it was, and lambdaidem.Wrap
+// then completes the key without its result.
 // Keys and fields that cannot be stored are [ErrInvalidKey].
 //
 // # Transactional completion

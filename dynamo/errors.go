@@ -47,6 +47,15 @@ type WriteFailure struct {
 	Item map[string]types.AttributeValue
 }
 
+// Is makes errors.Is(err, lambdaidem.ErrWriteRefused) true: the
+// transaction was refused for good (a write's condition failed, or a write
+// was invalid), not cut short by a transient conflict, and nothing of it
+// was written. lambdaidem.Wrap then leaves the key retryable and returns
+// an error rather than the function's result.
+func (e *TransactionError) Is(target error) bool {
+	return target == lambdaidem.ErrWriteRefused && len(e.Failures) > 0
+}
+
 func (e *TransactionError) Error() string {
 	var b strings.Builder
 	b.WriteString("dynamo: transaction canceled:")

@@ -38,6 +38,8 @@ const (
 	attrOpenStatus   = "open_status"
 	attrRedrives     = "redrives"
 	attrRedrivenFrom = "redriven_from"
+	attrResultApart  = "result_apart"
+	attrRecord       = "record"
 )
 
 // Limits of DynamoDB that the store checks before sending, so that callers

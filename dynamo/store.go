@@ -45,9 +45,10 @@ func WithLastErrorBytes(n int) Option {
 // Store is the DynamoDB implementation of [lambdaidem.Store]. It is safe for
 // concurrent use and holds no state besides its configuration.
 type Store struct {
-	client   API
-	table    string
-	errLimit int
+	client      API
+	table       string
+	errLimit    int
+	inlineLimit int
 }
 
 var _ lambdaidem.Store = (*Store)(nil)
@@ -55,7 +56,7 @@ var _ lambdaidem.Store = (*Store)(nil)
 // New returns a Store keeping records in table through client. The table
 // must have a string partition key "pk" (CreateTable makes one).
 func New(client API, table string, opts ...Option) *Store {
-	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes}
+	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes, inlineLimit: DefaultInlineResultBytes}
 	for _, o := range opts {
 		o(s)
 	}
@@ -120,7 +121,12 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		}
 		next, claimable := c.decide(old)
 		if !claimable {
-			return lambdaidem.ClaimResult{Record: old.record()}, nil
+			// A replay needs the result; a conflict does not.
+			rec, err := s.withResult(ctx, old, req.Now, old.str(attrHash) == req.PayloadHash)
+			if err != nil {
+				return lambdaidem.ClaimResult{}, err
+			}
+			return lambdaidem.ClaimResult{Record: rec}, nil
 		}
 		step, seen = next, old
 	}
@@ -298,25 +304,34 @@ func setExpiry(e *expr, t time.Time) {
 }
 
 // Complete moves a leased record to COMPLETED with its result. Without
-// Writes it is one UpdateItem; with Writes, one TransactWriteItems (see
-// CompleteRequest.Writes in the package documentation).
+// Writes and with a result of at most WithInlineResultBytes it is one
+// UpdateItem; otherwise one TransactWriteItems that also puts the result
+// item and commits the Writes (see the package documentation).
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return err
 	}
-	if size := s.itemBound(pk) + len(attrResult) + len(req.Result); size > maxItemBytes {
-		return fmt.Errorf("%w: dynamo complete %q: result of %d bytes makes the item about %d bytes, over DynamoDB's %d",
-			lambdaidem.ErrResultTooLarge, pk, len(req.Result), size, maxItemBytes)
+	if len(req.Result) > MaxResultBytes {
+		return fmt.Errorf("%w: dynamo complete %q: result of %d bytes, over the %d a result item holds",
+			lambdaidem.ErrResultTooLarge, pk, len(req.Result), MaxResultBytes)
 	}
 	e := newExpr()
 	e.Set(attrStatus, strAV(string(lambdaidem.StatusCompleted)))
 	// Leaving the sparse index: a completed record is nobody's worry.
 	e.Remove(attrOpenStatus)
-	if len(req.Result) > 0 {
-		e.Set(attrResult, &types.AttributeValueMemberB{Value: req.Result})
-	} else {
+	var apart *types.Put
+	switch {
+	case len(req.Result) > s.inlineLimit || s.itemBound(pk)+len(attrResult)+len(req.Result) > maxItemBytes:
+		apart = s.resultPut(pk, req)
 		e.Remove(attrResult)
+		e.Set(attrResultApart, numAV(int64(len(req.Result))))
+	case len(req.Result) > 0:
+		e.Set(attrResult, &types.AttributeValueMemberB{Value: req.Result})
+		e.Remove(attrResultApart)
+	default:
+		e.Remove(attrResult)
+		e.Remove(attrResultApart)
 	}
 	if req.ResultUntil.IsZero() {
 		e.Remove(attrResultUntil)
@@ -325,8 +340,8 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 	}
 	setExpiry(e, req.ExpiresAt)
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-	if len(req.Writes) > 0 {
-		return s.completeTx(ctx, pk, req, e)
+	if len(req.Writes) > 0 || apart != nil {
+		return s.completeTx(ctx, pk, req, e, apart)
 	}
 	return s.finish(ctx, "complete", pk, req.Lease, req.Now, lambdaidem.StatusCompleted, e)
 }
@@ -462,7 +477,7 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 	if len(it) == 0 || it.expiredAt(req.Now) {
 		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
 	}
-	return it.record(), nil
+	return s.withResult(ctx, it, req.Now, true)
 }
 
 // Delete removes a record unconditionally.

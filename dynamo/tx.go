@@ -28,9 +28,11 @@ var transientCancel = map[string]bool{
 	"ProvisionedThroughputExceeded": true,
 }
 
-// completeTx commits the completion update and the caller's writes in one
-// TransactWriteItems. The completion is action 0; write i is action i+1.
-func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.CompleteRequest, e *expr) error {
+// completeTx commits the completion update, the caller's writes and the
+// result item (when the result is stored apart) in one TransactWriteItems.
+// The completion is action 0; write i is action i+1; the result item is
+// the last action.
+func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.CompleteRequest, e *expr, apart *types.Put) error {
 	own := &types.Update{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
@@ -55,8 +57,11 @@ func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.Comple
 			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", lambdaidem.ErrUnsupportedWrite, i, w)
 		}
 	}
-	if err := s.checkTx(pk, actions); err != nil {
+	if err := s.checkTx(pk, actions, apart); err != nil {
 		return fmt.Errorf("dynamo complete %q: %w", pk, err)
+	}
+	if apart != nil {
+		actions = append(actions, types.TransactWriteItem{Put: apart})
 	}
 	// The SDK fills ClientRequestToken once per call, so its own retries of
 	// a transaction that applied are answered as success by DynamoDB; the
@@ -75,11 +80,12 @@ func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.Comple
 		}
 		return classify("complete", pk, err)
 	}
-	return cancellation(pk, req, tce)
+	return cancellation(pk, req, tce, apart != nil)
 }
 
 // cancellation explains a canceled transaction from its per-action reasons.
-func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.TransactionCanceledException) error {
+// apart says the last action is the result item's put.
+func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.TransactionCanceledException, apart bool) error {
 	txErr := &TransactionError{}
 	transient := false
 	var ownReason *types.CancellationReason
@@ -90,6 +96,15 @@ func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.Transact
 		}
 		if i == 0 {
 			ownReason = &tce.CancellationReasons[0]
+			continue
+		}
+		if apart && i == len(req.Writes)+1 {
+			// The result item's unconditional put: only a passing
+			// reason can refuse it.
+			transient = transient || transientCancel[code]
+			if !transientCancel[code] {
+				txErr.Failures = append(txErr.Failures, WriteFailure{Index: -1, Code: code, Message: "result item: " + aws.ToString(r.Message)})
+			}
 			continue
 		}
 		transient = transient || transientCancel[code]
@@ -133,11 +148,16 @@ func tceOr(txErr *TransactionError, tce error) error {
 
 // checkTx enforces DynamoDB's transaction limits before sending, so the
 // caller learns which rule it broke instead of a generic ValidationException.
-func (s *Store) checkTx(pk string, actions []types.TransactWriteItem) error {
-	if len(actions) > maxTxActions {
-		return fmt.Errorf("%w: %d writes plus the completion make %d actions, over DynamoDB's %d", ErrTransactionLimit, len(actions)-1, len(actions), maxTxActions)
+// apart is the result item's put, counted but not yet among actions.
+func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *types.Put) error {
+	size, n := s.itemBound(pk), len(actions)
+	if apart != nil {
+		size += mapSize(apart.Item)
+		n++
 	}
-	size := s.itemBound(pk)
+	if n > maxTxActions {
+		return fmt.Errorf("%w: %d writes make %d actions with the completion (and its result item), over DynamoDB's %d", ErrTransactionLimit, len(actions)-1, n, maxTxActions)
+	}
 	type target struct {
 		index int
 		table string

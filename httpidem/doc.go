@@ -36,6 +36,19 @@
 //	left to start                               (WithUnavailableRetryAfter, default 1s)
 //	handler returned an error                   the error, unchanged; nothing stored
 //	handler answered 5xx                        that response; not stored
+//	handler answered, but its completion        503, Retry-After (code
+//	writes could not be confirmed (store        idempotency-not-committed); never the
+//	unavailable, transaction conflict or        handler's answer. A retry with the key
+//	throttling, lease lost)                     replays it if they committed, else runs
+//	handler answered, but a condition of its    409 (WithWriteRefusedStatus; code
+//	own completion write failed                 idempotency-write-refused); nothing
+//	                                            written, the key may be retried
+//	handler answered, but the store cannot      500 (code idempotency-not-committed)
+//	commit its writes at all
+//	repeat of a request whose response could    422 (code idempotency-response-not-
+//	not be stored (see below)                   stored); not re-run
+//	keyed request with no caller identity,      500 (code idempotency-caller-unknown);
+//	without WithAnonymousCallers                the handler does not run
 //
 // The 400, 409 and 422 answers are the draft's ("Error Scenarios"). Every
 // answer of this package's own has an RFC 9457 application/problem+json
@@ -43,7 +56,9 @@
 // "status", "detail" and a "code" extension member that names the case for
 // clients: idempotency-key-missing, idempotency-key-invalid,
 // idempotency-key-in-use, idempotency-key-reused, idempotency-key-expired,
-// idempotency-key-outcome-unknown, idempotency-unavailable.
+// idempotency-key-outcome-unknown, idempotency-unavailable,
+// idempotency-not-committed, idempotency-write-refused,
+// idempotency-response-not-stored, idempotency-caller-unknown.
 //
 // # What is stored, and what is not
 //
@@ -57,10 +72,24 @@
 // undo should answer 2xx (or 4xx) instead, or its retry repeats the effect.
 //
 // Once the handler has answered, that answer is returned even if storing
-// it failed (the store went away, the response exceeded
-// lambdaidem.WithMaxResultBytes): the effect has happened and the client
-// should learn of it. A repeat then runs the handler again, as
-// lambdaidem.Wrap documents.
+// it failed, because the effect has happened and the client should learn
+// of it. If the store could not be reached, a repeat after the first
+// request's lease runs out runs the handler again, as lambdaidem.Wrap
+// documents. If the response cannot be stored at all (it exceeds
+// lambdaidem.WithMaxResultBytes or the store's limit), the key is still
+// completed: a repeat gets 422 (idempotency-response-not-stored) and the
+// handler does not run again.
+//
+// The exception is a handler that commits its effect with the key through
+// lambdaidem.AddCompletionWrite (with the DynamoDB store, a write in the
+// same transaction as the completion). There the effect is those writes,
+// and the handler's answer is sent only if they committed. Otherwise the
+// client gets a problem response: 503 when it is not known whether they
+// committed or the transaction was cancelled for a passing reason (a
+// conflict, throttling, a lost lease), 409 (or WithWriteRefusedStatus)
+// when a condition of the handler's own write failed, 500 when the store
+// cannot commit them. In every such case nothing that was not written is
+// reported as done.
 //
 // # Keys, routes and callers
 //
@@ -72,10 +101,18 @@
 // one caller can neither replay nor block another's response. The caller
 // is the authorizer's identity ([RESTCaller], [HTTPCaller]): a Lambda
 // authorizer's principalId, a JWT or Cognito user pool "sub" claim, the
-// IAM caller's ARN, a Cognito identity, or (REST) the API key's ID; a
-// request with none of them is "anonymous", and all anonymous callers
-// share one namespace per route, so keys must then be unguessable (the
-// draft recommends UUIDs). Set your own with WithCaller.
+// IAM caller's ARN, a Cognito identity, or (REST) the API key's ID. Set
+// your own with WithCaller (a tenant header your authorizer checked, a
+// client certificate's subject).
+//
+// A keyed request with none of them has no caller to keep its keys apart
+// from everyone else's. By default it is refused with 500 (code
+// idempotency-caller-unknown) and the handler does not run: this is how
+// an API that was meant to have an authorizer finds out it has none. A
+// public route without an authorizer must say so with
+// WithAnonymousCallers: its callers then share one key space per route, so
+// anyone who learns or guesses a key can replay that response or block the
+// request; keys must be unguessable (the draft recommends UUIDs).
 //
 // The payload fingerprint covers the method, the path as requested and
 // the body (with its base64 flag), not the query string or other headers.

@@ -15,7 +15,8 @@ import (
 )
 
 // An HTTP API route that creates payments: a client retrying with the same
-// Idempotency-Key gets the first response back.
+// Idempotency-Key gets the first response back. The route has a JWT
+// authorizer, so keys are kept per caller (the token's "sub").
 func ExampleHTTP() {
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {

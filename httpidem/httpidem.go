@@ -36,8 +36,12 @@ const (
 	// DefaultUnavailableRetryAfter is the Retry-After of a 503 sent when
 	// the store could not be reached.
 	DefaultUnavailableRetryAfter = time.Second
-	// Anonymous is the caller of a request without an authorizer identity.
+	// Anonymous is the caller of a request without an authorizer identity,
+	// accepted only with WithAnonymousCallers.
 	Anonymous = "anonymous"
+	// DefaultWriteRefusedStatus answers a request whose completion writes
+	// the store refused for good (see WithWriteRefusedStatus).
+	DefaultWriteRefusedStatus = http.StatusConflict
 )
 
 // Named errors for bad keys. They are answered with 400 and never reach
@@ -55,6 +59,8 @@ type Option func(*config)
 
 type config struct {
 	optional        bool
+	anonymous       bool
+	refusedStatus   int
 	caller          any // func(Req) string, checked at construction
 	wrapOpts        []lambdaidem.Option
 	problemType     string
@@ -63,7 +69,8 @@ type config struct {
 }
 
 func newConfig(opts []Option) *config {
-	c := &config{problemType: "about:blank", unavailableWait: DefaultUnavailableRetryAfter, maxKeyLen: DefaultMaxKeyLength}
+	c := &config{problemType: "about:blank", unavailableWait: DefaultUnavailableRetryAfter, maxKeyLen: DefaultMaxKeyLength,
+		refusedStatus: DefaultWriteRefusedStatus}
 	for _, o := range opts {
 		o(c)
 	}
@@ -75,12 +82,38 @@ func newConfig(opts []Option) *config {
 // gets 400. A present but invalid key gets 400 either way.
 func WithKeyOptional() Option { return func(c *config) { c.optional = true } }
 
+// WithAnonymousCallers accepts keyed requests that carry no caller
+// identity (no authorizer, or one this package does not read and no
+// WithCaller). All such requests share one key space per route: anyone who
+// learns or guesses a key can replay that request's response or block it,
+// so keys must be unguessable (the draft recommends UUIDs). Without this
+// option such a request is refused with 500 (code
+// idempotency-caller-unknown) and the handler does not run: an API that
+// meant to identify its callers never silently mixes them.
+func WithAnonymousCallers() Option { return func(c *config) { c.anonymous = true } }
+
+// WithWriteRefusedStatus sets the status answered when the handler
+// succeeded but the store refused its completion writes for good, most
+// often because a condition of the caller's own write did not hold (a
+// balance too low, a row that already exists). Nothing was written and
+// the key may be retried. Default DefaultWriteRefusedStatus (409); 422
+// suits conditions that check the request rather than the current state.
+// Values outside 400-599 are ignored.
+func WithWriteRefusedStatus(status int) Option {
+	return func(c *config) {
+		if status >= 400 && status <= 599 {
+			c.refusedStatus = status
+		}
+	}
+}
+
 // WithCaller sets how the caller is told from the request, so two callers
 // using the same key never see each other's responses. Req must be the
 // wrapped handler's request type (events.APIGatewayProxyRequest for REST,
 // events.APIGatewayV2HTTPRequest for HTTP), or construction panics. An
-// empty result counts as Anonymous. Default: the authorizer's identity (see
-// the package documentation).
+// empty result means the request has no caller (see
+// WithAnonymousCallers). Default: the authorizer's identity (see the
+// package documentation).
 func WithCaller[Req any](f func(Req) string) Option {
 	return func(c *config) { c.caller = f }
 }
@@ -301,6 +334,10 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		}
 		caller := a.caller(req)
 		if caller == "" {
+			if !c.anonymous {
+				return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-caller-unknown", "Caller unknown",
+					"This request carries no caller identity, so its Idempotency-Key cannot be kept apart from other callers' keys. It was not processed.", 0)
+			}
 			caller = Anonymous
 		}
 		in := input[Req, Resp]{
@@ -310,40 +347,67 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 			st:          &callState[Resp]{},
 		}
 		resp, err := wrapped(ctx, in)
-		if in.st.answered {
-			// Once the handler has answered, that answer goes back to the
-			// client whatever happened while recording it: the effect has
-			// happened, and an error now would only invite a retry.
+		var uncached *uncachedError
+		switch {
+		case in.st.answered && (err == nil || errors.As(err, &uncached)):
+			// The handler's answer, stored, or a 5xx left unstored on
+			// purpose. (Once the handler has answered without completion
+			// writes, Wrap returns its answer even if recording it failed:
+			// the effect has happened, and the client should learn of it.)
 			return in.st.resp, nil
-		}
-		if in.st.ran {
+		case in.st.answered:
+			// The handler answered, but Wrap reports that what had to
+			// commit with the answer did not, or may not have: its answer
+			// would claim an effect that did not happen.
+		case in.st.ran:
 			return resp, err // the handler's own error, unchanged
-		}
-		if err == nil {
+		case err == nil:
 			a.markReplay(&resp)
 			return resp, nil
 		}
-		var ip *lambdaidem.InProgressError
-		switch {
-		case errors.As(err, &ip):
-			return writeProblem(a, c.problemType, http.StatusConflict, "idempotency-key-in-use", "A request is outstanding for this Idempotency-Key",
-				"A request with the same Idempotency-Key is being processed; retry after the time in Retry-After.", ip.RetryAfter)
-		case errors.Is(err, lambdaidem.ErrKeyConflict):
-			return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key is already used",
-				"This Idempotency-Key was used with a different request; a key must not be reused across different payloads.", 0)
-		case errors.Is(err, lambdaidem.ErrLateReplay):
-			return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-expired", "Idempotency-Key result expired",
-				"A request with this Idempotency-Key completed, but its response is no longer kept. It was not run again; check the resource's state and use a new key.", 0)
-		case errors.Is(err, lambdaidem.ErrDeadLettered):
-			return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-key-outcome-unknown", "Outcome of the original request is unknown",
-				"The request with this Idempotency-Key was set aside for reconciliation and will not be run again. Check the resource's state; use a new key to try again.", 0)
-		case errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
-			return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-unavailable", "Service unavailable",
-				"The request was not processed; retry it with the same Idempotency-Key.", c.unavailableWait)
-		default:
-			var zero Resp
-			return zero, err
-		}
+		return answerError(a, c, err, in.st.answered)
+	}
+}
+
+// answerError turns Wrap's error into a problem response. answered says
+// the handler returned a response that must not be sent: an unexpected
+// error then still gets a problem response, never the handler's answer.
+func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answered bool) (Resp, error) {
+	var ip *lambdaidem.InProgressError
+	switch {
+	case errors.Is(err, lambdaidem.ErrWriteRefused):
+		return writeProblem(a, c.problemType, c.refusedStatus, "idempotency-write-refused", "Request refused",
+			"The request's changes were refused by a condition on the current state and nothing was written. The Idempotency-Key may be used again.", 0)
+	case errors.Is(err, lambdaidem.ErrWritesNotCommitted) && (errors.Is(err, lambdaidem.ErrStoreUnavailable) || errors.Is(err, lambdaidem.ErrLeaseLost)):
+		return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-not-committed", "Service unavailable",
+			"The request's changes could not be confirmed. Retry with the same Idempotency-Key: you get the recorded response if they were made, and the request runs again if they were not.", c.unavailableWait)
+	case errors.Is(err, lambdaidem.ErrWritesNotCommitted):
+		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-not-committed", "Internal Server Error",
+			"The request's changes could not be written, and nothing was written.", 0)
+	case errors.As(err, &ip):
+		return writeProblem(a, c.problemType, http.StatusConflict, "idempotency-key-in-use", "A request is outstanding for this Idempotency-Key",
+			"A request with the same Idempotency-Key is being processed; retry after the time in Retry-After.", ip.RetryAfter)
+	case errors.Is(err, lambdaidem.ErrKeyConflict):
+		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key is already used",
+			"This Idempotency-Key was used with a different request; a key must not be reused across different payloads.", 0)
+	case errors.Is(err, lambdaidem.ErrLateReplay):
+		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-expired", "Idempotency-Key result expired",
+			"A request with this Idempotency-Key completed, but its response is no longer kept. It was not run again; check the resource's state and use a new key.", 0)
+	case errors.Is(err, lambdaidem.ErrResultNotStored):
+		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-response-not-stored", "Idempotency-Key response not stored",
+			"A request with this Idempotency-Key completed, but its response could not be stored. It was not run again; check the resource's state and use a new key.", 0)
+	case errors.Is(err, lambdaidem.ErrDeadLettered):
+		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-key-outcome-unknown", "Outcome of the original request is unknown",
+			"The request with this Idempotency-Key was set aside for reconciliation and will not be run again. Check the resource's state; use a new key to try again.", 0)
+	case errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-unavailable", "Service unavailable",
+			"The request was not processed; retry it with the same Idempotency-Key.", c.unavailableWait)
+	case answered:
+		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-not-recorded", "Internal Server Error",
+			"The request's outcome could not be recorded. Retry with the same Idempotency-Key.", 0)
+	default:
+		var zero Resp
+		return zero, err
 	}
 }
 

@@ -19,7 +19,7 @@ func TestHTTPRepeatReplaysStoredResponse(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 
 	first, err := h(ctx, httpReq(`"k-1"`, `{"cents":100}`))
@@ -48,7 +48,7 @@ func TestRESTRepeatReplaysStoredResponse(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	h := httpidem.REST(store, p.REST, ns(t))
+	h := httpidem.REST(store, p.REST, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 
 	first, err := h(ctx, restReq("k-1", `{"cents":100}`))
@@ -79,7 +79,7 @@ func TestRepeatWhileRunningGets409WithRetryAfter(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	p := payments{gate: make(chan struct{}), started: make(chan struct{})}
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 
 	type result struct {
@@ -127,7 +127,7 @@ func TestSameKeyDifferentRequestGets422(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 	if _, err := h(ctx, httpReq("k-1", `{"cents":100}`)); err != nil {
 		t.Fatal(err)
@@ -158,8 +158,8 @@ func TestMissingOrInvalidKey(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	required := httpidem.HTTP(store, p.HTTP, ns(t))
-	optional := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithKeyOptional())
+	required := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
+	optional := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers(), httpidem.WithKeyOptional())
 	ctx := t.Context()
 
 	resp, err := required(ctx, httpReq("", `{}`))
@@ -179,7 +179,7 @@ func TestMissingOrInvalidKey(t *testing.T) {
 	}
 	rest := restReq("", `{}`)
 	rest.MultiValueHeaders = map[string][]string{"idempotency-key": {"a", "b"}}
-	if resp, err := httpidem.REST(store, p.REST, ns(t))(ctx, rest); err != nil || resp.StatusCode != 400 {
+	if resp, err := httpidem.REST(store, p.REST, ns(t), httpidem.WithAnonymousCallers())(ctx, rest); err != nil || resp.StatusCode != 400 {
 		t.Errorf("REST, key sent twice = %d, %v; want 400", resp.StatusCode, err)
 	}
 	if n := p.runs.Load(); n != 0 {
@@ -201,7 +201,7 @@ func TestMissingOrInvalidKey(t *testing.T) {
 func TestStoreOutageGets503(t *testing.T) {
 	t.Parallel()
 	var p payments
-	h := httpidem.HTTP(unreachableStore(t), p.HTTP, ns(t), httpidem.WithUnavailableRetryAfter(1500*time.Millisecond))
+	h := httpidem.HTTP(unreachableStore(t), p.HTTP, ns(t), httpidem.WithAnonymousCallers(), httpidem.WithUnavailableRetryAfter(1500*time.Millisecond))
 	resp, err := h(t.Context(), httpReq("k-1", `{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestCallersAreNamespaced(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 	for _, req := range []events.APIGatewayV2HTTPRequest{
 		withSub(httpReq("k-1", `{}`), "alice"),
@@ -246,7 +246,7 @@ func TestRoutesAreNamespaced(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 	refund := httpReq("k-1", `{}`)
 	refund.RouteKey, refund.RawPath = "POST /refunds", "/refunds"
@@ -269,7 +269,7 @@ func TestFailuresAreNotStored(t *testing.T) {
 			return events.APIGatewayV2HTTPResponse{}, boom
 		}
 		return p.HTTP(ctx, r)
-	}, ns(t))
+	}, ns(t), httpidem.WithAnonymousCallers())
 	ctx := t.Context()
 
 	if _, err := h(ctx, httpReq("k-1", `{}`)); !errors.Is(err, boom) {
@@ -296,7 +296,7 @@ func TestClientErrorsAreStored(t *testing.T) {
 	store := newStore(t)
 	var p payments
 	p.status.Store(402)
-	h := httpidem.HTTP(store, p.HTTP, ns(t))
+	h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers())
 	for i := range 2 {
 		resp, err := h(t.Context(), httpReq("k-1", `{}`))
 		if err != nil || resp.StatusCode != 402 || (resp.Headers[httpidem.HeaderReplayed] == "true") != (i == 1) {
@@ -313,7 +313,7 @@ func TestLateReplayGets422(t *testing.T) {
 	store := newStore(t)
 	var p payments
 	clk := &clock{now: time.Now()}
-	h := httpidem.HTTP(store, p.HTTP, httpidem.WithWrapOptions(
+	h := httpidem.HTTP(store, p.HTTP, httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(
 		lambdaidem.WithNamespace("late"+strconv.FormatInt(time.Now().UnixNano(), 36)),
 		lambdaidem.WithClock(clk.Now),
 		lambdaidem.WithResultRetention(time.Minute),
@@ -341,7 +341,7 @@ func TestDeadLetteredKeyGets500(t *testing.T) {
 	store := newStore(t)
 	var p payments
 	namespace := "dl" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	h := httpidem.HTTP(store, p.HTTP, httpidem.WithWrapOptions(lambdaidem.WithNamespace(namespace)))
+	h := httpidem.HTTP(store, p.HTTP, httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(lambdaidem.WithNamespace(namespace)))
 	ctx := t.Context()
 
 	// Plant what at-most-once mode leaves behind: a key set aside with its

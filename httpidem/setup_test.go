@@ -29,6 +29,14 @@ var testTuning = dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxAttempts: 2, 
 // Local would delete expired records within seconds).
 func newStore(t *testing.T) *dynamo.Store {
 	t.Helper()
+	store, _ := newStoreAndClient(t)
+	return store
+}
+
+// newStoreAndClient is newStore that also returns the store's client, for
+// tests that write rows of their own.
+func newStoreAndClient(t *testing.T) (*dynamo.Store, *dynamodb.Client) {
+	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(testTuning))
 	table := testenv.Name("httpidem")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -41,7 +49,7 @@ func newStore(t *testing.T) *dynamo.Store {
 			t.Logf("delete table %s: %v", table, err)
 		}
 	})
-	return dynamo.New(client, table)
+	return dynamo.New(client, table), client
 }
 
 // unreachableStore is a store whose client points at a loopback port that

@@ -265,8 +265,8 @@ func WithResultRetention(d time.Duration) Option {
 }
 
 // WithMaxResultBytes bounds a stored Wrap result (default
-// DefaultMaxResultBytes); a larger one fails with ErrResultTooLarge and
-// leaves no lock behind.
+// DefaultMaxResultBytes). A larger one is not stored: the call still
+// returns it and completes the key, and a repeat gets ErrResultNotStored.
 func WithMaxResultBytes(n int) Option { return func(c *config) { c.maxResultBytes = n } }
 
 // WithCache keeps up to size completed keys in memory for ttl, so a repeated

@@ -22,8 +22,10 @@ type Store interface {
 	// new lease token, Attempts and Claim are one higher than before (Attempts
 	// and Claim restart at 1 in a fresh generation), and Previous tells what
 	// the claim replaced. On a refused claim, Claimed is false and Record is
-	// the unexpired record that refused it; the error is nil. An error is
-	// returned only when the store could not answer (wrapped
+	// the unexpired record that refused it; the error is nil. Its Result
+	// must be present when the record is COMPLETED with the request's
+	// payload hash and its result has not expired (a replay); otherwise a
+	// Store may leave it out. An error is returned only when the store could not answer (wrapped
 	// ErrStoreUnavailable) or the request is invalid.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 
@@ -31,6 +33,10 @@ type Store interface {
 	// the result, and commits any extra Writes atomically with it. A lease
 	// that was taken over, or a record that is no longer IN_PROGRESS, yields
 	// ErrLeaseLost. A retried write that already applied is a success.
+	// A Store must hold results of at least DefaultMaxResultBytes; one it
+	// cannot hold yields ErrResultTooLarge and records nothing. How a
+	// result is kept (on the record or apart from it) is the Store's
+	// business: Claim and Get return it as stored.
 	Complete(ctx context.Context, req CompleteRequest) error
 
 	// Fail moves a leased record to FAILED (retryable), keeping the token.

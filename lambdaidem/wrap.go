@@ -1,14 +1,68 @@
 package lambdaidem
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"runtime/debug"
+	"strings"
 )
+
+// Errors of Wrap's completion. Test with errors.Is.
+var (
+	// ErrResultNotStored: a repeat of a key whose call succeeded but whose
+	// result could not be stored (not JSON-encodable, or larger than
+	// WithMaxResultBytes or than the store can hold). The key is complete
+	// and the function is not run again; the result cannot be replayed.
+	ErrResultNotStored = errors.New("lambdaidem: the call succeeded but its result was not stored")
+
+	// ErrWritesNotCommitted: the function succeeded but the completion
+	// writes it added with AddCompletionWrite did not commit, or it is
+	// not known whether they did. Its effect must not be taken for done.
+	// When the store refused the writes for good (a condition of the
+	// caller's own write failed, or the store cannot commit them) the key
+	// is left retryable; a failed condition also matches ErrWriteRefused.
+	ErrWritesNotCommitted = errors.New("lambdaidem: completion writes not committed")
+
+	// ErrWriteRefused: the store refused a completion write for good, most
+	// often because that write's own condition did not hold; nothing of
+	// the completion was written. A Store reports it by wrapping this
+	// error (the DynamoDB store's TransactionError matches it when a
+	// write's condition failed).
+	ErrWriteRefused = errors.New("lambdaidem: completion write refused")
+)
+
+// notStoredPrefix starts the stored result of a key whose result could not
+// be stored. JSON never starts with '!', so no real result can look like
+// the marker.
+const notStoredPrefix = "!lambdaidem: result not stored: "
+
+// ResultNotStored reports whether a stored result is Wrap's mark for a
+// result that could not be stored, and why. Tools that show records use
+// it.
+func ResultNotStored(result []byte) (reason string, ok bool) {
+	r, ok := bytes.CutPrefix(result, []byte(notStoredPrefix))
+	return string(r), ok
+}
+
+// maxNotStoredReason bounds the reason kept in the marker.
+const maxNotStoredReason = 512
+
+// notStoredMarker is the stored result of a call whose result could not be
+// stored, saying why.
+func notStoredMarker(why error) []byte {
+	reason := why.Error()
+	if len(reason) > maxNotStoredReason {
+		reason = strings.ToValidUTF8(reason[:maxNotStoredReason], "") + "…"
+	}
+	return []byte(notStoredPrefix + reason)
+}
 
 // Wrap makes fn idempotent: the first call with a key runs fn and stores its
 // result (JSON); later calls with the same key and payload get the stored
@@ -17,6 +71,33 @@ import (
 // The default key is the SHA-256 of the input's JSON encoding; set one with
 // WithKeyJSONField or WithWrapKey. The result is accepted by lambda.Start.
 // Wrap does not use the local cache (WithCache), which holds no results.
+//
+// A replay returns the stored JSON decoded into Out. Typed fields come
+// back as they were; numbers held in interface values (any,
+// map[string]any, []any) come back as json.Number, which keeps integers
+// above 2^53 exact and encodes to the same JSON as the first call's
+// result.
+//
+// Once fn has succeeded, Wrap never records a failure for the key:
+//   - A result that cannot be stored (not JSON-encodable, larger than
+//     WithMaxResultBytes or than the store can hold) completes the key
+//     without a result: the first call returns fn's result, and a repeat
+//     returns ErrResultNotStored without running fn again.
+//   - If the completion cannot be recorded (the store is unavailable, the
+//     lease was lost), the first call still returns fn's result and the
+//     error is logged; the key stays in progress and a repeat after the
+//     lease runs out runs fn again.
+//   - With writes added by AddCompletionWrite the effect is those writes:
+//     if they did not commit, or may not have, Wrap returns an error
+//     wrapping ErrWritesNotCommitted instead of fn's result.
+//
+// With WithAtMostOnce, a call whose fn returns an error after its context
+// ended (the deadline margin, a lost lease, the caller's cancellation) or
+// panics has an unknown outcome, as after a crash: the key is
+// dead-lettered and the call returns ErrOutcomeUnknown, as any later call
+// with the key does; fn is never run again for it. An error fn returns
+// while its context is live is its own report of failure, and the key
+// stays retryable.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -48,13 +129,20 @@ type wrapper[In, Out any] struct {
 	key func(In, []byte) (string, error)
 }
 
-func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
-	var zero Out
+// identify derives the key and the payload hash of an input. A panic in
+// the input's encoding, the key function or the hash function is an
+// underivable key like any other, never a crash of the caller.
+func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: %w", ErrMissingKey, &PanicError{Value: v, Stack: debug.Stack()})
+		}
+	}()
 	b, err := json.Marshal(in)
 	if err != nil {
-		return zero, fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
+		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
 	}
-	key, err := w.key(in, b)
+	key, err = w.key(in, b)
 	if err == nil && key == "" {
 		err = ErrMissingKey
 	}
@@ -62,12 +150,20 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		if !errors.Is(err, ErrMissingKey) {
 			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
 		}
-		return zero, err
+		return "", "", err
 	}
-	key = storedKey(key)
-	hash, err := w.c.hash(b)
+	hash, err = w.c.hash(b)
 	if err != nil {
-		return zero, fmt.Errorf("%w: %w", ErrMissingKey, err)
+		return "", "", fmt.Errorf("%w: %w", ErrMissingKey, err)
+	}
+	return storedKey(key), hash, nil
+}
+
+func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
+	var zero Out
+	key, hash, err := w.identify(in)
+	if err != nil {
+		return zero, err
 	}
 	t := w.timing(ctx)
 	now := w.c.now()
@@ -92,59 +188,148 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 
 	st := &recordState{lease: cr.Lease}
 	var out Out
-	ferr := w.runHandler(ctx, t, st, now, func(ctx context.Context) (err error) {
-		out, err = w.fn(ctx, in)
+	ctxEnded := false
+	ferr := w.runHandler(ctx, t, st, now, func(hctx context.Context) (err error) {
+		defer func() { ctxEnded = hctx.Err() != nil }()
+		out, err = w.fn(hctx, in)
 		return err
 	})
 
 	dctx, dcancel := w.detached(ctx, t)
 	defer dcancel()
-	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	if ferr == nil {
-		result, merr := json.Marshal(out)
-		switch {
-		case merr != nil:
-			ferr = fmt.Errorf("lambdaidem: result is not JSON-encodable: %w", merr)
-		case len(result) > w.c.maxResultBytes:
-			ferr = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, len(result), w.c.maxResultBytes)
-		default:
-			done := w.c.now()
-			writes := st.takeWrites()
-			req := CompleteRequest{Lease: cr.Lease, Result: result, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
-			if w.c.resultRetention < w.c.retention {
-				req.ResultUntil = done.Add(w.c.resultRetention)
-			}
-			err := retryStore(dctx, &calls, func(ctx context.Context) error {
-				req.Now = w.c.now()
-				return w.store.Complete(ctx, req)
-			})
-			switch {
-			case err == nil:
-				return out, nil
-			case len(writes) > 0 && (errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrStoreUnavailable)):
-				// The writes commit with the completion, so they may not
-				// have happened: the caller must not take this for success.
-				// The record stays IN_PROGRESS (or is the new holder's).
-				return zero, fmt.Errorf("lambdaidem: completion and its writes not confirmed: %w", err)
-			case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrStoreUnavailable):
-				// fn's effect happened: return its result, never record a
-				// failure after success.
-				w.log(ctx, slog.LevelError, "lambdaidem: completion not recorded",
-					slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
-				return out, nil
-			default:
-				ferr = err
-			}
-		}
+		return w.complete(ctx, dctx, cr.Lease, key, st.takeWrites(), out)
 	}
+	var pe *PanicError
+	if w.c.atMostOnce && (ctxEnded || errors.As(ferr, &pe)) {
+		// fn gave up because its time or its lease ran out, or it
+		// panicked: whatever it started may have happened, as after a
+		// crash. Never retryable.
+		return zero, w.abandoned(ctx, dctx, cr.Lease, key, ferr)
+	}
+	w.fail(ctx, dctx, cr.Lease, key, ferr)
+	return zero, ferr
+}
+
+// complete records fn's success. It never records a failure for a call
+// whose effect happened; see Wrap.
+func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key string, writes []any, out Out) (Out, error) {
+	var zero Out
+	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	done := w.c.now()
-	if err := retryStore(dctx, &calls, func(ctx context.Context) error {
-		return w.store.Fail(ctx, FailRequest{Lease: cr.Lease, Now: w.c.now(), Error: ferr.Error(), ExpiresAt: w.retentionUntil(done, false)})
-	}); err != nil {
+	req := CompleteRequest{Lease: lease, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
+	if w.c.resultRetention < w.c.retention {
+		req.ResultUntil = done.Add(w.c.resultRetention)
+	}
+	result, why := w.encode(out)
+	if why != nil {
+		result = notStoredMarker(why)
+	}
+	req.Result = result
+	write := func(ctx context.Context) error {
+		req.Now = w.c.now()
+		return w.store.Complete(ctx, req)
+	}
+	err := retryStore(dctx, &calls, write)
+	if errors.Is(err, ErrResultTooLarge) && why == nil {
+		// The store cannot hold this result: complete the key without it
+		// rather than leave it open to a second run.
+		why = err
+		req.Result = notStoredMarker(why)
+		err = retryStore(dctx, &calls, write)
+	}
+	attrs := []slog.Attr{slog.String("namespace", w.c.namespace), slog.String("key", key)}
+	switch {
+	case err == nil:
+		if why != nil {
+			w.log(ctx, slog.LevelWarn, "lambdaidem: call completed; its result was not stored and cannot be replayed",
+				append(attrs, slog.Any("reason", why))...)
+		}
+		return out, nil
+	case len(writes) == 0:
+		// fn's effect happened: return its result, never record a
+		// failure after success. The key stays in progress (or is the
+		// new holder's).
+		w.log(ctx, slog.LevelError, "lambdaidem: completion not recorded", append(attrs, slog.Any("error", err))...)
+		return out, nil
+	case errors.Is(err, ErrLeaseLost):
+		// Our own condition refused the transaction: nothing of it was
+		// written, and the key is someone else's now.
+		return zero, fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
+	case errors.Is(err, ErrStoreUnavailable):
+		// The writes may or may not have committed. A failure mark is
+		// fenced like the completion: it applies only while the record is
+		// still in progress under our lease, which means the completion
+		// did not commit, and once it applied the completion never can.
+		if ferr := w.failRecord(dctx, &calls, lease, err); ferr == nil {
+			return zero, fmt.Errorf("%w (the key may be retried): %w", ErrWritesNotCommitted, err)
+		}
+		w.log(ctx, slog.LevelError, "lambdaidem: completion writes not confirmed", append(attrs, slog.Any("error", err))...)
+		return zero, fmt.Errorf("%w (not known whether they did): %w", ErrWritesNotCommitted, err)
+	default:
+		// The store refused the writes for good (a condition failed, or it
+		// cannot commit them at all); nothing was written.
+		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
+		w.fail(ctx, dctx, lease, key, ferr)
+		return zero, ferr
+	}
+}
+
+// encode makes the stored result, or says why it cannot be stored.
+func (w *wrapper[In, Out]) encode(out Out) (result []byte, why error) {
+	result, err := json.Marshal(out)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("result is not JSON-encodable: %w", err)
+	case len(result) > w.c.maxResultBytes:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, len(result), w.c.maxResultBytes)
+	}
+	return result, nil
+}
+
+// failRecord marks the record FAILED (retryable) under the lease.
+func (w *wrapper[In, Out]) failRecord(dctx context.Context, calls *RecordReport, lease Lease, cause error) error {
+	done := w.c.now()
+	return retryStore(dctx, calls, func(ctx context.Context) error {
+		return w.store.Fail(ctx, FailRequest{Lease: lease, Now: w.c.now(), Error: cause.Error(), ExpiresAt: w.retentionUntil(done, false)})
+	})
+}
+
+// fail records fn's failure, logging when it cannot.
+func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, lease Lease, key string, cause error) {
+	var calls RecordReport
+	if err := w.failRecord(dctx, &calls, lease, cause); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
 			slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
 	}
-	return zero, ferr
+}
+
+// abandoned dead-letters a key whose fn gave up when its context ended or
+// panicked, in at-most-once mode, and reports ErrOutcomeUnknown.
+func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, lease Lease, key string, ferr error) error {
+	cause := fmt.Errorf("%w: key %q: attempt %d gave up or panicked (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
+	return w.markUnknown(ctx, dctx, lease, key, cause)
+}
+
+// markUnknown dead-letters the key as outcome unknown under lease and
+// returns cause, joined with the store's error if the mark failed. An
+// unmarked record stays in progress: once its lease runs out, a repeat
+// finds it abandoned and marks it, without running fn.
+func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, lease Lease, key string, cause error) error {
+	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
+	now := w.c.now()
+	err := retryStore(dctx, &calls, func(ctx context.Context) error {
+		return w.store.DeadLetter(ctx, DeadLetterRequest{
+			Lease: lease, Now: w.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
+			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
+		})
+	})
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	w.log(ctx, slog.LevelError, "lambdaidem: outcome unknown; not running again",
+		slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Int("attempt", lease.Attempt))
+	return cause
 }
 
 // replay answers a refused claim.
@@ -164,8 +349,11 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 				slog.String("namespace", w.c.namespace), slog.String("key", key))
 			return zero, fmt.Errorf("%w: key %q", ErrLateReplay, key)
 		}
-		var out Out
-		if err := json.Unmarshal(rec.Result, &out); err != nil {
+		if reason, ok := ResultNotStored(rec.Result); ok {
+			return zero, fmt.Errorf("%w: key %q: %s", ErrResultNotStored, key, reason)
+		}
+		out, err := decodeResult[Out](rec.Result)
+		if err != nil {
 			return zero, fmt.Errorf("lambdaidem: stored result of key %q does not decode: %w", key, err)
 		}
 		return out, nil
@@ -174,24 +362,26 @@ func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
 	}
 }
 
+// decodeResult decodes a stored result. Numbers that land in interface
+// values become json.Number, not float64, so integers above 2^53 survive.
+func decodeResult[Out any](b []byte) (Out, error) {
+	var out Out
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return out, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return out, errors.New("data after the stored value")
+	}
+	return out, nil
+}
+
 // outcomeUnknown marks an abandoned attempt in at-most-once mode, fencing
 // the original owner's late completion, and reports ErrOutcomeUnknown.
 func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string) error {
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
-	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
-	now := w.c.now()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
-	err := retryStore(dctx, &calls, func(ctx context.Context) error {
-		return w.store.DeadLetter(ctx, DeadLetterRequest{
-			Lease: leaseOf(rec), Now: w.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
-			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
-		})
-	})
-	if err != nil {
-		return errors.Join(cause, err)
-	}
-	w.log(ctx, slog.LevelError, "lambdaidem: outcome unknown; not running again",
-		slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Int("attempt", rec.Attempts))
-	return cause
+	return w.markUnknown(ctx, dctx, leaseOf(rec), key, cause)
 }

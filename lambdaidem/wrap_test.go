@@ -2,13 +2,17 @@ package lambdaidem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 type order struct {
@@ -113,25 +117,260 @@ func TestWrapInProgressAndFailure(t *testing.T) {
 	}
 }
 
-func TestWrapResultTooLargeLeavesNoLock(t *testing.T) {
+// A successful call whose result cannot be stored completes its key: the
+// first call returns the result, a repeat gets ErrResultNotStored and the
+// function does not run again.
+func TestWrapResultNotStoredCompletesTheKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		result any
+	}{
+		{"too large", strings.Repeat("x", 500*1024)},
+		{"not JSON-encodable", math.NaN()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var runs atomic.Int32
+			f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (any, error) {
+				runs.Add(1)
+				return tc.result, nil
+			}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			out, err := f(context.Background(), order{ID: "o1"})
+			if err != nil {
+				t.Fatalf("first call: %v; a call that succeeded must return its result", err)
+			}
+			if s, ok := tc.result.(string); ok && out != s {
+				t.Fatalf("first call returned %.20v, want the function's result", out)
+			}
+			if r := b.record(t, "o1"); r.Status != lambdaidem.StatusCompleted {
+				t.Fatalf("status %s, want COMPLETED: success must never be recorded as failure", r.Status)
+			}
+			if _, err := f(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrResultNotStored) {
+				t.Fatalf("repeat: %v, want ErrResultNotStored", err)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("the function ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// smallStore is a store that holds results of at most limit bytes, like a
+// store whose items are smaller than WithMaxResultBytes allows.
+type smallStore struct {
+	*memstore.Store
+	limit int
+}
+
+func (s smallStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	if len(req.Result) > s.limit {
+		return fmt.Errorf("small store: %w", lambdaidem.ErrResultTooLarge)
+	}
+	return s.Store.Complete(ctx, req)
+}
+
+func TestWrapResultTheStoreRefusesCompletesTheKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	big := true
-	f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (string, error) {
-		if big {
-			return strings.Repeat("x", 500*1024), nil
-		}
-		return "small", nil
+	store := smallStore{Store: b.store, limit: 100}
+	var runs atomic.Int32
+	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (string, error) {
+		runs.Add(1)
+		return strings.Repeat("y", 200), nil
 	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
-	if _, err := f(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrResultTooLarge) {
-		t.Fatalf("err = %v, want ErrResultTooLarge", err)
+	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || len(out) != 200 {
+		t.Fatalf("first call: %d bytes, %v", len(out), err)
 	}
-	if r := b.record(t, "o1"); r.Status != lambdaidem.StatusFailed {
-		t.Fatalf("status %s: a too-large result must not leave the key locked", r.Status)
+	if _, err := f(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrResultNotStored) {
+		t.Fatalf("repeat: %v, want ErrResultNotStored", err)
 	}
-	big = false
-	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || out != "small" {
-		t.Fatalf("after a smaller result: %q %v", out, err)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the function ran %d times, want 1", n)
+	}
+}
+
+// Integers above 2^53 replay exactly, wherever they sit in the result.
+func TestWrapReplayKeepsLargeIntegers(t *testing.T) {
+	t.Parallel()
+	const big = 9007199254740993 // 2^53 + 1: float64 rounds it to ...992
+	type typed struct {
+		N int64          `json:"n"`
+		U uint64         `json:"u"`
+		A any            `json:"a"`
+		M map[string]any `json:"m"`
+	}
+	check := func(t *testing.T, name string, run func(b *bundle) (first, replay any, err error)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			first, replay, err := run(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fj, _ := json.Marshal(first)
+			rj, _ := json.Marshal(replay)
+			if string(fj) != string(rj) {
+				t.Fatalf("replay encodes as %s, first call as %s", rj, fj)
+			}
+			if !strings.Contains(string(rj), "9007199254740993") {
+				t.Fatalf("replay %s lost the integer", rj)
+			}
+		})
+	}
+	twice := func(b *bundle, f func(context.Context, order) (any, error)) (any, any, error) {
+		first, err := f(context.Background(), order{ID: "o1"})
+		if err != nil {
+			return nil, nil, err
+		}
+		again, err := f(context.Background(), order{ID: "o1"})
+		return first, again, err
+	}
+	wrapAny := func(b *bundle, v any) func(context.Context, order) (any, error) {
+		return lambdaidem.Wrap(b.store, func(context.Context, order) (any, error) { return v, nil },
+			b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}
+	check(t, "any", func(b *bundle) (any, any, error) { return twice(b, wrapAny(b, int64(big))) })
+	check(t, "[]any", func(b *bundle) (any, any, error) { return twice(b, wrapAny(b, []any{uint64(big), 1.5})) })
+	check(t, "nested", func(b *bundle) (any, any, error) {
+		return twice(b, wrapAny(b, map[string]any{"x": []any{map[string]any{"id": int64(big)}}}))
+	})
+	check(t, "map[string]any", func(b *bundle) (any, any, error) {
+		f := lambdaidem.Wrap(b.store, func(context.Context, order) (map[string]any, error) {
+			return map[string]any{"id": int64(big), "amount": 12.25}, nil
+		}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+		first, err := f(context.Background(), order{ID: "o1"})
+		if err != nil {
+			return nil, nil, err
+		}
+		again, err := f(context.Background(), order{ID: "o1"})
+		if n, ok := again["id"].(json.Number); !ok || n.String() != "9007199254740993" {
+			t.Errorf("replayed id is %T %v, want json.Number 9007199254740993", again["id"], again["id"])
+		}
+		return first, again, err
+	})
+	check(t, "typed struct", func(b *bundle) (any, any, error) {
+		want := typed{N: big, U: big + 2, A: int64(big), M: map[string]any{"k": uint64(big)}}
+		f := lambdaidem.Wrap(b.store, func(context.Context, order) (typed, error) { return want, nil },
+			b.opts(lambdaidem.WithKeyJSONField("id"))...)
+		first, err := f(context.Background(), order{ID: "o1"})
+		if err != nil {
+			return nil, nil, err
+		}
+		again, err := f(context.Background(), order{ID: "o1"})
+		if again.N != big || again.U != big+2 {
+			t.Errorf("typed fields replayed as %d, %d", again.N, again.U)
+		}
+		return first, again, err
+	})
+}
+
+// A panicking key or hash function fails that call with ErrMissingKey; it
+// never crashes the caller.
+func TestWrapPanickingKeyFunction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs atomic.Int32
+	fn := func(context.Context, order) (int32, error) { return runs.Add(1), nil }
+	byKey := lambdaidem.Wrap(b.store, fn, b.opts(lambdaidem.WithWrapKey(func(o order) (string, error) {
+		var m map[string]string
+		m[o.ID] = "boom" // assignment to a nil map panics
+		return o.ID, nil
+	}))...)
+	var pe *lambdaidem.PanicError
+	if _, err := byKey(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrMissingKey) || !errors.As(err, &pe) {
+		t.Fatalf("panicking key function: %v, want ErrMissingKey with the panic", err)
+	}
+	byHash := lambdaidem.Wrap(b.store, fn, b.opts(lambdaidem.WithPayloadHash(func([]byte) (string, error) { panic("hash") }))...)
+	if _, err := byHash(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrMissingKey) || !errors.As(err, &pe) {
+		t.Fatalf("panicking hash function: %v, want ErrMissingKey with the panic", err)
+	}
+	if runs.Load() != 0 {
+		t.Fatal("the function ran without a key")
+	}
+}
+
+// In at-most-once mode a call that panics has an unknown outcome, like a
+// crash; a plain error is the function's own report and stays retryable.
+func TestWrapPanicAtMostOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs atomic.Int32
+	f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (string, error) {
+		runs.Add(1)
+		switch o.ID {
+		case "panics":
+			panic("half-way through the payment")
+		case "fails":
+			if runs.Load() == 2 {
+				return "", errors.New("declined before charging")
+			}
+		}
+		return "ok", nil
+	}, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithAtMostOnce())...)
+	for range 2 {
+		if _, err := f(context.Background(), order{ID: "panics"}); !errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
+			t.Fatalf("panicking call: %v, want ErrOutcomeUnknown", err)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("a panicked call ran again (%d runs)", n)
+	}
+	if _, err := f(context.Background(), order{ID: "fails"}); err == nil || errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
+		t.Fatalf("failing call: %v, want its own error", err)
+	}
+	if out, err := f(context.Background(), order{ID: "fails"}); err != nil || out != "ok" {
+		t.Fatalf("retry after a reported failure: %q %v", out, err)
+	}
+}
+
+// In at-most-once mode a call that gives up because its context ended has
+// an unknown outcome: it is never made retryable. In the default mode it is.
+func TestWrapContextEndedAtMostOnce(t *testing.T) {
+	t.Parallel()
+	for _, atMostOnce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("atMostOnce=%v", atMostOnce), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var runs atomic.Int32
+			entered := make(chan struct{}, 1)
+			opts := b.opts(lambdaidem.WithKeyJSONField("id"))
+			if atMostOnce {
+				opts = append(opts, lambdaidem.WithAtMostOnce())
+			}
+			f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (string, error) {
+				if runs.Add(1) > 1 {
+					return "second run", nil
+				}
+				entered <- struct{}{}
+				<-ctx.Done() // the payment is in flight when the context ends
+				return "", ctx.Err()
+			}, opts...)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { _, err := f(ctx, order{ID: "o1"}); done <- err }()
+			<-entered
+			cancel()
+			err := <-done
+			_, again := f(context.Background(), order{ID: "o1"})
+			r := b.record(t, "o1")
+			if atMostOnce {
+				if !errors.Is(err, lambdaidem.ErrOutcomeUnknown) || !errors.Is(again, lambdaidem.ErrOutcomeUnknown) {
+					t.Fatalf("calls: %v / %v, want ErrOutcomeUnknown", err, again)
+				}
+				if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonOutcomeUnknown {
+					t.Fatalf("record %s/%s, want DEAD_LETTERED/outcome_unknown", r.Status, r.DeadLetterReason)
+				}
+				if n := runs.Load(); n != 1 {
+					t.Fatalf("ran %d times in at-most-once mode", n)
+				}
+				return
+			}
+			if !errors.Is(err, context.Canceled) || again != nil || runs.Load() != 2 || r.Status != lambdaidem.StatusCompleted {
+				t.Fatalf("at-least-once: %v / %v, runs %d, status %s; want a retry that runs", err, again, runs.Load(), r.Status)
+			}
+		})
 	}
 }
 
@@ -150,5 +389,65 @@ func TestWrapLateReplay(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Fatal("a late replay re-ran the function")
+	}
+}
+
+// txStore commits completion writes by dropping them, or fails the
+// completion with err when set: a stand-in for a store whose transaction
+// was cancelled.
+type txStore struct {
+	*memstore.Store
+	err error
+}
+
+func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	if s.err != nil {
+		return s.err
+	}
+	req.Writes = nil
+	return s.Store.Complete(ctx, req)
+}
+
+// When the completion's writes did not commit, the call never returns the
+// function's result.
+func TestWrapCompletionWritesNotCommitted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		err     error
+		refused bool // ErrWriteRefused
+		status  lambdaidem.Status
+	}{
+		{"store unavailable", fmt.Errorf("tx: %w", lambdaidem.ErrStoreUnavailable), false, lambdaidem.StatusFailed},
+		{"condition failed", fmt.Errorf("tx: %w", lambdaidem.ErrWriteRefused), true, lambdaidem.StatusFailed},
+		{"unsupported", fmt.Errorf("tx: %w", lambdaidem.ErrUnsupportedWrite), false, lambdaidem.StatusFailed},
+		{"lease lost", fmt.Errorf("tx: %w", lambdaidem.ErrLeaseLost), false, lambdaidem.StatusInProgress},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			store := &txStore{Store: b.store, err: tc.err}
+			var runs atomic.Int32
+			f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int32, error) {
+				if err := lambdaidem.AddCompletionWrite(ctx, "debit"); err != nil {
+					return 0, err
+				}
+				return runs.Add(1), nil
+			}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			out, err := f(context.Background(), order{ID: "o1"})
+			if !errors.Is(err, lambdaidem.ErrWritesNotCommitted) || errors.Is(err, lambdaidem.ErrWriteRefused) != tc.refused || out != 0 {
+				t.Fatalf("call: %d, %v; want ErrWritesNotCommitted (refused %v) and no result", out, err, tc.refused)
+			}
+			if r := b.record(t, "o1"); r.Status != tc.status {
+				t.Fatalf("record %s, want %s", r.Status, tc.status)
+			}
+			if tc.status != lambdaidem.StatusFailed {
+				return
+			}
+			store.err = nil
+			if out, err := f(context.Background(), order{ID: "o1"}); err != nil || out != 2 {
+				t.Fatalf("retry: %d %v, want the function to run again", out, err)
+			}
+		})
 	}
 }

@@ -199,6 +199,11 @@ func describeResult(b []byte) string {
 	switch {
 	case len(b) == 0:
 		return "none"
+	}
+	if reason, ok := lambdaidem.ResultNotStored(b); ok {
+		return "not stored (" + reason + "); a repeat gets ErrResultNotStored"
+	}
+	switch {
 	case json.Valid(b) && len(b) <= 200:
 		return fmt.Sprintf("%d bytes: %s", len(b), b)
 	}

@@ -83,7 +83,12 @@ func NewHandler(cfg Config, client *dynamodb.Client, logger *slog.Logger, opts .
 	}
 	f := &function{table: cfg.PaymentsTable}
 	wrapOpts := append([]lambdaidem.Option{lambdaidem.WithNamespace(cfg.Namespace), lambdaidem.WithLogger(logger)}, opts...)
-	return httpidem.HTTP(dynamo.New(client, cfg.IdempotencyTable), f.create, httpidem.WithWrapOptions(wrapOpts...))
+	// This example's API has no authorizer, so its callers cannot be told
+	// apart: they share one key space, and clients must send unguessable
+	// keys (UUIDs). Behind an authorizer, drop WithAnonymousCallers and keys
+	// are kept per caller.
+	return httpidem.HTTP(dynamo.New(client, cfg.IdempotencyTable), f.create,
+		httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(wrapOpts...))
 }
 
 type function struct{ table string }

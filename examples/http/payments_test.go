@@ -74,7 +74,10 @@ func payments(t *testing.T, client *dynamodb.Client, table string) int32 {
 func TestRetriedPaymentIsCreatedOnce(t *testing.T) {
 	t.Parallel()
 	h, client, table := setup(t)
-	ctx := t.Context()
+	// Lambda always gives the handler a deadline; recording the outcome may
+	// use the time up to it (without one, only a short floor).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	const body = `{"amount_cents":2500,"currency":"EUR"}`
 
 	first, err := h(ctx, post(`"c0ffee00-0000-4000-8000-000000000001"`, body))
@@ -112,7 +115,10 @@ func TestRetriedPaymentIsCreatedOnce(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	t.Parallel()
 	h, client, table := setup(t)
-	ctx := t.Context()
+	// Lambda always gives the handler a deadline; recording the outcome may
+	// use the time up to it (without one, only a short floor).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	if resp, err := h(ctx, post("", `{"amount_cents":1,"currency":"EUR"}`)); err != nil || resp.StatusCode != 400 {
 		t.Fatalf("no key = %+v, %v; want 400", resp, err)
 	}

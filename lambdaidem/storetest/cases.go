@@ -21,6 +21,7 @@ var cases = []testCase{
 	{"ClaimAbsent", testClaimAbsent},
 	{"ClaimRefusedWhileLeaseValid", testClaimRefusedWhileLeaseValid},
 	{"CompleteStoresResult", testCompleteStoresResult},
+	{"CompleteStoresLargeResult", testCompleteStoresLargeResult},
 	{"CompleteResultUntil", testCompleteResultUntil},
 	{"ClaimCompletedRefused", testClaimCompletedRefused},
 	{"FailRecordsError", testFailRecordsError},
@@ -190,6 +191,33 @@ func testCompleteStoresResult(t *testing.T, f *fixture) {
 		res := f.mustRefuse(f.claimReq(key, 3))
 		if !bytes.Equal(res.Record.Result, sent) {
 			t.Errorf("%s: refused claim returned result %.40q, want %.40q", r.name, res.Record.Result, sent)
+		}
+	}
+}
+
+// A result as large as Wrap stores by default comes back whole, and a new
+// generation of the key never sees the result of an earlier one, whatever
+// the sizes (a store that keeps large results apart must not mix them up).
+func testCompleteStoresLargeResult(t *testing.T, f *fixture) {
+	const key = "k-large"
+	large := bytes.Repeat([]byte("0123456789abcdef"), lambdaidem.DefaultMaxResultBytes/16)
+	other := bytes.Repeat([]byte("fedcba9876543210"), lambdaidem.DefaultMaxResultBytes/32)
+	for i, result := range [][]byte{large, []byte(`"small"`), nil, other} {
+		// Each generation starts after the previous one expired.
+		base := i * 10000
+		c := f.mustClaim(f.claimReq(key, base))
+		if c.Previous != "" || c.Lease.Fence.Claim != 1 {
+			t.Fatalf("generation %d: claim previous %q, claim %d; want a fresh generation", i, c.Previous, c.Lease.Fence.Claim)
+		}
+		f.ok(fmt.Sprintf("Complete(generation %d)", i), f.store.Complete(f.ctx, lambdaidem.CompleteRequest{
+			Lease: c.Lease, Now: f.at(base + 1), Result: result, ExpiresAt: f.at(base + 3600),
+		}))
+		if got := f.get(key, f.at(base+2)).Result; !bytes.Equal(got, result) {
+			t.Errorf("generation %d: Get returned %d result bytes (%.20q), want %d", i, len(got), got, len(result))
+		}
+		res := f.mustRefuse(f.claimReq(key, base+3))
+		if !bytes.Equal(res.Record.Result, result) {
+			t.Errorf("generation %d: refused claim returned %d result bytes (%.20q), want %d", i, len(res.Record.Result), res.Record.Result, len(result))
 		}
 	}
 }

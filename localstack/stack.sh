@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # stack.sh — a Docker-free local AWS for lambdaidem's tests and demo:
-# DynamoDB Local (AWS's jar, from npm, on Java 17) and moto's server (SQS, through moto_sqs.py),
-# both bound to 127.0.0.1, with the resources of localstack/resources.json.
+# DynamoDB Local (AWS's jar, from npm, on Java 17), moto's server (SQS, through moto_sqs.py)
+# and redis-server 7 (Debian's package, unpacked into .tools/redis without root), all bound
+# to 127.0.0.1, with the resources of localstack/resources.json.
 #
 #   localstack/stack.sh install          install pinned tools into .tools/ (idempotent)
 #   localstack/stack.sh start            install, start both services, create the resources
@@ -12,7 +13,12 @@
 #                                        always stop it; exits with CMD's status
 #
 # Environment:
-#   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT  fixed ports (default: free ones)
+#   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT, LAMBDAIDEM_REDIS_PORT
+#                              fixed ports (default: free ones)
+#   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
+#                              with it); always|everysec|no turns the append-only file on
+#                              with that fsync policy (always: what the README's single-node
+#                              guarantee assumes)
 #   LAMBDAIDEM_START_TIMEOUT   seconds to wait for the services (default 90)
 #   LAMBDAIDEM_TOOLS_DIR       where tools go (default .tools)
 #   LAMBDAIDEM_RUN_DIR         pid files, logs, env (default .run/stack; `run` uses
@@ -23,7 +29,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${LAMBDAIDEM_TOOLS_DIR:-$ROOT/.tools}
 START_TIMEOUT=${LAMBDAIDEM_START_TIMEOUT:-90}
-SERVICES=(dynamodb sqs)
+SERVICES=(dynamodb sqs redis)
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -75,10 +81,50 @@ install() {
 		javac --release 17 -nowarn -d "$TOOLS/dynamodb" -cp "$ddb/DynamoDBLocal.jar:$ddb/DynamoDBLocal_lib/*" "$src"
 	fi
 
+	install_redis
+
 	# The provisioner; go build is a no-op when nothing changed.
 	mkdir -p "$TOOLS/bin"
 	(cd "$ROOT" && go build -o "$TOOLS/bin/provision" ./localstack/provision)
 	log "install done in $(since "$t0")"
+}
+
+# redis-server: Debian's package and the two libraries it links that a
+# minimal image lacks, fetched with apt-get download and unpacked with
+# dpkg -x (no root, nothing installed system-wide); a wrapper script sets
+# the library path. A redis-server already on PATH is used when the
+# download is impossible.
+REDIS_DEBS=(redis-server redis-tools liblzf1 libjemalloc2)
+redis_bin() { printf '%s\n' "$TOOLS/redis/bin/redis-server"; }
+
+install_redis() {
+	local dir="$TOOLS/redis" tmp deb real
+	if "$(redis_bin)" --version >/dev/null 2>&1; then return 0; fi
+	rm -rf "$dir"
+	mkdir -p "$dir/bin"
+	real="$dir/root/usr/bin/redis-server"
+	if command -v apt-get >/dev/null && command -v dpkg >/dev/null; then
+		log "installing redis-server (Debian's package, unpacked) into ${dir#"$ROOT"/}"
+		tmp=$(mktemp -d)
+		if (cd "$tmp" && apt-get download "${REDIS_DEBS[@]}") >"$dir/install.log" 2>&1; then
+			for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$dir/root"; done
+		fi
+		rm -rf "$tmp"
+	fi
+	if [[ -x $real ]]; then
+		printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+			"$dir/root/usr/lib/x86_64-linux-gnu" "$real" >"$dir/bin/redis-server"
+		chmod +x "$dir/bin/redis-server"
+		if "$(redis_bin)" --version >/dev/null 2>&1; then return 0; fi
+		log "the unpacked redis-server does not start; libraries it cannot find:"
+		LD_LIBRARY_PATH="$dir/root/usr/lib/x86_64-linux-gnu" ldd "$real" 2>&1 | grep 'not found' >&2 || true
+	elif command -v redis-server >/dev/null; then
+		log "apt-get download failed (${dir#"$ROOT"/}/install.log); using $(command -v redis-server)"
+		ln -sf "$(command -v redis-server)" "$dir/bin/redis-server"
+		return 0
+	fi
+	rm -f "$dir/bin/redis-server"
+	die "cannot install redis-server 7 into ${dir#"$ROOT"/}: install it system-wide (Debian/Ubuntu: apt-get install redis-server; valkey-server works too) or make 'apt-get download ${REDIS_DEBS[*]}' work"
 }
 
 # ---------------------------------------------------------------- processes
@@ -183,13 +229,14 @@ start() {
 	rm -rf "$RUN_DIR"
 	mkdir -p "$RUN_DIR"
 
-	local ddb_port=${LAMBDAIDEM_DYNAMODB_PORT:-} sqs_port=${LAMBDAIDEM_SQS_PORT:-} ports
-	if [[ -z $ddb_port || -z $sqs_port ]]; then
-		mapfile -t ports < <("$TOOLS/bin/provision" freeport 2)
+	local ddb_port=${LAMBDAIDEM_DYNAMODB_PORT:-} sqs_port=${LAMBDAIDEM_SQS_PORT:-} redis_port=${LAMBDAIDEM_REDIS_PORT:-} ports
+	if [[ -z $ddb_port || -z $sqs_port || -z $redis_port ]]; then
+		mapfile -t ports < <("$TOOLS/bin/provision" freeport 3)
 		ddb_port=${ddb_port:-${ports[0]}}
 		sqs_port=${sqs_port:-${ports[1]}}
+		redis_port=${redis_port:-${ports[2]}}
 	fi
-	for p in "$ddb_port" "$sqs_port"; do
+	for p in "$ddb_port" "$sqs_port" "$redis_port"; do
 		if port_open "$p"; then die "port $p on 127.0.0.1 is already in use"; fi
 	done
 
@@ -206,6 +253,17 @@ start() {
 	# moto's own server with DeleteMessage's lost-send race fixed
 	# (localstack/moto_sqs.py says how a send was lost).
 	spawn sqs python3 "$ROOT/localstack/moto_sqs.py" -H 127.0.0.1 -p "$sqs_port"
+	# Loopback only, no snapshots; the append-only file only when asked
+	# (LAMBDAIDEM_REDIS_APPENDFSYNC): a test server's data dies with it.
+	local aof=(--appendonly no)
+	case ${LAMBDAIDEM_REDIS_APPENDFSYNC:-} in
+	"") ;;
+	always | everysec | no) aof=(--appendonly yes --appendfsync "$LAMBDAIDEM_REDIS_APPENDFSYNC") ;;
+	*) die "LAMBDAIDEM_REDIS_APPENDFSYNC must be always, everysec or no" ;;
+	esac
+	mkdir -p "$RUN_DIR/redis"
+	spawn redis "$(redis_bin)" --bind 127.0.0.1 --port "$redis_port" --protected-mode yes \
+		--dir "$RUN_DIR/redis" --save "" "${aof[@]}" --daemonize no --loglevel warning
 
 	# Polling with a deadline: we wait for processes we do not control.
 	local deadline=$(($(date +%s) + START_TIMEOUT)) up
@@ -220,14 +278,15 @@ start() {
 		up=0
 		if port_open "$ddb_port"; then ((up += 1)); fi
 		if port_open "$sqs_port"; then ((up += 1)); fi
-		((up == 2)) && break
+		if port_open "$redis_port"; then ((up += 1)); fi
+		((up == 3)) && break
 		if (($(date +%s) >= deadline)); then
 			die "services not listening after ${START_TIMEOUT}s (logs in ${RUN_DIR#"$ROOT"/})"
 		fi
 		sleep 0.1
 	done
 
-	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"
 	if ! (
 		eval "$envline"
 		cd "$ROOT"
@@ -238,7 +297,7 @@ start() {
 	fi
 	echo "$envline" >"$RUN_DIR/env"
 	STOP_ON_EXIT=$was
-	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port, resources created; up in $(since "$t0")"
+	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port, redis on 127.0.0.1:$redis_port, resources created; up in $(since "$t0")"
 }
 
 stop() {

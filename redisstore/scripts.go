@@ -188,3 +188,5 @@ for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[3]) end
 if r == nil or expired(r, now) then return {'gone', {}} end
 return {'deleted', flat}
 `)
+
+var allScripts = []*redis.Script{claimScript, finishScript, deleteScript, releaseScript, forgetScript}

@@ -295,3 +295,23 @@ func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error 
 	}
 	return nil
 }
+
+// LoadScripts loads the store's scripts into the server's script cache
+// (SCRIPT LOAD), so that the first call of each is one EVALSHA rather than
+// a NOSCRIPT refusal followed by an EVAL. Calling it is optional: a
+// function may call it at cold start. On a cluster it loads them on every
+// primary.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range allScripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return unavailable("load scripts", s.prefix, err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"crypto/rand"
 	"errors"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func setup(t *testing.T, retries int) *bundle {
 		proxy:  p,
 		store:  redisstore.New(viaProxy, redisstore.Options{}),
 		direct: redisstore.New(newClient(t, server), redisstore.Options{}),
-		ns:     "lost-" + t.Name(),
+		ns:     "redisstore-" + rand.Text()[:12],
 		t0:     time.Now().UTC().Truncate(time.Second),
 	}
 	// Cached scripts, so every call below is one EVALSHA.

@@ -21,16 +21,18 @@ import (
 //	if err != nil { ... }
 //	defer p.Close()
 //	p.Inject(faultproxy.RESPFault{Match: faultproxy.Command("EVALSHA"), Action: faultproxy.DropResponse, Times: 1})
+//	// ... the first script runs, its reply is lost, go-redis re-sends it.
 //	client := redis.NewClient(&redis.Options{Addr: p.Addr()})
 //
-// Only Forward and DropResponse apply to RESP. Commands the server pushes
-// without a request (RESP3 push messages) are not supported.
+// Commands the server pushes without a request (RESP3 push messages) are
+// not supported.
 type RESP struct {
 	upstream string
 	ln       net.Listener
 	wg       sync.WaitGroup
 
 	mu      sync.Mutex
+	next    int
 	faults  []*respFault
 	counts  map[string]int
 	applied map[Action]int
@@ -38,15 +40,28 @@ type RESP struct {
 	closed  bool
 }
 
+// RESPRequest is what a RESPFault's Match sees of a command.
+type RESPRequest struct {
+	// Index counts the commands the proxy received, from 0.
+	Index int
+	// Args are the command's arguments; Args[0] is its name as sent.
+	Args []string
+}
+
 // RESPFault is a fault programmed into a RESP proxy.
 type RESPFault struct {
-	// Match picks the commands the fault applies to, by their arguments
-	// (args[0] is the command name as the client sent it); nil matches all.
-	Match func(args []string) bool
-	// Action is Forward (count only) or DropResponse: the command runs on
-	// the server, its reply is discarded and the client's connection is
-	// closed.
+	// Match picks the commands the fault applies to; nil matches all.
+	Match func(RESPRequest) bool
+	// Action is what happens to a matched command: Forward (count only);
+	// DropResponse (it runs, its reply is discarded and the client's
+	// connection closed); Respond (answered with the error reply Error
+	// without running); Hang (held unforwarded until the client gives up
+	// and closes the connection); ForwardThenHang (it runs, the reply is
+	// held until the client gives up).
 	Action Action
+	// Error is the error reply of Respond, e.g. "TRYAGAIN try later"
+	// (default "ERR faultproxy: injected error").
+	Error string
 	// Times is how many commands the fault applies to; 0 means no limit.
 	Times int
 }
@@ -57,10 +72,10 @@ type respFault struct {
 }
 
 // Command matches commands by name, case-insensitively.
-func Command(names ...string) func(args []string) bool {
-	return func(args []string) bool {
+func Command(names ...string) func(RESPRequest) bool {
+	return func(r RESPRequest) bool {
 		for _, n := range names {
-			if len(args) > 0 && strings.EqualFold(args[0], n) {
+			if len(r.Args) > 0 && strings.EqualFold(r.Args[0], n) {
 				return true
 			}
 		}
@@ -162,24 +177,33 @@ func (p *RESP) accept() {
 	}
 }
 
-// pick counts a command and returns the action for it.
-func (p *RESP) pick(args []string) Action {
+// pick counts a command and returns the fault for it (Forward when none).
+func (p *RESP) pick(args []string) RESPFault {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	req := RESPRequest{Index: p.next, Args: args}
+	p.next++
 	if len(args) > 0 {
 		p.counts[strings.ToUpper(args[0])]++
 	}
 	for _, f := range p.faults {
-		if f.left == 0 || (f.Match != nil && !f.Match(args)) {
+		if f.left == 0 || (f.Match != nil && !f.Match(req)) {
 			continue
 		}
 		if f.left > 0 {
 			f.left--
 		}
 		p.applied[f.Action]++
-		return f.Action
+		return f.RESPFault
 	}
-	return Forward
+	return RESPFault{}
+}
+
+// Total is the number of commands received.
+func (p *RESP) Total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next
 }
 
 func (p *RESP) serve(client net.Conn) {
@@ -203,7 +227,22 @@ func (p *RESP) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
-		action := p.pick(args)
+		f := p.pick(args)
+		switch f.Action {
+		case Respond:
+			msg := f.Error
+			if msg == "" {
+				msg = "ERR faultproxy: injected error"
+			}
+			if _, err := client.Write([]byte("-" + msg + "\r\n")); err != nil {
+				return
+			}
+			continue
+		case Hang:
+			// Until the client gives up and closes its connection.
+			_, _ = io.Copy(io.Discard, cr)
+			return
+		}
 		if _, err := up.Write(req); err != nil {
 			return
 		}
@@ -211,8 +250,12 @@ func (p *RESP) serve(client net.Conn) {
 		if err != nil {
 			return
 		}
-		if action == DropResponse {
+		switch f.Action {
+		case DropResponse:
 			// The command ran; its reply is lost with the connection.
+			return
+		case ForwardThenHang:
+			_, _ = io.Copy(io.Discard, cr)
 			return
 		}
 		if _, err := client.Write(reply); err != nil {

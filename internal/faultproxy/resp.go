@@ -119,6 +119,17 @@ func (p *RESP) Count(name string) int {
 	return p.counts[name]
 }
 
+// Counts returns the commands received per name (upper case).
+func (p *RESP) Counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.counts))
+	for k, v := range p.counts {
+		out[k] = v
+	}
+	return out
+}
+
 // ResetCounts sets every command count to zero.
 func (p *RESP) ResetCounts() {
 	p.mu.Lock()

@@ -34,6 +34,7 @@ help: ## Show this help
 test: ## Start the local stack, run every test (-race) against it, stop it; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
 	cfn-lint template.yaml
+	cfn-lint examples/redis/template.yaml
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
 
@@ -105,6 +106,12 @@ build: $(addprefix build-,$(FUNCTIONS)) ## Build every function of template.yaml
 .PHONY: build-OrdersFunction
 build-OrdersFunction:
 	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/OrdersFunction)/bootstrap ./$(OrdersFunction_PKG)
+
+# build-RedisFunction: what `sam build -t examples/redis/template.yaml`
+# runs for the Redis store's example (not part of template.yaml).
+.PHONY: build-RedisFunction
+build-RedisFunction:
+	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/RedisFunction)/bootstrap ./examples/redis
 
 .PHONY: demo
 demo: ## Run the orders example under the local Lambda runner: duplicates, a slow redelivery, poison, retries, a crash; fails on a lost message or a duplicate effect

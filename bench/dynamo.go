@@ -364,12 +364,7 @@ func (b *dynamoBench) variants(path string) []variant {
 	switch path {
 	case PathFirst:
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := newID()
-				d, err := b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeProcessed)
-				b.doneIDs = append(b.doneIDs, id)
-				return d, err
-			}},
+			decoratorFirst(&b.out, b.h, &b.doneIDs),
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				ictx, cancel := invocation(ctx)
@@ -382,13 +377,9 @@ func (b *dynamoBench) variants(path string) []variant {
 			}},
 		}
 	case PathDuplicate:
-		i, j := 0, 0
+		j := 0
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := b.doneIDs[i%len(b.doneIDs)]
-				i++
-				return b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeDuplicate)
-			}},
+			decoratorDuplicate(&b.out, b.h, b.doneIDs),
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
 				j++

@@ -157,12 +157,7 @@ func (b *redisBench) variants(path string) []variant {
 	switch path {
 	case PathFirst:
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := newID()
-				d, err := b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeProcessed)
-				b.doneIDs = append(b.doneIDs, id)
-				return d, err
-			}},
+			decoratorFirst(&b.out, b.h, &b.doneIDs),
 			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				b.doneFloorIDs = append(b.doneFloorIDs, id)
@@ -170,13 +165,9 @@ func (b *redisBench) variants(path string) []variant {
 			}},
 		}
 	case PathDuplicate:
-		i, j := 0, 0
+		j := 0
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := b.doneIDs[i%len(b.doneIDs)]
-				i++
-				return b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeDuplicate)
-			}},
+			decoratorDuplicate(&b.out, b.h, b.doneIDs),
 			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
 				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
 				j++
@@ -192,6 +183,27 @@ func (b *redisBench) variants(path string) []variant {
 		}
 	}
 	return vs
+}
+
+// decoratorFirst is a first delivery of a fresh message through h; the
+// message IDs go to done, for the duplicates.
+func decoratorFirst(o *outcomes, h sqsHandler, done *[]string) variant {
+	return variant{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
+		id := newID()
+		d, err := o.run(ctx, h, event(id), lambdaidem.OutcomeProcessed)
+		*done = append(*done, id)
+		return d, err
+	}}
+}
+
+// decoratorDuplicate delivers the messages of done again, in turn.
+func decoratorDuplicate(o *outcomes, h sqsHandler, done []string) variant {
+	i := 0
+	return variant{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
+		id := done[i%len(done)]
+		i++
+		return o.run(ctx, h, event(id), lambdaidem.OutcomeDuplicate)
+	}}
 }
 
 func (b *redisBench) latency(ctx context.Context, path string) (PathResult, error) {

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/storeutil"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -72,15 +72,8 @@ func (s *Store) keysOf(op, namespace, key string) (keys, error) {
 	}, nil
 }
 
-// ceilMillis is t in Unix milliseconds, rounded up: a lease never ends
-// earlier and a record is never forgotten earlier than asked.
-func ceilMillis(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return ms
-}
+// ceilMillis is t in Unix ms, rounded up (storeutil.CeilMillis).
+func ceilMillis(t time.Time) int64 { return storeutil.CeilMillis(t) }
 
 // msArg is a time as a script argument: Unix ms, or "" for the zero time.
 func msArg(t time.Time) string {
@@ -157,16 +150,5 @@ func expiredAt(h map[string]string, now time.Time) bool {
 	return err == nil && n < ceilMillis(now)
 }
 
-// truncate cuts s to at most n bytes on a character boundary, marking the
-// cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…[truncated]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+// truncate cuts s to at most n bytes, marking the cut (storeutil.Truncate).
+func truncate(s string, n int) string { return storeutil.Truncate(s, n) }

@@ -116,7 +116,7 @@ build-RedisFunction:
 .PHONY: demo
 demo: ## Run the orders example under the local Lambda runner: duplicates, a slow redelivery, poison, retries, a crash; fails on a lost message or a duplicate effect
 	$(GO) build -o .tools/bin/lambdaidem-demo ./cmd/lambdaidem-demo
-	$(STACK) run -- .tools/bin/lambdaidem-demo
+	LAMBDAIDEM_REDIS=0 $(STACK) run -- .tools/bin/lambdaidem-demo
 
 .PHONY: stack-up
 stack-up: ## Start the local stack in the background and print its endpoints (eval "$(localstack/stack.sh env)")

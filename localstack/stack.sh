@@ -15,6 +15,7 @@
 # Environment:
 #   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT, LAMBDAIDEM_REDIS_PORT
 #                              fixed ports (default: free ones)
+#   LAMBDAIDEM_REDIS=0         no redis-server (make demo: it does not use one)
 #   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
 #                              with it); always|everysec|no turns the append-only file on
 #                              with that fsync policy (always: what the README's single-node
@@ -30,6 +31,12 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${LAMBDAIDEM_TOOLS_DIR:-$ROOT/.tools}
 START_TIMEOUT=${LAMBDAIDEM_START_TIMEOUT:-90}
 SERVICES=(dynamodb sqs redis)
+ALL_SERVICES=("${SERVICES[@]}") # what stop looks for, whatever this start chose
+WITH_REDIS=1
+if [[ ${LAMBDAIDEM_REDIS:-1} == 0 ]]; then
+	SERVICES=(dynamodb sqs)
+	WITH_REDIS=0
+fi
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -81,7 +88,7 @@ install() {
 		javac --release 17 -nowarn -d "$TOOLS/dynamodb" -cp "$ddb/DynamoDBLocal.jar:$ddb/DynamoDBLocal_lib/*" "$src"
 	fi
 
-	install_redis
+	if ((WITH_REDIS)); then install_redis; fi
 
 	# The provisioner; go build is a no-op when nothing changed.
 	mkdir -p "$TOOLS/bin"
@@ -175,7 +182,7 @@ ours() {
 stop_dir() {
 	local RUN_DIR=$1 name pid i pids=() alive
 	[[ -d $RUN_DIR ]] || return 0
-	for name in cmd "${SERVICES[@]}"; do
+	for name in cmd "${ALL_SERVICES[@]}"; do
 		if pid=$(ours "$name"); then
 			kill -TERM -- "-$pid" 2>/dev/null || true
 			pids+=("$pid")
@@ -193,7 +200,7 @@ stop_dir() {
 		log "process group $pid ignored SIGTERM for 10s; killing it"
 		kill -KILL -- "-$pid" 2>/dev/null || true
 	done
-	for name in cmd "${SERVICES[@]}"; do rm -f "$RUN_DIR/$name.pid"; done
+	for name in cmd "${ALL_SERVICES[@]}"; do rm -f "$RUN_DIR/$name.pid"; done
 	rm -f "$RUN_DIR/env"
 	if [[ ${LAMBDAIDEM_KEEP_LOGS:-} != 1 ]]; then rm -rf "$RUN_DIR"; fi
 }
@@ -261,9 +268,11 @@ start() {
 	always | everysec | no) aof=(--appendonly yes --appendfsync "$LAMBDAIDEM_REDIS_APPENDFSYNC") ;;
 	*) die "LAMBDAIDEM_REDIS_APPENDFSYNC must be always, everysec or no" ;;
 	esac
-	mkdir -p "$RUN_DIR/redis"
-	spawn redis "$(redis_bin)" --bind 127.0.0.1 --port "$redis_port" --protected-mode yes \
-		--dir "$RUN_DIR/redis" --save "" "${aof[@]}" --daemonize no --loglevel warning
+	if ((WITH_REDIS)); then
+		mkdir -p "$RUN_DIR/redis"
+		spawn redis "$(redis_bin)" --bind 127.0.0.1 --port "$redis_port" --protected-mode yes \
+			--dir "$RUN_DIR/redis" --save "" "${aof[@]}" --daemonize no --loglevel warning
+	fi
 
 	# Polling with a deadline: we wait for processes we do not control.
 	local deadline=$(($(date +%s) + START_TIMEOUT)) up
@@ -278,15 +287,16 @@ start() {
 		up=0
 		if port_open "$ddb_port"; then ((up += 1)); fi
 		if port_open "$sqs_port"; then ((up += 1)); fi
-		if port_open "$redis_port"; then ((up += 1)); fi
-		((up == 3)) && break
+		if ((WITH_REDIS)) && port_open "$redis_port"; then ((up += 1)); fi
+		((up == ${#SERVICES[@]})) && break
 		if (($(date +%s) >= deadline)); then
 			die "services not listening after ${START_TIMEOUT}s (logs in ${RUN_DIR#"$ROOT"/})"
 		fi
 		sleep 0.1
 	done
 
-	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"
+	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+	if ((WITH_REDIS)); then envline+=" LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"; fi
 	if ! (
 		eval "$envline"
 		cd "$ROOT"
@@ -297,7 +307,9 @@ start() {
 	fi
 	echo "$envline" >"$RUN_DIR/env"
 	STOP_ON_EXIT=$was
-	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port, redis on 127.0.0.1:$redis_port, resources created; up in $(since "$t0")"
+	local redis_note=""
+	if ((WITH_REDIS)); then redis_note=", redis on 127.0.0.1:$redis_port"; fi
+	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port$redis_note, resources created; up in $(since "$t0")"
 }
 
 stop() {

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/tls"
 	"log"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func ExampleNew() {
 	client := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:        []string{"idempotency-abc123.serverless.use1.cache.amazonaws.com:6379"},
-		TLSConfig:    nil, // set &tls.Config{} for ElastiCache/MemoryDB in-transit encryption
+		TLSConfig:    &tls.Config{MinVersion: tls.VersionTLS12}, // in-transit encryption, which Serverless requires
 		DialTimeout:  time.Second,
 		ReadTimeout:  500 * time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond,

@@ -10,10 +10,10 @@ import (
 
 // addr is the local redis-server's address, from LAMBDAIDEM_REDIS_ADDR
 // (set by localstack/stack.sh). Without it the test skips, or fails under
-// LAMBDAIDEM_REQUIRE_SERVICES=1.
+// LAMBDAIDEM_REQUIRE_SERVICES=1 (unless LAMBDAIDEM_REDIS=0).
 func addr(t *testing.T) string {
 	t.Helper()
-	return testenv.Endpoint(t, "LAMBDAIDEM_REDIS_ADDR")
+	return testenv.RedisAddr(t)
 }
 
 func newClient(t *testing.T, addr string) *redis.Client {

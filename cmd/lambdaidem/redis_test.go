@@ -17,7 +17,7 @@ import (
 // -store from LAMBDAIDEM_STORE, on a key prefix of its own.
 func setupRedis(t *testing.T) *bundle {
 	t.Helper()
-	addr := testenv.Endpoint(t, "LAMBDAIDEM_REDIS_ADDR")
+	addr := testenv.RedisAddr(t)
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = client.Close() })
 	prefix := "cli-" + rand.Text()[:10]

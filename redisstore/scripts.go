@@ -30,10 +30,15 @@ local function load()
   return r, flat
 end
 
+-- num reads a stored number; an empty field (a zero time) is 0, long ago.
+local function num(v)
+  return tonumber(v) or 0
+end
+
 -- expired: the record counts as absent once its expires_at is before now,
 -- whether or not the server has deleted the key yet.
 local function expired(r, now)
-  return r.ea ~= nil and r.ea ~= '' and tonumber(r.ea) < now
+  return r.ea ~= nil and r.ea ~= '' and num(r.ea) < now
 end
 
 -- retain sets the key's expiry: PEXPIREAT at the given ms, or none.
@@ -85,7 +90,7 @@ elseif r.h ~= hash then
   return {'refused', '', flat}
 elseif r.s == 'FAILED' then
   prev, old = 'FAILED', 'FAILED'
-elseif r.s == 'IN_PROGRESS' and ARGV[9] ~= '1' and tonumber(r.lu) < now - tonumber(ARGV[7]) then
+elseif r.s == 'IN_PROGRESS' and ARGV[9] ~= '1' and num(r.lu) < now - num(ARGV[7]) then
   -- Takeover of an abandoned lease: the script holds the record still, so
   -- the old token it saw is the one it replaces.
   prev, old = 'IN_PROGRESS', 'IN_PROGRESS'
@@ -164,7 +169,7 @@ if r == nil or expired(r, now) then return {'gone', {}} end
 if r.t == ARGV[3] then return {'own', flat} end
 if r.t ~= ARGV[2] then return {'changed', flat} end
 if r.s ~= 'IN_PROGRESS' then return {'status', flat} end
-if ARGV[4] ~= '1' and tonumber(r.lu) >= now then return {'valid', flat} end
+if ARGV[4] ~= '1' and num(r.lu) >= now then return {'valid', flat} end
 redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'e', ARGV[5], 'ua', ARGV[1])
 index(ARGV[6], 'IN_PROGRESS', 'FAILED', r.ea)
 return {'released', redis.call('HGETALL', rec)}
@@ -180,7 +185,7 @@ return {'released', redis.call('HGETALL', rec)}
 var forgetScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local r, flat = load()
-if r ~= nil and not expired(r, now) and ARGV[2] ~= '1' and r.s == 'IN_PROGRESS' and tonumber(r.lu) >= now then
+if r ~= nil and not expired(r, now) and ARGV[2] ~= '1' and r.s == 'IN_PROGRESS' and num(r.lu) >= now then
   return {'valid', flat}
 end
 redis.call('DEL', rec)

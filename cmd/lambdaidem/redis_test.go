@@ -81,3 +81,28 @@ func TestRedisStore(t *testing.T) {
 
 	b.cli(t, 300, "get", "k", "-store", "memcached://x").want(t, exitUsage)
 }
+
+// TestRedisRedrive: redrive's reset forgets the dead-lettered record on the
+// Redis store, and the key claims afresh.
+func TestRedisRedrive(t *testing.T) {
+	t.Parallel()
+	b := setupRedis(t)
+	rb := &redriveBundle{bundle: b, sqs: testenv.SQS(t)}
+	b.env["AWS_ENDPOINT_URL_SQS"] = testenv.Endpoint(t, testenv.SQSEndpointVar)
+	b.env["AWS_REGION"], b.env["AWS_ACCESS_KEY_ID"], b.env["AWS_SECRET_ACCESS_KEY"] = "us-east-1", "test", "test"
+	rb.src, rb.srcARN = rb.newQueue(t, "cli-redis-src")
+	rb.dlq, _ = rb.newQueue(t, "cli-redis-dlq")
+	rb.deadLetter(t, "order-9", `{"order":9}`)
+
+	moved := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitOK))
+	if moved.Moved != 1 || moved.Failed != 0 {
+		t.Fatalf("redrive: %+v", moved)
+	}
+	rb.cli(t, 100, "get", "order-9").want(t, exitNotFound)
+	if back := rb.receive(t, rb.src); len(back) != 1 || *back[0].Body != `{"order":9}` {
+		t.Fatalf("source queue after redrive: %v", back)
+	}
+	if l := rb.claim(t, rb.ns, "order-9", 200, 30); l.Attempt != 1 {
+		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
+	}
+}

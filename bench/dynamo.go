@@ -108,6 +108,8 @@ type DynamoResult struct {
 	// NodeVersion is the harness's Node.js version; empty without
 	// Powertools.
 	NodeVersion string
+	// Store is "redis" for RunRedis's result, "" for DynamoDB's.
+	Store string
 }
 
 // Path returns the result of the named path, or nil.
@@ -362,12 +364,7 @@ func (b *dynamoBench) variants(path string) []variant {
 	switch path {
 	case PathFirst:
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := newID()
-				d, err := b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeProcessed)
-				b.doneIDs = append(b.doneIDs, id)
-				return d, err
-			}},
+			decoratorFirst(&b.out, b.h, &b.doneIDs),
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				ictx, cancel := invocation(ctx)
@@ -380,13 +377,9 @@ func (b *dynamoBench) variants(path string) []variant {
 			}},
 		}
 	case PathDuplicate:
-		i, j := 0, 0
+		j := 0
 		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				id := b.doneIDs[i%len(b.doneIDs)]
-				i++
-				return b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeDuplicate)
-			}},
+			decoratorDuplicate(&b.out, b.h, b.doneIDs),
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
 				j++
@@ -423,8 +416,13 @@ func (b *dynamoBench) variants(path string) []variant {
 }
 
 func (b *dynamoBench) nodeVariant(name, op string) variant {
+	return nodeVariant(b.node, name, op)
+}
+
+// nodeVariant is one iteration of op in the Node harness.
+func nodeVariant(nd *node, name, op string) variant {
 	return variant{name, func(context.Context) (time.Duration, error) {
-		s, err := b.node.samples(op, 1)
+		s, err := nd.samples(op, 1)
 		if err != nil {
 			return 0, err
 		}
@@ -455,21 +453,25 @@ func (b *dynamoBench) bareBatch(ctx context.Context, ids []string) error {
 // variant once, starting at variant i mod len, so that machine noise and
 // any advantage of going first or last fall on all of them alike.
 func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, error) {
-	vs := b.variants(path)
+	return measure(ctx, b.cfg, path, b.variants(path))
+}
+
+// measure warms up and measures the variants of one path, interleaved.
+func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant) (PathResult, error) {
 	pr := PathResult{Path: path, Dists: map[string]*Dist{}}
 	for _, v := range vs {
 		pr.Variants = append(pr.Variants, v.name)
 		pr.Dists[v.name] = &Dist{}
 	}
-	fmt.Fprintf(b.cfg.Progress, "%s: %d warm-up and %d measured iterations of %d variants, interleaved\n", path, b.cfg.Warmup, b.cfg.N, len(vs))
-	for i := range b.cfg.Warmup + b.cfg.N {
+	fmt.Fprintf(cfg.Progress, "%s: %d warm-up and %d measured iterations of %d variants, interleaved\n", path, cfg.Warmup, cfg.N, len(vs))
+	for i := range cfg.Warmup + cfg.N {
 		for k := range vs {
 			v := vs[(i+k)%len(vs)]
 			d, err := v.run(ctx)
 			if err != nil {
 				return pr, fmt.Errorf("%s, %s: %w", path, v.name, err)
 			}
-			if i >= b.cfg.Warmup {
+			if i >= cfg.Warmup {
 				pr.Dists[v.name].Add(d)
 			}
 		}

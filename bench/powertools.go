@@ -102,15 +102,7 @@ type node struct {
 // startNode starts the harness in dir against table, timing through
 // endpoint and counting through countEndpoint.
 func startNode(ctx context.Context, dir, region, table, endpoint, countEndpoint string) (*node, error) {
-	if !PowertoolsInstalled(dir) {
-		return nil, fmt.Errorf("%w in %s (make bench installs them)", ErrPowertoolsNotInstalled, dir)
-	}
-	if err := writeHarness(dir); err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, "node", "bench.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	return startHarness(ctx, dir,
 		"BENCH_TABLE="+table,
 		"BENCH_ENDPOINT="+endpoint,
 		"BENCH_COUNT_ENDPOINT="+countEndpoint,
@@ -119,6 +111,19 @@ func startNode(ctx context.Context, dir, region, table, endpoint, countEndpoint 
 		// harness must see the Go side's tables.
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
 	)
+}
+
+// startHarness starts the harness in dir with env added to this process's.
+func startHarness(ctx context.Context, dir string, env ...string) (*node, error) {
+	if !PowertoolsInstalled(dir) {
+		return nil, fmt.Errorf("%w in %s (make bench installs them)", ErrPowertoolsNotInstalled, dir)
+	}
+	if err := writeHarness(dir); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "node", "bench.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

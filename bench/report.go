@@ -22,8 +22,21 @@ func floorOf(v string) string {
 		return VariantFloor
 	case VariantPowertools, VariantPowertoolsBare:
 		return VariantPowertoolsBare
+	case VariantRedisFloor:
+		return VariantRedisFloor
+	case VariantPowertoolsRedis, VariantPowertoolsRedisBare:
+		return VariantPowertoolsRedisBare
 	}
 	return ""
+}
+
+// floorIn is floorOf within a path's results: on Redis, lambdaidem's floor
+// is the store's scripts without the decorator.
+func floorIn(p PathResult, v string) string {
+	if _, ok := p.Dists[VariantRedisFloor]; ok && v == VariantLambdaidem {
+		return VariantRedisFloor
+	}
+	return floorOf(v)
 }
 
 // WriteLatency writes the latency table as Markdown.
@@ -38,7 +51,7 @@ func (r *DynamoResult) WriteLatency(w io.Writer) {
 				name = p.Path
 			}
 			r50, r99 := "", ""
-			if f, ok := p.Dists[floorOf(v)]; ok && f.N() > 0 {
+			if f, ok := p.Dists[floorIn(p, v)]; ok && f.N() > 0 {
 				r50 = fmt.Sprintf("%.2f", ratio(d.P50(), f.P50()))
 				r99 = fmt.Sprintf("%.2f", ratio(d.P99(), f.P99()))
 			}
@@ -65,6 +78,18 @@ func (r *DynamoResult) Targets() []Target {
 			return 0
 		}
 		return p.Dists[v].P50()
+	}
+	if r.Store == "redis" {
+		return []Target{
+			{"first delivery p50 ≤ 1.10 × its floor (the store's two scripts)", TargetRedisVsFloor,
+				ratio(p50(PathFirst, VariantLambdaidem), p50(PathFirst, VariantRedisFloor))},
+			{"duplicate p50 ≤ 1.10 × its floor (the store's claim script)", TargetRedisVsFloor,
+				ratio(p50(PathDuplicate, VariantLambdaidem), p50(PathDuplicate, VariantRedisFloor))},
+			{"first delivery p50 ≤ 0.5 × Powertools (cache layer)", TargetRedisVsPowertools,
+				ratio(p50(PathFirst, VariantLambdaidem), p50(PathFirst, VariantPowertoolsRedis))},
+			{"duplicate p50 ≤ 0.5 × Powertools (cache layer)", TargetRedisVsPowertools,
+				ratio(p50(PathDuplicate, VariantLambdaidem), p50(PathDuplicate, VariantPowertoolsRedis))},
+		}
 	}
 	return []Target{
 		{"first delivery p50 ≤ 1.15 × its floor (two bare UpdateItems)", TargetFirstVsFloor,
@@ -96,6 +121,9 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 	fmt.Fprintf(w, "\n| path | lambdaidem / Powertools, p50 | p99 |\n|---|---:|---:|\n")
 	for _, p := range r.Paths {
 		a, pt := p.Dists[VariantLambdaidem], p.Dists[VariantPowertools]
+		if pt == nil {
+			pt = p.Dists[VariantPowertoolsRedis]
+		}
 		if a == nil || pt == nil {
 			continue
 		}

@@ -16,8 +16,8 @@ import (
 )
 
 // TestRun is the small chaos run of `make test`: a few hundred messages
-// through the real bootstrap under two pollers, in both modes at once,
-// with every kind of fault. It fails on any broken invariant and prints
+// through the real bootstrap under two pollers, in both modes at once and
+// in plain mode on the Redis store, with every kind of fault. It fails on any broken invariant and prints
 // the table (and the seed, to replay with) either way.
 func TestRun(t *testing.T) {
 	ddb := testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
@@ -32,12 +32,20 @@ func TestRun(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 
+	// The plain mode runs a second time on the Redis store.
+	type run struct {
+		name  string
+		mode  chaos.Mode
+		store chaos.Store
+	}
+	runs := []run{{"plain", chaos.ModePlain, chaos.StoreDynamoDB}, {"tx", chaos.ModeTx, chaos.StoreDynamoDB}, {"plain-redis", chaos.ModePlain, chaos.StoreRedis}}
+
 	var mu sync.Mutex
-	reports := map[chaos.Mode]chaos.Report{}
+	reports := map[string]chaos.Report{}
 	t.Cleanup(func() {
 		var rs []chaos.Report
-		for _, m := range []chaos.Mode{chaos.ModePlain, chaos.ModeTx} {
-			if r, ok := reports[m]; ok {
+		for _, r := range runs {
+			if r, ok := reports[r.name]; ok {
 				rs = append(rs, r)
 			}
 		}
@@ -48,11 +56,15 @@ func TestRun(t *testing.T) {
 		}
 	})
 	t.Run("modes", func(t *testing.T) {
-		for _, mode := range []chaos.Mode{chaos.ModePlain, chaos.ModeTx} {
-			t.Run(string(mode), func(t *testing.T) {
+		for _, r := range runs {
+			t.Run(r.name, func(t *testing.T) {
 				t.Parallel()
-				cfg := chaos.DefaultConfig(mode)
+				cfg := chaos.DefaultConfig(r.mode)
 				cfg.Messages = 250
+				if r.store == chaos.StoreRedis {
+					cfg.Store, cfg.RedisAddr = r.store, testenv.RedisAddr(t)
+					cfg.Messages = 150
+				}
 				cfg.Seed = seed
 				cfg.Bootstrap = bootstrap
 				cfg.DynamoDBEndpoint, cfg.SQSEndpoint = ddb, sqsEP
@@ -63,7 +75,7 @@ func TestRun(t *testing.T) {
 				rep, err := chaos.Run(context.Background(), cfg)
 				mu.Lock()
 				if rep.Mode != "" {
-					reports[mode] = rep
+					reports[r.name] = rep
 				}
 				mu.Unlock()
 				switch {
@@ -156,6 +168,9 @@ func TestConfigValidation(t *testing.T) {
 		"visibility": func(c *chaos.Config) { c.Visibility = 1500 * time.Millisecond },
 		"rate":       func(c *chaos.Config) { c.CrashRate = 1.5 },
 		"batch":      func(c *chaos.Config) { c.BatchSize = 11 },
+		"store":      func(c *chaos.Config) { c.Store = "memcached" },
+		"redis addr": func(c *chaos.Config) { c.Store = chaos.StoreRedis },
+		"redis tx":   func(c *chaos.Config) { c.Store, c.RedisAddr = chaos.StoreRedis, "127.0.0.1:1" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -13,9 +13,11 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -146,7 +148,12 @@ func parseDLQ(m types.Message) dlqEntry {
 // readRecords reads the idempotency record of every key, a few at a time.
 func (r *run) readRecords(ctx context.Context) (map[string]lambdaidem.Record, error) {
 	const workers = 8
-	store := dynamo.New(r.ddb, r.idemTable)
+	var store lambdaidem.Store = dynamo.New(r.ddb, r.idemTable)
+	if r.cfg.Store == StoreRedis {
+		client := redis.NewClient(&redis.Options{Addr: r.cfg.RedisAddr})
+		defer client.Close()
+		store = redisstore.New(client, redisstore.Options{Prefix: r.redisPrefix})
+	}
 	keys := make(chan string)
 	var mu sync.Mutex
 	out := make(map[string]lambdaidem.Record, len(r.workload.Messages))

@@ -14,6 +14,19 @@ var ErrInvalidConfig = errors.New("chaos: invalid config")
 // but an invariant broke; the Report says which.
 var ErrInvariant = errors.New("chaos: invariant broken")
 
+// Store is which idempotency store the function uses.
+type Store string
+
+// The stores a run can use.
+const (
+	// StoreDynamoDB: the DynamoDB store on DynamoDB Local (the default).
+	StoreDynamoDB Store = "dynamodb"
+	// StoreRedis: the Redis store on the local redis-server (RedisAddr),
+	// through a RESP fault proxy. Plain mode only: tx mode's completion
+	// writes are DynamoDB transactions, which the Redis store refuses.
+	StoreRedis Store = "redis"
+)
+
 // Mode is which completion the function uses.
 type Mode string
 
@@ -101,9 +114,14 @@ type Config struct {
 	// Empty: Run builds it into a temporary directory (needs the go
 	// command and this module's source).
 	Bootstrap string
-	// DynamoDBEndpoint and SQSEndpoint are the local services. Required.
+	// DynamoDBEndpoint and SQSEndpoint are the local services. Required
+	// (the effects table is in DynamoDB whatever the store).
 	DynamoDBEndpoint string
 	SQSEndpoint      string
+	// Store is the idempotency store. Default StoreDynamoDB.
+	Store Store
+	// RedisAddr is the redis-server (host:port) of StoreRedis.
+	RedisAddr string
 	// Region of the services. Default us-east-1.
 	Region string
 
@@ -171,6 +189,9 @@ func (c *Config) applyDefaults() {
 	if c.Region == "" {
 		c.Region = "us-east-1"
 	}
+	if c.Store == "" {
+		c.Store = StoreDynamoDB
+	}
 	if c.Seed == 0 {
 		c.Seed = uint64(time.Now().UnixNano())
 	}
@@ -189,6 +210,12 @@ func (c *Config) validate() error {
 	switch {
 	case c.Mode != ModePlain && c.Mode != ModeTx:
 		return bad("mode %q is neither %q nor %q", c.Mode, ModePlain, ModeTx)
+	case c.Store != StoreDynamoDB && c.Store != StoreRedis:
+		return bad("store %q is neither %q nor %q", c.Store, StoreDynamoDB, StoreRedis)
+	case c.Store == StoreRedis && c.RedisAddr == "":
+		return bad("the redis store needs the redis-server's address")
+	case c.Store == StoreRedis && c.Mode == ModeTx:
+		return bad("mode %q needs DynamoDB transactions; the redis store refuses completion writes", ModeTx)
 	case c.Messages < 1:
 		return bad("messages %d below 1", c.Messages)
 	case c.DynamoDBEndpoint == "" || c.SQSEndpoint == "":

@@ -14,7 +14,10 @@
 //     claim, after the effect (before completion), during completion;
 //   - store faults on the function's DynamoDB requests, through a loopback
 //     proxy (internal/faultproxy): throttling, 500s, timeouts before and
-//     after the write applied, dropped responses;
+//     after the write applied, dropped responses; with Config.Store
+//     StoreRedis the idempotency store is the Redis store and the same
+//     faults hit its commands through a RESP proxy (a LOADING error for a
+//     throttle, an ERR reply for a 500);
 //   - slow handlers that outlive the queue's short visibility timeout, so
 //     SQS hands their batch out again while it runs;
 //   - poison messages.

@@ -81,6 +81,46 @@ func (p *faultPlan) install(proxy *faultproxy.Proxy) {
 	}
 }
 
+// installRESP programs a RESP proxy in front of the Redis store the same
+// way, for the store's own commands (scripts and reads; not the client's
+// connection set-up). A throttle is a LOADING error (go-redis retries it),
+// a server error an ERR reply (it does not).
+func (p *faultPlan) installRESP(proxy *faultproxy.RESP) {
+	store := faultproxy.Command("EVALSHA", "EVAL", "HGETALL")
+	for k := range FaultKinds {
+		match := func(r faultproxy.RESPRequest) bool {
+			if !store(r) {
+				return false
+			}
+			got, ok := p.kind(r.Index)
+			if ok && got == k {
+				p.counts[k].Add(1)
+				return true
+			}
+			return false
+		}
+		f := faultproxy.RESPFault{Match: match}
+		switch FaultKinds[k] {
+		case FaultThrottle:
+			f.Action, f.Error = faultproxy.Respond, "LOADING faultproxy: injected throttle"
+		case FaultServerError:
+			f.Action, f.Error = faultproxy.Respond, "ERR faultproxy: injected server error"
+		case FaultTimeout:
+			f.Action = faultproxy.Hang
+		case FaultTimeoutAfterWrite:
+			f.Action = faultproxy.ForwardThenHang
+		case FaultDroppedResponse:
+			f.Action = faultproxy.DropResponse
+		}
+		proxy.Inject(f)
+	}
+}
+
+// redisStoreCommands counts the Redis store's requests at the proxy.
+func redisStoreCommands(proxy *faultproxy.RESP) int {
+	return proxy.Count("EVALSHA") + proxy.Count("EVAL") + proxy.Count("HGETALL")
+}
+
 func (p *faultPlan) snapshot() map[FaultKind]int {
 	m := make(map[FaultKind]int, len(FaultKinds))
 	for k, kind := range FaultKinds {

@@ -18,6 +18,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
@@ -86,6 +87,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer proxy.Close()
 	r.plan.install(proxy)
+	var storeEnv []string
+	var resp *faultproxy.RESP
+	if cfg.Store == StoreRedis {
+		if resp, err = faultproxy.NewRESP(cfg.RedisAddr); err != nil {
+			return Report{}, err
+		}
+		defer resp.Close()
+		r.plan.installRESP(resp)
+		storeEnv = []string{"CHAOS_STORE=redis", "REDIS_ADDR=" + resp.Addr(), "REDIS_PREFIX=" + r.redisPrefix}
+	}
 
 	runners := make([]*localrun.Runner, cfg.Pollers)
 	for i := range runners {
@@ -100,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			FunctionName:            fmt.Sprintf("chaos-%d", i),
 			Region:                  cfg.Region,
 			PollWait:                time.Second,
-			Env: []string{
+			Env: append([]string{
 				"AWS_ACCESS_KEY_ID=test",
 				"AWS_SECRET_ACCESS_KEY=test",
 				"AWS_ENDPOINT_URL_DYNAMODB=" + proxy.URL(),
@@ -115,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				// "processed" is logged at debug; the run needs it to tell
 				// recorded completions from unrecorded ones.
 				"AWS_LAMBDA_LOG_LEVEL=DEBUG",
-			},
+			}, storeEnv...),
 			Output:    &localrun.LineWriter{Line: r.obs.line, Forward: cfg.FunctionLog},
 			OnInvoke:  r.obs.onInvoke,
 			OnProcess: r.obs.onProcess,
@@ -173,6 +184,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	rep.StoreRequests = proxy.Total()
+	if resp != nil {
+		// The DynamoDB requests are the effects' alone: count the store's.
+		rep.StoreRequests = redisStoreCommands(resp)
+	}
 	rep.Drained = drained
 	rep.Duration = time.Since(start)
 	for _, rn := range runners {
@@ -196,6 +211,7 @@ type run struct {
 
 	idemTable, effectsTable string
 	queueURL, dlqURL        string
+	redisPrefix             string // the Redis store's key prefix
 
 	sentMu sync.Mutex
 	sent   int
@@ -343,6 +359,7 @@ func (r *run) createResources(ctx context.Context) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	prefix := "lambdaidem-chaos-" + string(r.cfg.Mode) + "-" + hex.EncodeToString(b[:])
+	r.redisPrefix = prefix
 	r.idemTable = prefix + "-idempotency"
 	if err := dynamo.CreateTable(ctx, r.ddb, r.idemTable, dynamo.TableOptions{NoTTL: true}); err != nil {
 		r.idemTable = ""
@@ -405,6 +422,19 @@ func (r *run) deleteResources() error {
 		if err != nil && !errors.As(err, &nf) {
 			errs = append(errs, fmt.Errorf("delete table %s: %w", t, err))
 		}
+	}
+	if r.cfg.Store == StoreRedis && r.redisPrefix != "" {
+		// The run's keys, by their prefix: a harness's clean-up on a test
+		// server, not something the store ever does.
+		client := redis.NewClient(&redis.Options{Addr: r.cfg.RedisAddr})
+		iter := client.Scan(ctx, 0, r.redisPrefix+":*", 1000).Iterator()
+		for iter.Next(ctx) {
+			client.Del(ctx, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			errs = append(errs, fmt.Errorf("delete redis keys %s:*: %w", r.redisPrefix, err))
+		}
+		_ = client.Close()
 	}
 	for _, u := range []string{r.queueURL, r.dlqURL} {
 		if u == "" {

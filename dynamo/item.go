@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/storeutil"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -90,13 +90,7 @@ func checkField(name, v string) error {
 // as asked and a lease never ends earlier than granted. Conditions compare
 // against "now" rounded up the same way (see nowSecs and cutoffMillis).
 
-func ceilMillis(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return ms
-}
+func ceilMillis(t time.Time) int64 { return storeutil.CeilMillis(t) }
 
 func ceilSecs(t time.Time) int64 {
 	s := t.Unix()
@@ -119,17 +113,7 @@ func keyOf(pk string) map[string]types.AttributeValue {
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…[truncated]"
-	cut := max(n-len(mark), 0)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+func truncate(s string, n int) string { return storeutil.Truncate(s, n) }
 
 // item is a stored record as DynamoDB returns it.
 type item map[string]types.AttributeValue

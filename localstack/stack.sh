@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # stack.sh — a Docker-free local AWS for lambdaidem's tests and demo:
-# DynamoDB Local (AWS's jar, from npm, on Java 17) and moto's server (SQS, through moto_sqs.py),
-# both bound to 127.0.0.1, with the resources of localstack/resources.json.
+# DynamoDB Local (AWS's jar, from npm, on Java 17), moto's server (SQS, through moto_sqs.py)
+# and redis-server 7 (Debian's package, unpacked into .tools/redis without root), all bound
+# to 127.0.0.1, with the resources of localstack/resources.json.
 #
 #   localstack/stack.sh install          install pinned tools into .tools/ (idempotent)
 #   localstack/stack.sh start            install, start both services, create the resources
@@ -12,7 +13,13 @@
 #                                        always stop it; exits with CMD's status
 #
 # Environment:
-#   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT  fixed ports (default: free ones)
+#   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT, LAMBDAIDEM_REDIS_PORT
+#                              fixed ports (default: free ones)
+#   LAMBDAIDEM_REDIS=0         no redis-server (make demo: it does not use one)
+#   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
+#                              with it); always|everysec|no turns the append-only file on
+#                              with that fsync policy (always: what the README's single-node
+#                              guarantee assumes)
 #   LAMBDAIDEM_START_TIMEOUT   seconds to wait for the services (default 90)
 #   LAMBDAIDEM_TOOLS_DIR       where tools go (default .tools)
 #   LAMBDAIDEM_RUN_DIR         pid files, logs, env (default .run/stack; `run` uses
@@ -23,7 +30,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${LAMBDAIDEM_TOOLS_DIR:-$ROOT/.tools}
 START_TIMEOUT=${LAMBDAIDEM_START_TIMEOUT:-90}
-SERVICES=(dynamodb sqs)
+SERVICES=(dynamodb sqs redis)
+ALL_SERVICES=("${SERVICES[@]}") # what stop looks for, whatever this start chose
+WITH_REDIS=1
+if [[ ${LAMBDAIDEM_REDIS:-1} == 0 ]]; then
+	SERVICES=(dynamodb sqs)
+	WITH_REDIS=0
+fi
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -75,10 +88,50 @@ install() {
 		javac --release 17 -nowarn -d "$TOOLS/dynamodb" -cp "$ddb/DynamoDBLocal.jar:$ddb/DynamoDBLocal_lib/*" "$src"
 	fi
 
+	if ((WITH_REDIS)); then install_redis; fi
+
 	# The provisioner; go build is a no-op when nothing changed.
 	mkdir -p "$TOOLS/bin"
 	(cd "$ROOT" && go build -o "$TOOLS/bin/provision" ./localstack/provision)
 	log "install done in $(since "$t0")"
+}
+
+# redis-server: Debian's package and the two libraries it links that a
+# minimal image lacks, fetched with apt-get download and unpacked with
+# dpkg -x (no root, nothing installed system-wide); a wrapper script sets
+# the library path. A redis-server already on PATH is used when the
+# download is impossible.
+REDIS_DEBS=(redis-server redis-tools liblzf1 libjemalloc2)
+redis_bin() { printf '%s\n' "$TOOLS/redis/bin/redis-server"; }
+
+install_redis() {
+	local dir="$TOOLS/redis" tmp deb real
+	if "$(redis_bin)" --version >/dev/null 2>&1; then return 0; fi
+	rm -rf "$dir"
+	mkdir -p "$dir/bin"
+	real="$dir/root/usr/bin/redis-server"
+	if command -v apt-get >/dev/null && command -v dpkg >/dev/null; then
+		log "installing redis-server (Debian's package, unpacked) into ${dir#"$ROOT"/}"
+		tmp=$(mktemp -d)
+		if (cd "$tmp" && apt-get download "${REDIS_DEBS[@]}") >"$dir/install.log" 2>&1; then
+			for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$dir/root"; done
+		fi
+		rm -rf "$tmp"
+	fi
+	if [[ -x $real ]]; then
+		printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+			"$dir/root/usr/lib/x86_64-linux-gnu" "$real" >"$dir/bin/redis-server"
+		chmod +x "$dir/bin/redis-server"
+		if "$(redis_bin)" --version >/dev/null 2>&1; then return 0; fi
+		log "the unpacked redis-server does not start; libraries it cannot find:"
+		LD_LIBRARY_PATH="$dir/root/usr/lib/x86_64-linux-gnu" ldd "$real" 2>&1 | grep 'not found' >&2 || true
+	elif command -v redis-server >/dev/null; then
+		log "apt-get download failed (${dir#"$ROOT"/}/install.log); using $(command -v redis-server)"
+		ln -sf "$(command -v redis-server)" "$dir/bin/redis-server"
+		return 0
+	fi
+	rm -f "$dir/bin/redis-server"
+	die "cannot install redis-server 7 into ${dir#"$ROOT"/}: install it system-wide (Debian/Ubuntu: apt-get install redis-server; valkey-server works too) or make 'apt-get download ${REDIS_DEBS[*]}' work"
 }
 
 # ---------------------------------------------------------------- processes
@@ -129,7 +182,7 @@ ours() {
 stop_dir() {
 	local RUN_DIR=$1 name pid i pids=() alive
 	[[ -d $RUN_DIR ]] || return 0
-	for name in cmd "${SERVICES[@]}"; do
+	for name in cmd "${ALL_SERVICES[@]}"; do
 		if pid=$(ours "$name"); then
 			kill -TERM -- "-$pid" 2>/dev/null || true
 			pids+=("$pid")
@@ -147,7 +200,7 @@ stop_dir() {
 		log "process group $pid ignored SIGTERM for 10s; killing it"
 		kill -KILL -- "-$pid" 2>/dev/null || true
 	done
-	for name in cmd "${SERVICES[@]}"; do rm -f "$RUN_DIR/$name.pid"; done
+	for name in cmd "${ALL_SERVICES[@]}"; do rm -f "$RUN_DIR/$name.pid"; done
 	rm -f "$RUN_DIR/env"
 	if [[ ${LAMBDAIDEM_KEEP_LOGS:-} != 1 ]]; then rm -rf "$RUN_DIR"; fi
 }
@@ -168,6 +221,34 @@ sweep() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# redis_cmd PORT ARG...: send one command to the redis-server on PORT and
+# print the lines of its reply, as long as each comes within 0.3 s of the
+# last (enough for a status, or a short bulk string such as CLUSTER INFO).
+redis_cmd() {
+	local port=$1 req a line
+	shift
+	req="*$#"$'\r\n'
+	for a in "$@"; do req+="\$${#a}"$'\r\n'"$a"$'\r\n'; done
+	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+	printf '%s' "$req" >&3
+	while IFS= read -r -t 0.3 line <&3; do printf '%s\n' "${line%$'\r'}"; done
+	exec 3<&- 3>&-
+}
+
+# redis_cluster_up PORT: make the server on PORT a cluster of one node that
+# owns every slot, and wait (deadline START_TIMEOUT) for the cluster to be
+# ok. Scripts that touch keys of two slots then fail with CROSSSLOT, as on
+# ElastiCache Serverless, so every test checks the store's hash tags.
+redis_cluster_up() {
+	local port=$1 deadline=$(($(date +%s) + START_TIMEOUT))
+	redis_cmd "$port" CLUSTER ADDSLOTSRANGE 0 16383 | grep -q '^+OK' ||
+		die "redis: CLUSTER ADDSLOTSRANGE failed (see ${RUN_DIR#"$ROOT"/}/redis.log)"
+	until redis_cmd "$port" CLUSTER INFO | grep -q '^cluster_state:ok'; do
+		if (($(date +%s) >= deadline)); then die "redis: the one-node cluster is not ok after ${START_TIMEOUT}s"; fi
+		sleep 0.1
+	done
+}
+
 # ---------------------------------------------------------------- commands
 
 start() {
@@ -183,13 +264,14 @@ start() {
 	rm -rf "$RUN_DIR"
 	mkdir -p "$RUN_DIR"
 
-	local ddb_port=${LAMBDAIDEM_DYNAMODB_PORT:-} sqs_port=${LAMBDAIDEM_SQS_PORT:-} ports
-	if [[ -z $ddb_port || -z $sqs_port ]]; then
-		mapfile -t ports < <("$TOOLS/bin/provision" freeport 2)
+	local ddb_port=${LAMBDAIDEM_DYNAMODB_PORT:-} sqs_port=${LAMBDAIDEM_SQS_PORT:-} redis_port=${LAMBDAIDEM_REDIS_PORT:-} ports
+	if [[ -z $ddb_port || -z $sqs_port || -z $redis_port ]]; then
+		mapfile -t ports < <("$TOOLS/bin/provision" freeport 3)
 		ddb_port=${ddb_port:-${ports[0]}}
 		sqs_port=${sqs_port:-${ports[1]}}
+		redis_port=${redis_port:-${ports[2]}}
 	fi
-	for p in "$ddb_port" "$sqs_port"; do
+	for p in "$ddb_port" "$sqs_port" "$redis_port"; do
 		if port_open "$p"; then die "port $p on 127.0.0.1 is already in use"; fi
 	done
 
@@ -206,6 +288,20 @@ start() {
 	# moto's own server with DeleteMessage's lost-send race fixed
 	# (localstack/moto_sqs.py says how a send was lost).
 	spawn sqs python3 "$ROOT/localstack/moto_sqs.py" -H 127.0.0.1 -p "$sqs_port"
+	# Loopback only, no snapshots; the append-only file only when asked
+	# (LAMBDAIDEM_REDIS_APPENDFSYNC): a test server's data dies with it.
+	local aof=(--appendonly no)
+	case ${LAMBDAIDEM_REDIS_APPENDFSYNC:-} in
+	"") ;;
+	always | everysec | no) aof=(--appendonly yes --appendfsync "$LAMBDAIDEM_REDIS_APPENDFSYNC") ;;
+	*) die "LAMBDAIDEM_REDIS_APPENDFSYNC must be always, everysec or no" ;;
+	esac
+	if ((WITH_REDIS)); then
+		mkdir -p "$RUN_DIR/redis"
+		spawn redis "$(redis_bin)" --bind 127.0.0.1 --port "$redis_port" --protected-mode yes \
+			--dir "$RUN_DIR/redis" --save "" "${aof[@]}" --daemonize no --loglevel warning \
+			--cluster-enabled yes --cluster-config-file "$RUN_DIR/redis/nodes.conf"
+	fi
 
 	# Polling with a deadline: we wait for processes we do not control.
 	local deadline=$(($(date +%s) + START_TIMEOUT)) up
@@ -220,14 +316,18 @@ start() {
 		up=0
 		if port_open "$ddb_port"; then ((up += 1)); fi
 		if port_open "$sqs_port"; then ((up += 1)); fi
-		((up == 2)) && break
+		if ((WITH_REDIS)) && port_open "$redis_port"; then ((up += 1)); fi
+		((up == ${#SERVICES[@]})) && break
 		if (($(date +%s) >= deadline)); then
 			die "services not listening after ${START_TIMEOUT}s (logs in ${RUN_DIR#"$ROOT"/})"
 		fi
 		sleep 0.1
 	done
 
+	if ((WITH_REDIS)); then redis_cluster_up "$redis_port"; fi
+
 	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+	if ((WITH_REDIS)); then envline+=" LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"; fi
 	if ! (
 		eval "$envline"
 		cd "$ROOT"
@@ -238,7 +338,9 @@ start() {
 	fi
 	echo "$envline" >"$RUN_DIR/env"
 	STOP_ON_EXIT=$was
-	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port, resources created; up in $(since "$t0")"
+	local redis_note=""
+	if ((WITH_REDIS)); then redis_note=", redis on 127.0.0.1:$redis_port"; fi
+	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port$redis_note, resources created; up in $(since "$t0")"
 }
 
 stop() {

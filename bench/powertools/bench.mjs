@@ -19,6 +19,11 @@
 // Powertools expects), BENCH_ENDPOINT (DynamoDB Local), BENCH_COUNT_ENDPOINT
 // (the same through the counting proxy), AWS_REGION.
 //
+// With BENCH_STORE=redis the persistence layer is Powertools' cache layer
+// (CachePersistenceLayer) on an @redis/client client instead:
+// BENCH_REDIS_URL (redis://127.0.0.1:PORT) and BENCH_REDIS_COUNT_URL (the
+// same server through the counting proxy); no table.
+//
 // The function is written the way Powertools documents it for SQS:
 // processPartialResponse with a BatchProcessor, and makeIdempotent around the
 // record handler with the DynamoDB persistence layer, keyed by messageId.
@@ -30,7 +35,9 @@ import { performance } from 'node:perf_hooks';
 
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
+import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
+import { createClient } from '@redis/client';
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
@@ -38,7 +45,8 @@ import {
   UpdateItemCommand,
 } from '@aws-sdk/client-dynamodb';
 
-const table = need('BENCH_TABLE');
+const onRedis = process.env.BENCH_STORE === 'redis';
+const table = onRedis ? '' : need('BENCH_TABLE');
 const region = process.env.AWS_REGION || 'us-east-1';
 const body = JSON.stringify({ order_id: 'o-bench', amount: 42, note: 'x'.repeat(64) });
 const queueArn = `arn:aws:sqs:${region}:123456789012:bench`;
@@ -94,9 +102,17 @@ function record(messageId) {
   };
 }
 
-// fn builds one "function": a handler as Powertools documents it.
-function fn(dynamo) {
-  const persistenceStore = new DynamoDBPersistenceLayer({ tableName: table, awsSdkV3Client: dynamo });
+// A connected Redis client, as Powertools' cache layer documents it.
+async function redisClient(url) {
+  return createClient({ url }).connect();
+}
+
+// fn builds one "function": a handler as Powertools documents it, on
+// DynamoDB (a DynamoDBClient) or on Redis (a connected @redis/client).
+function fn(storeClient) {
+  const persistenceStore = onRedis
+    ? new CachePersistenceLayer({ client: storeClient })
+    : new DynamoDBPersistenceLayer({ tableName: table, awsSdkV3Client: storeClient });
   const config = new IdempotencyConfig({ eventKeyJmesPath: 'messageId' });
   const state = { fail: false };
   const recordHandler = async (_record) => {
@@ -114,9 +130,11 @@ function fn(dynamo) {
   return { handler, state };
 }
 
-const timed = fn(client(need('BENCH_ENDPOINT')));
-const counted = fn(client(process.env.BENCH_COUNT_ENDPOINT || need('BENCH_ENDPOINT')));
-const bare = client(need('BENCH_ENDPOINT'));
+const timed = fn(onRedis ? await redisClient(need('BENCH_REDIS_URL')) : client(need('BENCH_ENDPOINT')));
+const counted = fn(onRedis
+  ? await redisClient(process.env.BENCH_REDIS_COUNT_URL || need('BENCH_REDIS_URL'))
+  : client(process.env.BENCH_COUNT_ENDPOINT || need('BENCH_ENDPOINT')));
+const bare = onRedis ? await redisClient(need('BENCH_REDIS_URL')) : client(need('BENCH_ENDPOINT'));
 
 // Message IDs completed before, for duplicates; filled on first use.
 const done = [];
@@ -164,6 +182,9 @@ async function batch() {
 // bare with the same SDK and shape: the conditional PutItem of the
 // in-progress record, then the UpdateItem to COMPLETED.
 async function floor() {
+  if (onRedis) {
+    return redisFloor();
+  }
   const id = 'floor#' + randomUUID();
   const now = Date.now();
   const t0 = performance.now();
@@ -187,6 +208,22 @@ async function floor() {
     ExpressionAttributeNames: { '#expiry': 'expiration', '#status': 'status' },
     ExpressionAttributeValues: { ':expiry': { N: String(Math.floor(now / 1000) + 3600) }, ':status': { S: 'COMPLETED' } },
   }));
+  return performance.now() - t0;
+}
+
+// redisFloor is the same on Redis: the SET NX of the in-progress record,
+// then the SET of the completed one, with Powertools' JSON and expiry.
+async function redisFloor() {
+  const id = 'floor#' + randomUUID();
+  const now = Date.now();
+  const expiry = Math.floor(now / 1000) + 3600;
+  const t0 = performance.now();
+  const set = await bare.set(id, JSON.stringify({ status: 'INPROGRESS', expiration: expiry, in_progress_expiration: now + 30000 }),
+    { EX: 3600, NX: true });
+  if (set === null) {
+    throw new Error('floor: the key exists');
+  }
+  await bare.set(id, JSON.stringify({ status: 'COMPLETED', expiration: expiry }), { EX: 3600 });
   return performance.now() - t0;
 }
 

@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	drain := fs.Duration("drain", def.DrainTimeout, "deadline for the queue to drain, per mode")
 	verbose := fs.Bool("v", false, "copy the function's log lines (JSON) to stderr")
 	keep := fs.Bool("keep", false, "keep the tables and queues after the run, for inspection")
+	store := fs.String("store", string(chaos.StoreDynamoDB), "idempotency `store`: dynamodb, or redis (LAMBDAIDEM_REDIS_ADDR; plain mode only)")
 	tune := def
 	fs.Float64Var(&tune.DuplicateRate, "duplicates", def.DuplicateRate, "share of messages sent twice (negative: none)")
 	fs.Float64Var(&tune.CrashRate, "crashes", def.CrashRate, "share of messages that crash their first attempt (negative: none)")
@@ -86,6 +87,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx or both\n", *mode)
 		return 2
 	}
+	redisAddr := ""
+	switch chaos.Store(*store) {
+	case chaos.StoreDynamoDB:
+	case chaos.StoreRedis:
+		if redisAddr = os.Getenv("LAMBDAIDEM_REDIS_ADDR"); redisAddr == "" {
+			fmt.Fprintln(stderr, "lambdaidem-chaos: -store redis needs LAMBDAIDEM_REDIS_ADDR (localstack/stack.sh sets it)")
+			return 2
+		}
+		if *mode == "both" {
+			// tx mode's completion writes are DynamoDB transactions.
+			modes = []chaos.Mode{chaos.ModePlain}
+		}
+	default:
+		fmt.Fprintf(stderr, "lambdaidem-chaos: -store %q is not dynamodb or redis\n", *store)
+		return 2
+	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
@@ -95,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"run `make chaos`, or: localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos")
 		return 2
 	}
-	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v\n", *seed, *seed, *messages, modes)
+	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v, store %s\n", *seed, *seed, *messages, modes, *store)
 
 	if *bootstrap == "" {
 		dir, err := os.MkdirTemp("", "lambdaidem-chaos-")
@@ -122,6 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Seed = *seed
 		cfg.Bootstrap = *bootstrap
 		cfg.DynamoDBEndpoint, cfg.SQSEndpoint = ddb, sqsEP
+		cfg.Store, cfg.RedisAddr = chaos.Store(*store), redisAddr
 		if r := os.Getenv("AWS_REGION"); r != "" {
 			cfg.Region = r
 		}

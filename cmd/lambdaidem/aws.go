@@ -45,7 +45,10 @@ func (a *app) awsConfig(ctx context.Context, c *common) (aws.Config, error) {
 
 // admin opens the table. pages, when not nil, is told about every Query
 // page read, for progress lines.
-func (a *app) admin(ctx context.Context, c *common, pages func(items int)) (*dynamo.Admin, error) {
+func (a *app) admin(ctx context.Context, c *common, pages func(items int)) (adminStore, error) {
+	if c.isRedis() {
+		return a.redisAdmin(c)
+	}
 	if err := c.needTable(); err != nil {
 		return nil, err
 	}

@@ -427,7 +427,7 @@ func (a *app) writeStats(s statsJSON) {
 
 // record reads the record of the command's KEY argument: the key, the
 // store it was read from, the record and the time it was read at.
-func (a *app) record(ctx context.Context, c *common, args []string) (string, *dynamo.Admin, lambdaidem.Record, time.Time, error) {
+func (a *app) record(ctx context.Context, c *common, args []string) (string, adminStore, lambdaidem.Record, time.Time, error) {
 	key, err := c.needKey(args)
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
 // Exit codes. Scripts tell outcomes apart by them.
@@ -55,6 +56,9 @@ Every subcommand takes:
                     namespaces without it
   -region REGION    (env AWS_REGION, AWS_DEFAULT_REGION)
   -endpoint URL     DynamoDB endpoint (env AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
+  -store URL        a Redis store instead of DynamoDB: redis://HOST:PORT[/DB], rediss://
+                    (TLS), redis+cluster:// or rediss+cluster:// (env LAMBDAIDEM_STORE);
+                    list and stats then need -namespace, and stats -all is refused
   -json             machine-readable output on stdout
 Credentials come from the SDK's usual chain (environment, AWS_PROFILE, SSO, ...).
 Flags may come before or after the arguments.
@@ -192,11 +196,17 @@ func exitCode(err error) int {
 	case errors.As(err, &re),
 		errors.Is(err, dynamo.ErrLeaseValid),
 		errors.Is(err, dynamo.ErrRecordChanged),
-		errors.Is(err, dynamo.ErrNotInProgress):
+		errors.Is(err, dynamo.ErrNotInProgress),
+		errors.Is(err, redisstore.ErrLeaseValid),
+		errors.Is(err, redisstore.ErrRecordChanged),
+		errors.Is(err, redisstore.ErrNotInProgress):
 		return exitRefused
 	case errors.Is(err, lambdaidem.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, dynamo.ErrInvalidKey):
+	case errors.Is(err, dynamo.ErrInvalidKey),
+		errors.Is(err, redisstore.ErrInvalidKey),
+		errors.Is(err, redisstore.ErrNoNamespace),
+		errors.Is(err, redisstore.ErrNotIndexed):
 		return exitUsage
 	}
 	return exitFailed
@@ -223,6 +233,8 @@ type errorJSON struct {
 type common struct {
 	table, namespace, region, endpoint string
 	json                               bool
+	// store is -store: "" for DynamoDB, or a redis:// URL.
+	store string
 }
 
 // parse reads the subcommand's flags, which may come before, between and
@@ -237,6 +249,7 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 	fs.StringVar(&c.region, "region", firstOf(a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION")), "AWS `region` (env AWS_REGION)")
 	fs.StringVar(&c.endpoint, "endpoint", firstOf(a.env("AWS_ENDPOINT_URL_DYNAMODB"), a.env("AWS_ENDPOINT_URL")), "DynamoDB endpoint `URL` (env AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&c.json, "json", false, "print JSON on stdout")
+	fs.StringVar(&c.store, "store", a.env("LAMBDAIDEM_STORE"), "the store: dynamodb (default, with -table) or a Redis `URL` redis://HOST:PORT, rediss://..., redis+cluster://... (env LAMBDAIDEM_STORE)")
 	if cmd.flags != nil {
 		cmd.flags(fs)
 	}
@@ -274,6 +287,9 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	if err := c.checkStore(); err != nil {
+		return nil, nil, err
+	}
 	return c, append(pos, tail...), nil
 }
 
@@ -297,7 +313,7 @@ func firstOf(vs ...string) string {
 
 // needTable checks -table.
 func (c *common) needTable() error {
-	if c.table == "" {
+	if c.table == "" && !c.isRedis() {
 		return usagef("no table: set -table or LAMBDAIDEM_TABLE")
 	}
 	return nil

@@ -29,7 +29,7 @@ func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 type bundle struct {
 	table string
 	ns    string
-	store *dynamo.Store
+	store lambdaidem.Store
 	env   map[string]string
 }
 

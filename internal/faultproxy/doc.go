@@ -23,4 +23,7 @@
 // A proxy is safe for concurrent use; faults can be added while requests
 // flow. It speaks plain HTTP only (no TLS), which is what local services
 // offer.
+//
+// RESP is the same idea for the Redis protocol: it pairs each command with
+// its reply, so a fault can run a command and lose exactly its reply.
 package faultproxy

@@ -85,3 +85,22 @@ func Name(prefix string) string {
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
+
+// RedisAddrVar holds the local redis-server's host:port (set by
+// localstack/stack.sh). RedisOffVar=0 says the environment has no Redis on
+// purpose (the LocalStack target): Redis tests then skip even when
+// RequireVar=1.
+const (
+	RedisAddrVar = "LAMBDAIDEM_REDIS_ADDR"
+	RedisOffVar  = "LAMBDAIDEM_REDIS"
+)
+
+// RedisAddr returns the local redis-server's address, skipping or failing
+// the test like Endpoint when it is unset.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(RedisAddrVar) == "" && os.Getenv(RedisOffVar) == "0" {
+		t.Skipf("%s=0: this environment has no Redis", RedisOffVar)
+	}
+	return Endpoint(t, RedisAddrVar)
+}

@@ -46,6 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e2e := fs.Int("e2e", 10000, "`messages` for the end-to-end run through the local runner; 0 skips it")
 	e2eConc := fs.Int("e2e-concurrency", 4, "MaxConcurrency of the end-to-end run's event source mapping")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
+	withDynamo := fs.Bool("dynamodb", true, "run the DynamoDB Local latency and request benchmarks")
+	withRedis := fs.Bool("redis", true, "run the Redis store's benchmarks when LAMBDAIDEM_REDIS_ADDR is set")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -83,12 +85,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.PowertoolsDir = *ptDir
 	}
 
-	res, err := bench.RunDynamo(ctx, cfg)
-	if err != nil {
-		return fail(err)
+	var res *bench.DynamoResult
+	if *withDynamo {
+		var err error
+		if res, err = bench.RunDynamo(ctx, cfg); err != nil {
+			return fail(err)
+		}
+	}
+	var redisRes *bench.DynamoResult
+	if addr := os.Getenv("LAMBDAIDEM_REDIS_ADDR"); *withRedis && addr != "" {
+		var err error
+		redisRes, err = bench.RunRedis(ctx, bench.RedisConfig{
+			Addr: addr, N: *n, Warmup: *warmup, Concurrency: *concurrency, PowertoolsDir: cfg.PowertoolsDir, Progress: progress,
+		})
+		if err != nil {
+			return fail(err)
+		}
 	}
 	var e2eRes *bench.E2EResult
 	if *e2e > 0 {
+		var err error
 		e2eRes, err = bench.RunE2E(ctx, bench.E2EConfig{
 			DynamoDBEndpoint: ddbEndpoint, SQSEndpoint: sqsEndpoint, Region: region,
 			Messages: *e2e, MaxConcurrency: *e2eConc, Bootstrap: *bootstrap, Progress: progress,
@@ -99,17 +115,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	w := stdout
-	fmt.Fprintf(w, "## DynamoDB Local: latency per path (N=%d per implementation, interleaved, record concurrency %d)\n\n", res.N, res.Concurrency)
-	fmt.Fprintf(w, "%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
-	if res.NodeVersion != "" {
-		fmt.Fprintf(w, ", Node.js %s, @aws-lambda-powertools/idempotency and /batch 2.35.0", res.NodeVersion)
+	if res != nil {
+		fmt.Fprintf(w, "## DynamoDB Local: latency per path (N=%d per implementation, interleaved, record concurrency %d)\n\n", res.N, res.Concurrency)
+		fmt.Fprintf(w, "%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+		if res.NodeVersion != "" {
+			fmt.Fprintf(w, ", Node.js %s, @aws-lambda-powertools/idempotency and /batch 2.35.0", res.NodeVersion)
+		}
+		fmt.Fprintf(w, "; run took %s.\n\n", time.Since(started).Round(time.Second))
+		res.WriteLatency(w)
+		fmt.Fprintf(w, "\n### Targets\n\n")
+		res.WriteTargets(w)
+		fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")
+		res.WriteRequests(w)
 	}
-	fmt.Fprintf(w, "; run took %s.\n\n", time.Since(started).Round(time.Second))
-	res.WriteLatency(w)
-	fmt.Fprintf(w, "\n### Targets\n\n")
-	res.WriteTargets(w)
-	fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")
-	res.WriteRequests(w)
+	if redisRes != nil {
+		fmt.Fprintf(w, "\n## Redis store (local redis-server): latency per path (N=%d per implementation, interleaved)\n\n", redisRes.N)
+		fmt.Fprintf(w, "%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+		if redisRes.NodeVersion != "" {
+			fmt.Fprintf(w, ", Node.js %s, @aws-lambda-powertools/idempotency 2.35.0 (cache layer) on @redis/client 6.3.1", redisRes.NodeVersion)
+		}
+		fmt.Fprintf(w, ".\n\n")
+		redisRes.WriteLatency(w)
+		fmt.Fprintf(w, "\n### Targets\n\n")
+		redisRes.WriteTargets(w)
+		fmt.Fprintf(w, "\n## Redis commands per message, by path\n\n")
+		redisRes.WriteRequests(w)
+	}
 	if e2eRes != nil {
 		fmt.Fprintf(w, "\n## End to end: the orders bootstrap under the local runner\n\n")
 		e2eRes.Write(w)

@@ -26,9 +26,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -122,7 +124,22 @@ func main() {
 	if dlq := os.Getenv("DLQ_URL"); dlq != "" {
 		opts = append(opts, lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(sqsClient, dlq)))
 	}
-	lambda.Start(lambdaidem.SQS(dynamo.New(f.db, idemTable), f.handle, opts...))
+	var store lambdaidem.Store = dynamo.New(f.db, idemTable)
+	if os.Getenv("CHAOS_STORE") == "redis" {
+		addr, err := getenv("REDIS_ADDR")
+		if err != nil {
+			fail("configuration", err)
+		}
+		client := redis.NewClient(&redis.Options{
+			Addr: addr,
+			// Short, like the DynamoDB store's per-attempt timeout: a hung
+			// command fails the record instead of the invocation.
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		})
+		client.AddHook(f.crasher)
+		store = redisstore.New(client, redisstore.Options{Prefix: os.Getenv("REDIS_PREFIX")})
+	}
+	lambda.Start(lambdaidem.SQS(store, f.handle, opts...))
 }
 
 type function struct {
@@ -293,6 +310,55 @@ func (c *completionCrasher) Do(req *http.Request) (*http.Response, error) {
 		os.Exit(CrashExitCode)
 	}
 	return resp, err
+}
+
+// The Redis store's completion is its fenced-write script with target
+// COMPLETED; its arguments after the script's SHA are: the number of keys
+// (4), the four keys, now, token, target status, member (the key).
+const (
+	redisTargetArg = 9
+	redisMemberArg = 10
+)
+
+// DialHook implements redis.Hook.
+func (c *completionCrasher) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook implements redis.Hook.
+func (c *completionCrasher) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook implements redis.Hook: for a key armed by the handler it
+// exits once the key's completion script has been answered (status 200
+// when it applied, 0 when it failed), before the library sees the answer.
+func (c *completionCrasher) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		var hit *armed
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && len(args) > redisMemberArg &&
+			fmt.Sprint(args[redisTargetArg]) == string(lambdaidem.StatusCompleted) {
+			member := fmt.Sprint(args[redisMemberArg])
+			c.mu.Lock()
+			for pk, a := range c.armed {
+				if a.key == member {
+					hit = &a
+					delete(c.armed, pk)
+					break
+				}
+			}
+			c.mu.Unlock()
+		}
+		err := next(ctx, cmd)
+		if hit != nil {
+			status := 200
+			if err != nil {
+				status = 0
+			}
+			logCrash(ctx, c.log, hit.key, CrashDuringCompletion, hit.attempt, status)
+			os.Exit(CrashExitCode)
+		}
+		return err
+	}
 }
 
 func randomID() (string, error) {

@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
+)
+
+// Variants of the Redis benchmark's paths.
+const (
+	VariantRedisFloor          = "bare floor (the store's scripts, no decorator)"
+	VariantPowertoolsRedis     = "Powertools (TypeScript), cache layer"
+	VariantPowertoolsRedisBare = "bare floor (@redis/client, Powertools' SETs)"
+)
+
+// Targets of the Redis store (p50).
+const (
+	TargetRedisVsFloor      = 1.10
+	TargetRedisVsPowertools = 0.5
+)
+
+// RedisConfig configures RunRedis.
+type RedisConfig struct {
+	// Addr is the redis-server's host:port. Required.
+	Addr string
+	// N, Warmup, Concurrency, PowertoolsDir, CountRuns and Progress are as
+	// in DynamoConfig.
+	N             int
+	Warmup        int
+	Concurrency   int
+	PowertoolsDir string
+	CountRuns     int
+	Progress      io.Writer
+}
+
+// RunRedis times the first delivery and the duplicate through
+// lambdaidem.SQS with the Redis store, next to its floor (the store's Claim
+// and Complete called directly: the same two scripts without the
+// decorator) and, with PowertoolsDir, next to Powertools for AWS Lambda
+// (TypeScript) with its cache persistence layer on the same server,
+// interleaved iteration by iteration. It then counts the store's commands
+// per message through a counting RESP proxy. Its keys carry a prefix of
+// their own.
+func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
+	dc := DynamoConfig{N: cfg.N, Warmup: cfg.Warmup, Concurrency: cfg.Concurrency, CountRuns: cfg.CountRuns, Progress: cfg.Progress}
+	dc.defaults()
+	if cfg.Addr == "" {
+		return nil, errors.New("bench: the redis-server address is required")
+	}
+	client := redis.NewClient(&redis.Options{Addr: cfg.Addr, PoolSize: dc.Concurrency, MinIdleConns: 1})
+	defer client.Close()
+	prefix := uniqueName("lambdaidem-bench")
+	b := &redisBench{cfg: dc, store: redisstore.New(client, redisstore.Options{Prefix: prefix})}
+	if err := b.store.LoadScripts(ctx); err != nil {
+		return nil, err
+	}
+	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
+		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
+		lambdaidem.WithConcurrency(dc.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
+	res := &DynamoResult{N: dc.N, Concurrency: dc.Concurrency, Store: "redis"}
+
+	if cfg.PowertoolsDir != "" {
+		p, err := faultproxy.NewRESP(cfg.Addr)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		b.ptProxy = p
+		nd, err := startHarness(ctx, cfg.PowertoolsDir, "BENCH_STORE=redis",
+			"BENCH_REDIS_URL=redis://"+cfg.Addr, "BENCH_REDIS_COUNT_URL=redis://"+p.Addr())
+		if err != nil {
+			return nil, err
+		}
+		defer nd.close()
+		b.node = nd
+		r, err := nd.call(map[string]any{"op": "versions"})
+		if err != nil {
+			return nil, err
+		}
+		res.NodeVersion = r.Node
+	}
+	for _, path := range []string{PathFirst, PathDuplicate} {
+		pr, err := b.latency(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		res.Paths = append(res.Paths, pr)
+	}
+	rows, err := b.requests(ctx, cfg.Addr, prefix)
+	if err != nil {
+		return nil, err
+	}
+	res.Requests = rows
+	return res, nil
+}
+
+type redisBench struct {
+	cfg     DynamoConfig
+	store   *redisstore.Store
+	h       sqsHandler
+	out     outcomes
+	node    *node
+	ptProxy *faultproxy.RESP
+
+	doneIDs, doneFloorIDs []string
+}
+
+// floorFirst is a first delivery's two scripts, called on the store
+// directly with the decorator's arguments.
+func (b *redisBench) floorFirst(ctx context.Context, id string) error {
+	now := time.Now()
+	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
+		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
+	})
+	if err != nil {
+		return err
+	}
+	if !c.Claimed {
+		return fmt.Errorf("bench: floor claim of %s refused", id)
+	}
+	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour)})
+}
+
+// floorDuplicate is a duplicate's one script: a claim refused by the
+// completed record.
+func (b *redisBench) floorDuplicate(ctx context.Context, id string) error {
+	now := time.Now()
+	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
+		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
+	})
+	if err == nil && (c.Claimed || c.Record.Status != lambdaidem.StatusCompleted) {
+		err = fmt.Errorf("bench: floor duplicate of %s not refused as COMPLETED", id)
+	}
+	return err
+}
+
+func (b *redisBench) variants(path string) []variant {
+	timed := func(ctx context.Context, f func(context.Context) error) (time.Duration, error) {
+		ictx, cancel := invocation(ctx)
+		defer cancel()
+		t0 := time.Now()
+		err := f(ictx)
+		return time.Since(t0), err
+	}
+	var vs []variant
+	switch path {
+	case PathFirst:
+		vs = []variant{
+			decoratorFirst(&b.out, b.h, &b.doneIDs),
+			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
+				id := newID()
+				b.doneFloorIDs = append(b.doneFloorIDs, id)
+				return timed(ctx, func(ctx context.Context) error { return b.floorFirst(ctx, id) })
+			}},
+		}
+	case PathDuplicate:
+		j := 0
+		vs = []variant{
+			decoratorDuplicate(&b.out, b.h, b.doneIDs),
+			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
+				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
+				j++
+				return timed(ctx, func(ctx context.Context) error { return b.floorDuplicate(ctx, id) })
+			}},
+		}
+	}
+	if b.node != nil {
+		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate"}[path]
+		vs = append(vs, nodeVariant(b.node, VariantPowertoolsRedis, op))
+		if path == PathFirst {
+			vs = append(vs, nodeVariant(b.node, VariantPowertoolsRedisBare, "floor"))
+		}
+	}
+	return vs
+}
+
+// decoratorFirst is a first delivery of a fresh message through h; the
+// message IDs go to done, for the duplicates.
+func decoratorFirst(o *outcomes, h sqsHandler, done *[]string) variant {
+	return variant{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
+		id := newID()
+		d, err := o.run(ctx, h, event(id), lambdaidem.OutcomeProcessed)
+		*done = append(*done, id)
+		return d, err
+	}}
+}
+
+// decoratorDuplicate delivers the messages of done again, in turn.
+func decoratorDuplicate(o *outcomes, h sqsHandler, done []string) variant {
+	i := 0
+	return variant{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
+		id := done[i%len(done)]
+		i++
+		return o.run(ctx, h, event(id), lambdaidem.OutcomeDuplicate)
+	}}
+}
+
+func (b *redisBench) latency(ctx context.Context, path string) (PathResult, error) {
+	return measure(ctx, b.cfg, path, b.variants(path))
+}
+
+// requests counts the store's commands per message by path through a
+// counting RESP proxy.
+func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]RequestRow, error) {
+	fmt.Fprintf(b.cfg.Progress, "commands per message: each path %d times through a counting proxy\n", b.cfg.CountRuns)
+	p, err := faultproxy.NewRESP(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	client := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: b.cfg.Concurrency})
+	defer client.Close()
+	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	var out outcomes
+	opts := []lambdaidem.Option{
+		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
+		lambdaidem.WithConcurrency(b.cfg.Concurrency), lambdaidem.WithInvocationHook(out.hook),
+	}
+	ok := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil }, opts...)
+	cached := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil },
+		append(opts, lambdaidem.WithCache(1000, time.Hour))...)
+	// Connect before counting: the handshake is not a store request.
+	if err := client.Ping(ctx).Err(); err != nil {
+		return nil, err
+	}
+	type path struct {
+		name    string
+		want    float64
+		setup   sqsHandler
+		h       sqsHandler
+		outcome lambdaidem.Outcome
+	}
+	var rows []RequestRow
+	for _, pth := range []path{
+		{PathFirst, 2, nil, ok, lambdaidem.OutcomeProcessed},
+		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate},
+		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate},
+	} {
+		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}}
+		for range b.cfg.CountRuns {
+			id := newID()
+			if pth.setup != nil {
+				if _, err := out.run(ctx, pth.setup, event(id), lambdaidem.OutcomeProcessed); err != nil {
+					return nil, fmt.Errorf("%s: setup: %w", pth.name, err)
+				}
+			}
+			p.ResetCounts()
+			if _, err := out.run(ctx, pth.h, event(id), pth.outcome); err != nil {
+				return nil, fmt.Errorf("%s: %w", pth.name, err)
+			}
+			for op, c := range p.Counts() {
+				row.Ops[op] += c
+			}
+			row.Messages++
+		}
+		rows = append(rows, row)
+	}
+	if b.node != nil {
+		for _, pth := range []struct{ name, op string }{{PathFirst, "first"}, {PathDuplicate, "duplicate"}} {
+			row := RequestRow{Impl: VariantPowertoolsRedis, Path: pth.name, Want: -1, Ops: map[string]int{}}
+			for range b.cfg.CountRuns {
+				if pth.op == "duplicate" {
+					if _, err := b.node.call(map[string]any{"op": "prepare-duplicate"}); err != nil {
+						return nil, err
+					}
+				}
+				b.ptProxy.ResetCounts()
+				if _, err := b.node.call(map[string]any{"op": "count", "path": pth.op}); err != nil {
+					return nil, err
+				}
+				for op, c := range b.ptProxy.Counts() {
+					row.Ops[op] += c
+				}
+				row.Messages++
+			}
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}

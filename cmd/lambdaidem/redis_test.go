@@ -1,0 +1,108 @@
+package main
+
+import (
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
+)
+
+// setupRedis is setup on the local redis-server: the command runs with
+// -store from LAMBDAIDEM_STORE, on a key prefix of its own.
+func setupRedis(t *testing.T) *bundle {
+	t.Helper()
+	addr := testenv.RedisAddr(t)
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := "cli-" + rand.Text()[:10]
+	return &bundle{
+		table: "redis://" + addr,
+		ns:    "orders",
+		// The tests' clock is months behind the server's: the slack keeps
+		// the server from deleting keys that are live by the tests' clock.
+		store: redisstore.New(client, redisstore.Options{Prefix: prefix, ExpirySlack: 10 * 365 * 24 * time.Hour}),
+		env: map[string]string{
+			"LAMBDAIDEM_STORE":        "redis://" + addr,
+			"LAMBDAIDEM_REDIS_PREFIX": prefix,
+			"LAMBDAIDEM_NAMESPACE":    "orders",
+		},
+	}
+}
+
+// TestRedisStore: every subcommand that touches records works on the Redis
+// store the same way as on DynamoDB.
+func TestRedisStore(t *testing.T) {
+	t.Parallel()
+	b := setupRedis(t)
+	b.seed(t)
+
+	g := decode[recordJSON](t, b.cli(t, 300, "get", "order-failed", "-json").want(t, exitOK))
+	if g.Status != "FAILED" || g.Attempts != 2 {
+		t.Errorf("get: %+v", g)
+	}
+	b.cli(t, 300, "get", "nope").want(t, exitNotFound)
+
+	l := decode[listJSON](t, b.cli(t, 300, "list", "-json").want(t, exitOK))
+	var keys []string
+	for _, r := range l.Records {
+		keys = append(keys, r.Key)
+	}
+	if strings.Join(keys, " ") != "order-poison order-stuck order-failed order-running" {
+		t.Errorf("list: %v", keys)
+	}
+	// Listing reads one namespace's sets: all namespaces is a usage error.
+	b.cli(t, 300, "list", "-namespace", "").want(t, exitUsage)
+
+	s := decode[statsJSON](t, b.cli(t, 300, "stats", "-json").want(t, exitOK))
+	if *s.Counts[lambdaidem.StatusInProgress] != 2 || s.Stuck != 1 || *s.Counts[lambdaidem.StatusFailed] != 1 ||
+		*s.Counts[lambdaidem.StatusDeadLettered] != 1 || s.Counts[lambdaidem.StatusCompleted] != nil {
+		t.Errorf("stats: %+v", s)
+	}
+	b.cli(t, 300, "stats", "-all").want(t, exitUsage)
+
+	b.cli(t, 300, "release", "order-running").want(t, exitRefused)
+	b.cli(t, 300, "release", "order-stuck").want(t, exitOK)
+	if r := decode[recordJSON](t, b.cli(t, 300, "get", "order-stuck", "-json")); r.Status != "FAILED" {
+		t.Errorf("after release: %+v", r)
+	}
+
+	b.cli(t, 300, "forget", "order-running", "-yes").want(t, exitRefused)
+	b.cli(t, 300, "forget", "order-done", "-yes").want(t, exitOK)
+	b.cli(t, 300, "get", "order-done").want(t, exitNotFound)
+	if l := b.claim(t, "orders", "order-done", 400, 30); l.Attempt != 1 {
+		t.Errorf("claim after forget: attempt %d, want 1", l.Attempt)
+	}
+
+	b.cli(t, 300, "get", "k", "-store", "memcached://x").want(t, exitUsage)
+}
+
+// TestRedisRedrive: redrive's reset forgets the dead-lettered record on the
+// Redis store, and the key claims afresh.
+func TestRedisRedrive(t *testing.T) {
+	t.Parallel()
+	b := setupRedis(t)
+	rb := &redriveBundle{bundle: b, sqs: testenv.SQS(t)}
+	b.env["AWS_ENDPOINT_URL_SQS"] = testenv.Endpoint(t, testenv.SQSEndpointVar)
+	b.env["AWS_REGION"], b.env["AWS_ACCESS_KEY_ID"], b.env["AWS_SECRET_ACCESS_KEY"] = "us-east-1", "test", "test"
+	rb.src, rb.srcARN = rb.newQueue(t, "cli-redis-src")
+	rb.dlq, _ = rb.newQueue(t, "cli-redis-dlq")
+	rb.deadLetter(t, "order-9", `{"order":9}`)
+
+	moved := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitOK))
+	if moved.Moved != 1 || moved.Failed != 0 {
+		t.Fatalf("redrive: %+v", moved)
+	}
+	rb.cli(t, 100, "get", "order-9").want(t, exitNotFound)
+	if back := rb.receive(t, rb.src); len(back) != 1 || *back[0].Body != `{"order":9}` {
+		t.Fatalf("source queue after redrive: %v", back)
+	}
+	if l := rb.claim(t, rb.ns, "order-9", 200, 30); l.Attempt != 1 {
+		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
+	}
+}

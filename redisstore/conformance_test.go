@@ -1,0 +1,47 @@
+package redisstore_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
+)
+
+// TestConformance runs the suite every Store must pass on a real
+// redis-server. The subtests share one database: each uses a namespace of
+// its own.
+func TestConformance(t *testing.T) {
+	client := newClient(t, addr(t))
+	storetest.Run(t, func(t *testing.T) lambdaidem.Store {
+		return redisstore.New(client, redisstore.Options{})
+	})
+}
+
+// TestConformanceCluster runs the suite through a cluster client. The
+// stack's redis-server is a cluster of one node that owns every slot, so
+// a script whose keys span two slots fails with CROSSSLOT there, as on
+// ElastiCache Serverless or MemoryDB: passing the suite shows that every
+// transition stays in one slot.
+func TestConformanceCluster(t *testing.T) {
+	server := addr(t)
+	plain := newClient(t, server)
+	err := plain.Eval(t.Context(), "return redis.call('EXISTS', KEYS[1], KEYS[2])", []string{"{a}x", "{b}x"}).Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		if os.Getenv("LAMBDAIDEM_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("a script across two slots = %v, want CROSSSLOT: the server at %s is not in cluster mode", err, server)
+		}
+		t.Skipf("the server at %s is not in cluster mode (%v)", server, err)
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{server}})
+	t.Cleanup(func() { _ = client.Close() })
+	store := redisstore.New(client, redisstore.Options{})
+	if err := store.LoadScripts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(t *testing.T) lambdaidem.Store { return store })
+}

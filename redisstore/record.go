@@ -1,0 +1,154 @@
+package redisstore
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/storeutil"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// The fields of a record's hash; the package documentation lists them with
+// their meaning. Short, because every claim returns them all.
+const (
+	fSchema      = "v"
+	fStatus      = "s"
+	fToken       = "t"
+	fLeaseUntil  = "lu"
+	fAttempts    = "a"
+	fTakeovers   = "to"
+	fGeneration  = "g"
+	fClaim       = "c"
+	fHash        = "h"
+	fMessageID   = "m"
+	fResult      = "r"
+	fResultUntil = "ru"
+	fExpiresAt   = "ea"
+	fLastError   = "e"
+	fDLReason    = "dr"
+	fDLSourceID  = "ds"
+	fDLCopyID    = "dc"
+	fFirst       = "fa"
+	fUpdated     = "ua"
+)
+
+// keys names the keys of one record: its hash and its namespace's open
+// sets, all with the namespace as hash tag.
+type keys struct {
+	record string
+	open   [3]string // IN_PROGRESS, FAILED, DEAD_LETTERED
+	member string    // the record's member in the open sets: its key
+}
+
+func (k keys) all() []string {
+	return []string{k.record, k.open[0], k.open[1], k.open[2]}
+}
+
+// openStatuses are the statuses with an open set, in the order of keys.open.
+var openStatuses = [3]lambdaidem.Status{lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered}
+
+// tag is the namespace part every key of a namespace starts with.
+func (s *Store) tag(namespace string) string {
+	return s.prefix + ":{" + namespace + "}:"
+}
+
+// keysOf validates a (namespace, key) pair and names its keys.
+func (s *Store) keysOf(op, namespace, key string) (keys, error) {
+	switch {
+	case namespace == "":
+		return keys{}, fmt.Errorf("redisstore %s: empty namespace: %w", op, lambdaidem.ErrMissingKey)
+	case key == "":
+		return keys{}, fmt.Errorf("redisstore %s: empty key: %w", op, lambdaidem.ErrMissingKey)
+	case strings.ContainsAny(namespace, "{}"):
+		return keys{}, fmt.Errorf("%w: redisstore %s: namespace %q contains '{' or '}' (it is the cluster hash tag)", ErrInvalidKey, op, namespace)
+	}
+	t := s.tag(namespace)
+	return keys{
+		record: t + "r:" + key,
+		open:   [3]string{t + "open:" + string(openStatuses[0]), t + "open:" + string(openStatuses[1]), t + "open:" + string(openStatuses[2])},
+		member: key,
+	}, nil
+}
+
+// ceilMillis is t in Unix ms, rounded up (storeutil.CeilMillis).
+func ceilMillis(t time.Time) int64 { return storeutil.CeilMillis(t) }
+
+// msArg is a time as a script argument: Unix ms, or "" for the zero time.
+func msArg(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(ceilMillis(t), 10)
+}
+
+// fromFlat turns the flat field/value list a script returns into a map.
+func fromFlat(v any) (map[string]string, error) {
+	list, ok := v.([]any)
+	if !ok || len(list)%2 != 0 {
+		return nil, fmt.Errorf("redisstore: unexpected record reply %T", v)
+	}
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i < len(list); i += 2 {
+		k, ok1 := list[i].(string)
+		val, ok2 := list[i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("redisstore: unexpected record field %T=%T", list[i], list[i+1])
+		}
+		m[k] = val
+	}
+	return m, nil
+}
+
+// decode builds a Record from a record's hash.
+func decode(namespace, key string, h map[string]string) lambdaidem.Record {
+	num := func(f string) int64 {
+		n, _ := strconv.ParseInt(h[f], 10, 64)
+		return n
+	}
+	ms := func(f string) time.Time {
+		if h[f] == "" {
+			return time.Time{}
+		}
+		return time.UnixMilli(num(f)).UTC()
+	}
+	r := lambdaidem.Record{
+		Namespace:             namespace,
+		Key:                   key,
+		SchemaVersion:         int(num(fSchema)),
+		Status:                lambdaidem.Status(h[fStatus]),
+		LeaseToken:            h[fToken],
+		LeaseUntil:            ms(fLeaseUntil),
+		Attempts:              int(num(fAttempts)),
+		Takeovers:             int(num(fTakeovers)),
+		Fence:                 lambdaidem.Fence{Generation: h[fGeneration], Claim: num(fClaim)},
+		PayloadHash:           h[fHash],
+		MessageID:             h[fMessageID],
+		ResultUntil:           ms(fResultUntil),
+		ExpiresAt:             ms(fExpiresAt),
+		LastError:             h[fLastError],
+		DeadLetterReason:      lambdaidem.Reason(h[fDLReason]),
+		DeadLetteredMessageID: h[fDLSourceID],
+		DeadLetterMessageID:   h[fDLCopyID],
+		FirstAttemptAt:        ms(fFirst),
+		UpdatedAt:             ms(fUpdated),
+	}
+	if v, ok := h[fResult]; ok && v != "" {
+		r.Result = []byte(v)
+	}
+	return r
+}
+
+// expiredAt reports whether a stored hash counts as absent at now.
+func expiredAt(h map[string]string, now time.Time) bool {
+	ea := h[fExpiresAt]
+	if ea == "" {
+		return false
+	}
+	n, err := strconv.ParseInt(ea, 10, 64)
+	return err == nil && n < ceilMillis(now)
+}
+
+// truncate cuts s to at most n bytes, marking the cut (storeutil.Truncate).
+func truncate(s string, n int) string { return storeutil.Truncate(s, n) }

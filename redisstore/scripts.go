@@ -1,0 +1,197 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// Every transition of a record is one of these scripts, run by the server
+// as one atomic step (EVALSHA, falling back to EVAL when the server has
+// not cached the script yet). They take the caller's clock as an argument,
+// like every lambdaidem store, so leases and expiry mean the same on every
+// store whatever the server's clock says.
+//
+// KEYS of every script: the record's hash, then the open sets of
+// IN_PROGRESS, FAILED and DEAD_LETTERED records of its namespace (see
+// keys.go); all four carry the same hash tag, so they live in one cluster
+// slot. No script writes anything before it has decided to apply: a
+// refused or failed script leaves the record as it was.
+
+// prelude is shared by the scripts: reading the record, telling whether it
+// expired, keeping the key's expiry and the open sets in step with it.
+const prelude = `
+local rec = KEYS[1]
+local sets = {IN_PROGRESS = KEYS[2], FAILED = KEYS[3], DEAD_LETTERED = KEYS[4]}
+
+-- load returns the record as a table and as the flat list HGETALL gave,
+-- or nil when there is none.
+local function load()
+  local flat = redis.call('HGETALL', rec)
+  if #flat == 0 then return nil, flat end
+  local r = {}
+  for i = 1, #flat, 2 do r[flat[i]] = flat[i + 1] end
+  return r, flat
+end
+
+-- num reads a stored number; an empty field (a zero time) is 0, long ago.
+local function num(v)
+  return tonumber(v) or 0
+end
+
+-- expired: the record counts as absent once its expires_at is before now,
+-- whether or not the server has deleted the key yet.
+local function expired(r, now)
+  return r.ea ~= nil and r.ea ~= '' and num(r.ea) < now
+end
+
+-- retain sets the key's expiry: PEXPIREAT at the given ms, or none.
+local function retain(at)
+  if at == '' then redis.call('PERSIST', rec) else redis.call('PEXPIREAT', rec, at) end
+end
+
+-- index moves member from the open set of status old to that of new,
+-- scored by its expiry (COMPLETED records are in none).
+local function index(member, old, new, ea)
+  if old ~= nil and old ~= new and sets[old] ~= nil then redis.call('ZREM', sets[old], member) end
+  if sets[new] ~= nil then
+    local score = ea
+    if score == nil or score == '' then score = '+inf' end
+    redis.call('ZADD', sets[new], score, member)
+  end
+end
+`
+
+// claimScript takes the lease.
+//
+//	ARGV: now ms, token, new generation, payload hash, message ID,
+//	      lease until ms, grace ms, expires at ms ('' none), no takeover
+//	      ('1'), key expiry ms ('' none), schema version, member
+//
+// It returns {outcome, previous status, record as HGETALL}: outcome is
+// 'claimed', 'own' (our token is already there: a retry of a claim whose
+// reply was lost) or 'refused' (with the record that refused it).
+var claimScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local token, hash, ea, member = ARGV[2], ARGV[4], ARGV[8], ARGV[12]
+-- Members whose record expired leave the open sets here, so the sets hold
+-- about as many members as there are open records.
+for i = 2, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
+
+local r, flat = load()
+local live = r ~= nil and not expired(r, now)
+if live and r.t == token then return {'own', r.ps or '', flat} end
+
+local prev, old = '', nil
+if not live then
+  -- Absent or expired: a fresh generation, whatever was there before.
+  if r ~= nil then
+    redis.call('DEL', rec)
+    if sets[r.s] ~= nil then redis.call('ZREM', sets[r.s], member) end
+  end
+  redis.call('HSET', rec, 'v', ARGV[11], 'g', ARGV[3], 'fa', ARGV[1], 'a', 0, 'to', 0, 'c', 0)
+elseif r.h ~= hash then
+  return {'refused', '', flat}
+elseif r.s == 'FAILED' then
+  prev, old = 'FAILED', 'FAILED'
+elseif r.s == 'IN_PROGRESS' and ARGV[9] ~= '1' and num(r.lu) < now - num(ARGV[7]) then
+  -- Takeover of an abandoned lease: the script holds the record still, so
+  -- the old token it saw is the one it replaces.
+  prev, old = 'IN_PROGRESS', 'IN_PROGRESS'
+  redis.call('HINCRBY', rec, 'to', 1)
+else
+  return {'refused', '', flat}
+end
+
+redis.call('HINCRBY', rec, 'a', 1)
+redis.call('HINCRBY', rec, 'c', 1)
+redis.call('HSET', rec, 's', 'IN_PROGRESS', 't', token, 'lu', ARGV[6], 'h', hash, 'm', ARGV[5],
+  'ea', ea, 'ua', ARGV[1], 'ps', prev)
+retain(ARGV[10])
+index(member, old, 'IN_PROGRESS', ea)
+return {'claimed', prev, redis.call('HGETALL', rec)}
+`)
+
+// finishScript is every write fenced by a lease token: complete, fail,
+// dead-letter, extend.
+//
+//	ARGV: now ms, token, target status, member, expires at ms ('' none,
+//	      '-' keep), key expiry ms ('' none, '-' keep), number of field
+//	      pairs to set n, n field/value pairs, fields to delete...
+//
+// It returns {'ok'}; {'done'} when the record already has the target
+// status under our token (a retry whose first reply was lost); or a
+// refusal: {'gone'}, {'expired'}, {'taken', status, generation, claim},
+// {'status', status}.
+var finishScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local token, target = ARGV[2], ARGV[3]
+local r = load()
+if r == nil then return {'gone'} end
+if expired(r, now) then return {'expired'} end
+if r.t ~= token then return {'taken', r.s, r.g, r.c} end
+if r.s ~= 'IN_PROGRESS' then
+  if r.s == target and target ~= 'IN_PROGRESS' then return {'done'} end
+  return {'status', r.s}
+end
+
+local n = tonumber(ARGV[7])
+if n > 0 then redis.call('HSET', rec, unpack(ARGV, 8, 7 + 2 * n)) end
+if #ARGV >= 8 + 2 * n then redis.call('HDEL', rec, unpack(ARGV, 8 + 2 * n)) end
+local ea = r.ea
+if ARGV[5] ~= '-' then
+  ea = ARGV[5]
+  redis.call('HSET', rec, 'ea', ea)
+end
+redis.call('HSET', rec, 's', target, 'ua', ARGV[1])
+if ARGV[6] ~= '-' then retain(ARGV[6]) end
+index(ARGV[4], 'IN_PROGRESS', target, ea)
+return {'ok'}
+`)
+
+// deleteScript removes a record and its open-set entries.
+//
+//	ARGV: member
+var deleteScript = redis.NewScript(prelude + `
+redis.call('DEL', rec)
+for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return 1
+`)
+
+// releaseScript moves an IN_PROGRESS record whose lease ran out (or any,
+// when forced) to FAILED under a new token, fenced on the token the
+// operator read.
+//
+//	ARGV: now ms, token read, new token, force ('1'), note, member
+//
+// It returns {outcome, record as HGETALL}: 'released', 'own' (the new
+// token is already there: a retry), 'gone', 'changed', 'status', 'valid'.
+var releaseScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local r, flat = load()
+if r == nil or expired(r, now) then return {'gone', {}} end
+if r.t == ARGV[3] then return {'own', flat} end
+if r.t ~= ARGV[2] then return {'changed', flat} end
+if r.s ~= 'IN_PROGRESS' then return {'status', flat} end
+if ARGV[4] ~= '1' and num(r.lu) >= now then return {'valid', flat} end
+redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'e', ARGV[5], 'ua', ARGV[1])
+index(ARGV[6], 'IN_PROGRESS', 'FAILED', r.ea)
+return {'released', redis.call('HGETALL', rec)}
+`)
+
+// forgetScript deletes a record unless (without force) it is IN_PROGRESS
+// with a valid lease.
+//
+//	ARGV: now ms, force ('1'), member
+//
+// It returns {outcome, record as HGETALL}: 'deleted', 'gone' (absent or
+// expired; an expired one is deleted all the same), 'valid'.
+var forgetScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local r, flat = load()
+if r ~= nil and not expired(r, now) and ARGV[2] ~= '1' and r.s == 'IN_PROGRESS' and num(r.lu) >= now then
+  return {'valid', flat}
+end
+redis.call('DEL', rec)
+for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[3]) end
+if r == nil or expired(r, now) then return {'gone', {}} end
+return {'deleted', flat}
+`)
+
+var allScripts = []*redis.Script{claimScript, finishScript, deleteScript, releaseScript, forgetScript}

@@ -1,0 +1,317 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// ErrInvalidKey: a namespace or key the store cannot keep (a namespace
+// with '{' or '}', which would break the cluster hash tag).
+var ErrInvalidKey = errors.New("redisstore: invalid key")
+
+// Defaults of [Options].
+const (
+	DefaultPrefix         = "lambdaidem"
+	DefaultLastErrorBytes = 4096
+	DefaultMaxResultBytes = 1 << 20
+	DefaultExpirySlack    = time.Minute
+)
+
+// Options configure a Store. The zero value is the defaults.
+type Options struct {
+	// Prefix starts every key the store writes (default "lambdaidem"), so
+	// one database can hold other data, or two stores, side by side.
+	Prefix string
+	// LastErrorBytes bounds the stored error text (default 4096; values
+	// below 64 become 64). Longer texts are cut and marked.
+	LastErrorBytes int
+	// MaxResultBytes bounds a stored result (default 1 MiB): a larger one
+	// fails Complete with lambdaidem.ErrResultTooLarge, recording nothing.
+	MaxResultBytes int
+	// ExpirySlack is how long after a record's ExpiresAt the server
+	// deletes its key (default one minute). The scripts treat a record as
+	// absent from ExpiresAt on by the caller's clock; the slack keeps a
+	// server whose clock runs ahead from deleting a record early.
+	ExpirySlack time.Duration
+}
+
+// Store is the Redis implementation of [lambdaidem.Store] (Redis OSS 7,
+// Valkey, ElastiCache, MemoryDB). It is safe for concurrent use and holds
+// no state besides its configuration.
+type Store struct {
+	client   redis.UniversalClient
+	prefix   string
+	errLimit int
+	maxRes   int
+	slack    time.Duration
+}
+
+var _ lambdaidem.Store = (*Store)(nil)
+
+// New returns a Store on client: a *redis.Client, a *redis.ClusterClient
+// or any other redis.UniversalClient.
+func New(client redis.UniversalClient, opts Options) *Store {
+	s := &Store{
+		client:   client,
+		prefix:   opts.Prefix,
+		errLimit: opts.LastErrorBytes,
+		maxRes:   opts.MaxResultBytes,
+		slack:    opts.ExpirySlack,
+	}
+	if s.prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.errLimit == 0 {
+		s.errLimit = DefaultLastErrorBytes
+	}
+	s.errLimit = max(s.errLimit, 64)
+	if s.maxRes <= 0 {
+		s.maxRes = DefaultMaxResultBytes
+	}
+	if s.slack == 0 {
+		s.slack = DefaultExpirySlack
+	}
+	return s
+}
+
+// Client returns the client the store uses.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// keyExpiry is the key's PEXPIREAT argument for a record expiring at t:
+// "" (no expiry) for the zero time, else t plus the slack.
+func (s *Store) keyExpiry(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return msArg(t.Add(s.slack))
+}
+
+// unavailable wraps an error of the client or the server. Whatever it was
+// (a lost connection, a timeout, OOM, READONLY after a failover, a script
+// error) the transition either did not happen or cannot be confirmed, so
+// the caller must not acknowledge anything on it.
+func unavailable(op, key string, err error) error {
+	return fmt.Errorf("%w: redisstore %s %q: %w", lambdaidem.ErrStoreUnavailable, op, key, err)
+}
+
+// Claim takes the lease on a key in one script call. A refused claim
+// returns the record that refused it, read by the same script.
+func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+	k, err := s.keysOf("claim", req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.ClaimResult{}, err
+	}
+	noTakeover := "0"
+	if req.NoTakeover {
+		noTakeover = "1"
+	}
+	token := rand.Text()
+	v, err := claimScript.Run(ctx, s.client, k.all(),
+		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
+		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
+		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
+	).Slice()
+	if err != nil {
+		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+	}
+	if len(v) != 3 {
+		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, fmt.Errorf("unexpected reply %v", v))
+	}
+	h, err := fromFlat(v[2])
+	if err != nil {
+		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+	}
+	rec := decode(req.Namespace, req.Key, h)
+	switch v[0] {
+	case "claimed", "own":
+		// "own": the client re-sent a claim whose first try applied and
+		// whose reply was lost; the token is fresh, so only our own
+		// script can have put it there.
+		prev, _ := v[1].(string)
+		return lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Previous: lambdaidem.Status(prev), Record: rec}, nil
+	default:
+		return lambdaidem.ClaimResult{Record: rec}, nil
+	}
+}
+
+// leaseOf is the lease of a record's latest claim.
+func leaseOf(r lambdaidem.Record) lambdaidem.Lease {
+	return lambdaidem.Lease{
+		Namespace: r.Namespace,
+		Key:       r.Key,
+		Token:     r.LeaseToken,
+		Until:     r.LeaseUntil,
+		Fence:     r.Fence,
+		Attempt:   r.Attempts,
+	}
+}
+
+// write is a fenced write's changes: fields to set and to delete, the
+// status it leaves, and the record's new expiry (keep: unchanged).
+type write struct {
+	target    lambdaidem.Status
+	set       []any // field, value, field, value...
+	del       []any
+	expiresAt time.Time
+	keep      bool
+}
+
+// finish runs the fenced write script.
+func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now time.Time, w write) error {
+	k, err := s.keysOf(op, l.Namespace, l.Key)
+	if err != nil {
+		return err
+	}
+	ea, exp := "-", "-"
+	if !w.keep {
+		ea, exp = msArg(w.expiresAt), s.keyExpiry(w.expiresAt)
+	}
+	args := make([]any, 0, 7+len(w.set)+len(w.del))
+	args = append(args, strconv.FormatInt(ceilMillis(now), 10), l.Token, string(w.target), k.member, ea, exp, len(w.set)/2)
+	args = append(args, w.set...)
+	args = append(args, w.del...)
+	v, err := finishScript.Run(ctx, s.client, k.all(), args...).StringSlice()
+	if err != nil {
+		return unavailable(op, k.record, err)
+	}
+	if len(v) == 0 {
+		return unavailable(op, k.record, errors.New("empty reply"))
+	}
+	var why string
+	switch v[0] {
+	case "ok", "done":
+		// "done": our token with the target status already, a retry of a
+		// write whose reply was lost.
+		return nil
+	case "gone":
+		why = "the record is gone"
+	case "expired":
+		why = "the record expired"
+	case "taken":
+		why = "the lease was taken over"
+		if len(v) == 4 {
+			why = fmt.Sprintf("the lease was taken over (now %s, claim %s of generation %s)", v[1], v[3], v[2])
+		}
+	default:
+		why = "the record is already " + v[len(v)-1]
+	}
+	return fmt.Errorf("%w: redisstore %s %q: %s", lambdaidem.ErrLeaseLost, op, k.record, why)
+}
+
+// Complete moves a leased record to COMPLETED with its result, in one
+// script call. Extra Writes are refused with lambdaidem.ErrUnsupportedWrite
+// and nothing is recorded: Redis has no transaction with other stores.
+func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return err
+	}
+	if len(req.Writes) > 0 {
+		return fmt.Errorf("redisstore complete %q: %T: %w", k.record, req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+	}
+	if len(req.Result) > s.maxRes {
+		return fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
+			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
+	}
+	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt}
+	if len(req.Result) > 0 {
+		w.set = append(w.set, fResult, req.Result)
+	} else {
+		w.del = append(w.del, fResult)
+	}
+	if req.ResultUntil.IsZero() {
+		w.del = append(w.del, fResultUntil)
+	} else {
+		w.set = append(w.set, fResultUntil, msArg(req.ResultUntil))
+	}
+	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+}
+
+// Fail moves a leased record to FAILED, keeping the token.
+func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+	return s.finish(ctx, "fail", req.Lease, req.Now, write{
+		target:    lambdaidem.StatusFailed,
+		set:       []any{fLastError, truncate(req.Error, s.errLimit)},
+		expiresAt: req.ExpiresAt,
+	})
+}
+
+// DeadLetter moves a leased record to DEAD_LETTERED with its reason.
+func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	return s.finish(ctx, "dead-letter", req.Lease, req.Now, write{
+		target: lambdaidem.StatusDeadLettered,
+		set: []any{
+			fDLReason, string(req.Reason),
+			fLastError, truncate(req.Error, s.errLimit),
+			fDLSourceID, req.MessageID,
+			fDLCopyID, req.DeadLetterMessageID,
+		},
+		expiresAt: req.ExpiresAt,
+	})
+}
+
+// Extend moves the end of a lease the caller still holds.
+func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	return s.finish(ctx, "extend", req.Lease, req.Now, write{
+		target: lambdaidem.StatusInProgress,
+		set:    []any{fLeaseUntil, msArg(req.LeaseUntil)},
+		keep:   true,
+	})
+}
+
+// Get reads a record with one HGETALL. An absent or expired record yields
+// lambdaidem.ErrNotFound.
+func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+	k, err := s.keysOf("get", req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.Record{}, err
+	}
+	h, err := s.client.HGetAll(ctx, k.record).Result()
+	if err != nil {
+		return lambdaidem.Record{}, unavailable("get", k.record, err)
+	}
+	if len(h) == 0 || expiredAt(h, req.Now) {
+		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+	}
+	return decode(req.Namespace, req.Key, h), nil
+}
+
+// Delete removes a record and its open-set entries in one script call.
+func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+	k, err := s.keysOf("delete", req.Namespace, req.Key)
+	if err != nil {
+		return err
+	}
+	if err := deleteScript.Run(ctx, s.client, k.all(), k.member).Err(); err != nil {
+		return unavailable("delete", k.record, err)
+	}
+	return nil
+}
+
+// LoadScripts loads the store's scripts into the server's script cache
+// (SCRIPT LOAD), so that the first call of each is one EVALSHA rather than
+// a NOSCRIPT refusal followed by an EVAL. Calling it is optional: a
+// function may call it at cold start. On a cluster it loads them on every
+// primary.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, sc := range allScripts {
+			if err := sc.Load(ctx, c).Err(); err != nil {
+				return unavailable("load scripts", s.prefix, err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	}
+	return load(ctx, s.client)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"net/url"
 	"strings"
@@ -22,6 +23,8 @@ type adminStore interface {
 	Release(ctx context.Context, req dynamo.ReleaseRequest) (lambdaidem.Record, error)
 	Forget(ctx context.Context, req dynamo.ForgetRequest) (lambdaidem.Record, error)
 	Count(ctx context.Context, req dynamo.CountRequest) (int, error)
+	// ResetDeadLetter is redrive's conditional reset.
+	lambdaidem.DeadLetterResetter
 }
 
 var _ adminStore = (*dynamo.Admin)(nil)
@@ -105,4 +108,14 @@ func (r redisAdmin) Count(ctx context.Context, req dynamo.CountRequest) (int, er
 		req.Progress(dynamo.CountProgress{Pages: 1, Counted: n})
 	}
 	return n, err
+}
+
+// ResetDeadLetter is redrive's reset; the Redis store does not have the
+// conditional reset yet, so redrive refuses to reset on it rather than
+// fall back to a delete.
+func (r redisAdmin) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+	if rs, ok := any(r.Store).(lambdaidem.DeadLetterResetter); ok {
+		return rs.ResetDeadLetter(ctx, req)
+	}
+	return lambdaidem.Record{}, errors.New("lambdaidem: the Redis store has no conditional reset yet")
 }

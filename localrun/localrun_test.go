@@ -68,6 +68,9 @@ type bundle struct {
 type queueOpts struct {
 	fifo       bool
 	visibility string // seconds
+	// before, if set, runs once the queue exists and before the runner
+	// starts polling it (to put messages on it that one receive takes).
+	before func(*bundle)
 }
 
 func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
@@ -116,6 +119,9 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 	}
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	if q.before != nil {
+		q.before(b)
 	}
 	r, err := localrun.New(cfg)
 	if err != nil {

@@ -252,6 +252,38 @@ func TestFIFOGroupOrderPreserved(t *testing.T) {
 	}
 }
 
+// Rule: a FIFO group whose records all failed comes back, once their
+// visibility timeout has run out, in the order it was sent: the first
+// message first. (moto 5.2.1 gave the last first; localstack/moto_sqs.py
+// fixes that, and this test fails against an emulator that reorders.)
+func TestFIFOGroupRedeliveredInOrder(t *testing.T) {
+	t.Parallel()
+	var ids []string
+	b := setup(t, queueOpts{fifo: true, visibility: "1", before: func(b *bundle) {
+		ids = b.send("fail", "fail", "fail")
+	}}, func(c *localrun.Config) { c.BatchSize = 3 })
+
+	first := b.next(nil)
+	if !slices.Equal(first.MessageIDs, ids) || len(first.Failed) != 3 {
+		t.Fatalf("first invocation: records %v failed %v, want %v all failed", first.MessageIDs, first.Failed, ids)
+	}
+	// The order in which the records came back, each counted once; a
+	// record on its third receive means the others are stuck behind it.
+	var again []string
+	for third := false; len(again) < len(ids) && !third; {
+		inv := b.next(nil)
+		for i, id := range inv.MessageIDs {
+			third = third || inv.ReceiveCounts[i] > 2
+			if !contains(again, id) {
+				again = append(again, id)
+			}
+		}
+	}
+	if !slices.Equal(again, ids) {
+		t.Fatalf("group redelivered as %v, want %v", again, ids)
+	}
+}
+
 // Rule: at most MaxConcurrency invocations (and processes) at once. The
 // barrier body makes the first two invocations wait for each other, so
 // the high-water mark is exactly the limit.

@@ -77,6 +77,10 @@ type RecordReport struct {
 	// StoreErrors counts store calls for this record that failed, including
 	// failure and dead-letter marks that could not be written.
 	StoreErrors int
+	// MessageGroupID is the record's SQS MessageGroupId, if it has one: the
+	// group of a FIFO queue, or the tenant of a fair queue (a standard
+	// queue whose producers set a group; no order is imposed there).
+	MessageGroupID string
 }
 
 // InvocationReport is what happened in one SQS invocation, for metrics.

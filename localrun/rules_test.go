@@ -313,11 +313,14 @@ func TestMaxConcurrencyRespected(t *testing.T) {
 }
 
 // Rule: the event is the JSON Lambda builds for SQS; the function (using
-// aws-lambda-go) decodes it into events.SQSEvent with every attribute.
+// aws-lambda-go) decodes it into events.SQSEvent with every attribute. A
+// fair queue (a standard queue whose producer sets MessageGroupId) passes
+// the group on as on a FIFO queue.
 func TestEventJSONRoundTrips(t *testing.T) {
 	t.Parallel()
-	for _, fifo := range []bool{false, true} {
-		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+	for _, kind := range []string{"standard", "fair", "fifo"} {
+		fifo, grouped := kind == "fifo", kind != "standard"
+		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, queueOpts{fifo: fifo}, func(c *localrun.Config) { c.ReportBatchItemFailures = false })
 			in := &sqs.SendMessageInput{
@@ -329,8 +332,10 @@ func TestEventJSONRoundTrips(t *testing.T) {
 					"b": {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1, 2, 255}},
 				},
 			}
-			if fifo {
+			if grouped {
 				in.MessageGroupId = aws.String("grp")
+			}
+			if fifo {
 				in.MessageDeduplicationId = aws.String("dedup-1")
 			}
 			sent, err := b.client.SendMessage(context.Background(), in)
@@ -367,8 +372,11 @@ func TestEventJSONRoundTrips(t *testing.T) {
 				t.Errorf("awsRegion empty")
 			}
 			want := []string{"ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"}
+			if grouped {
+				want = append(want, "MessageGroupId")
+			}
 			if fifo {
-				want = append(want, "SequenceNumber", "MessageGroupId", "MessageDeduplicationId")
+				want = append(want, "SequenceNumber", "MessageDeduplicationId")
 			}
 			for _, k := range want {
 				if rec.Attributes[k] == "" {
@@ -378,7 +386,10 @@ func TestEventJSONRoundTrips(t *testing.T) {
 			if rec.Attributes["ApproximateReceiveCount"] != "1" {
 				t.Errorf("ApproximateReceiveCount = %q, want 1", rec.Attributes["ApproximateReceiveCount"])
 			}
-			if fifo && (rec.Attributes["MessageGroupId"] != "grp" || rec.Attributes["MessageDeduplicationId"] != "dedup-1") {
+			if grouped && rec.Attributes["MessageGroupId"] != "grp" {
+				t.Errorf("MessageGroupId = %q, want grp", rec.Attributes["MessageGroupId"])
+			}
+			if fifo && rec.Attributes["MessageDeduplicationId"] != "dedup-1" {
 				t.Errorf("FIFO attributes = %v", rec.Attributes)
 			}
 			ma := rec.MessageAttributes

@@ -284,6 +284,50 @@ func TestFIFOGroupRedeliveredInOrder(t *testing.T) {
 	}
 }
 
+// Rule: messages of up to 1 MiB reach the function whole, and a batch whose
+// event would pass Lambda's 6 MB payload limit is invoked in several parts
+// that fit, none lost.
+func TestOneMebibyteMessagesSplitAtTheEventLimit(t *testing.T) {
+	t.Parallel()
+	const n, size = 6, 1 << 20 // 6 MiB of bodies alone is over the limit
+	var ids []string
+	b := setup(t, queueOpts{visibility: "30", before: func(b *bundle) {
+		for i := range n {
+			ids = append(ids, b.sendTo("", strings.Repeat(string(rune('a'+i)), size)))
+		}
+	}}, func(c *localrun.Config) {
+		c.BatchSize = 10
+		c.BatchingWindow = 2 * time.Second
+		c.FunctionTimeout = 10 * time.Second
+	})
+	var deleted []string
+	invocations := 0
+	for len(deleted) < n {
+		inv := b.next(nil)
+		invocations++
+		if inv.Outcome != localrun.OutcomeSuccess {
+			t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+		}
+		if len(inv.Payload) > 6*1024*1024 {
+			t.Errorf("an event of %d bytes, over Lambda's 6 MB", len(inv.Payload))
+		}
+		var ev events.SQSEvent
+		if err := json.Unmarshal(inv.Payload, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range ev.Records {
+			if len(rec.Body) != size {
+				t.Errorf("record %s arrived with %d bytes, want %d", rec.MessageId, len(rec.Body), size)
+			}
+		}
+		deleted = append(deleted, inv.Deleted...)
+	}
+	sameSet(t, "deleted", deleted, ids)
+	if invocations < 2 {
+		t.Errorf("%d MiB arrived in %d invocation(s); 6 MB allows no fewer than 2", n, invocations)
+	}
+}
+
 // Rule: at most MaxConcurrency invocations (and processes) at once. The
 // barrier body makes the first two invocations wait for each other, so
 // the high-water mark is exactly the limit.

@@ -167,10 +167,9 @@ func (r *Runner) poller(ctx context.Context, slot int) {
 	defer r.workers.Done()
 	for ctx.Err() == nil {
 		batch := r.gather(ctx)
-		if len(batch) == 0 {
-			continue
+		for _, part := range r.fitPayload(batch) {
+			r.runBatch(slot, part)
 		}
-		r.runBatch(slot, batch)
 	}
 }
 
@@ -242,6 +241,36 @@ func (r *Runner) backoff(ctx context.Context) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// fitPayload splits batch into consecutive parts whose events fit in
+// Lambda's 6 MB invocation payload, as the event source mapping invokes
+// with fewer records when a batch of large messages (up to 1 MiB each)
+// would not fit. A batch that fits is returned whole.
+func (r *Runner) fitPayload(batch []types.Message) [][]types.Message {
+	if len(batch) == 0 {
+		return nil
+	}
+	if ev, err := r.buildEvent(batch); err != nil || len(ev) <= maxPayload {
+		return [][]types.Message{batch}
+	}
+	// `{"Records":[` + records joined by commas + `]}`
+	const envelope = len(`{"Records":[]}`)
+	var parts [][]types.Message
+	start, size := 0, envelope
+	for i, m := range batch {
+		one, err := r.buildEvent([]types.Message{m})
+		n := len(one) - envelope + 1 // its record and a comma
+		if err != nil {
+			n = 0 // cannot happen; runBatch reports it
+		}
+		if i > start && size+n > maxPayload {
+			parts = append(parts, batch[start:i])
+			start, size = i, envelope
+		}
+		size += n
+	}
+	return append(parts, batch[start:])
 }
 
 // runBatch invokes the function with batch on slot's instance and then

@@ -20,6 +20,9 @@ const (
 
 	// maxResponse is Lambda's 6 MB limit on a synchronous response.
 	maxResponse = 6 * 1024 * 1024
+	// maxPayload is Lambda's 6 MB limit on a synchronous invocation's
+	// event.
+	maxPayload = 6 * 1024 * 1024
 )
 
 // invocation is one event on its way to a process and back.

@@ -4,9 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +19,8 @@ import (
 func TestMultiConcurrencyProcess(t *testing.T) {
 	t.Parallel()
 	const perProcess = 4
-	fn := filepath.Join(t.TempDir(), "bootstrap")
-	build := exec.Command("go", "build", "-race", "-o", fn, "./testdata/idemfn")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("build the -race test function: %v", err)
-	}
 	b := setup(t, queueOpts{visibility: "1"}, func(c *localrun.Config) {
-		c.Bootstrap = fn
+		c.Bootstrap = raceBootstrap
 		c.BatchSize = 1
 		c.MaxConcurrency = perProcess
 		c.ProcessConcurrency = perProcess

@@ -113,10 +113,21 @@ build-OrdersFunction:
 build-RedisFunction:
 	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/RedisFunction)/bootstrap ./examples/redis
 
+# The demo driver, the function it runs and the stack's provisioner build
+# with one configuration (static, -trimpath), as localrun.Build builds the
+# function: on an empty Go build cache the AWS SDK then compiles once.
+DEMO_BUILD = CGO_ENABLED=0 $(GO) build -trimpath
+
 .PHONY: demo
 demo: ## Run the orders example under the local Lambda runner: duplicates, a slow redelivery, poison, retries, a crash; fails on a lost message or a duplicate effect
-	$(GO) build -o .tools/bin/lambdaidem-demo ./cmd/lambdaidem-demo
+	@echo "demo: building the demo driver (go build; the longest step with an empty Go build cache)"
+	$(DEMO_BUILD) -o .tools/bin/lambdaidem-demo ./cmd/lambdaidem-demo
 	LAMBDAIDEM_REDIS=0 $(STACK) run -- .tools/bin/lambdaidem-demo
+
+.PHONY: demo-readme
+demo-readme: ## Run the demo and write its summary into README.md's sample (make test checks the two agree)
+	$(DEMO_BUILD) -o .tools/bin/lambdaidem-demo ./cmd/lambdaidem-demo
+	LAMBDAIDEM_REDIS=0 $(STACK) run -- .tools/bin/lambdaidem-demo -update-readme
 
 .PHONY: stack-up
 stack-up: ## Start the local stack in the background and print its endpoints (eval "$(localstack/stack.sh env)")

@@ -138,10 +138,6 @@ func NewClient(endpoint, region string, concurrency int) *dynamodb.Client {
 		dynamo.ClientOptions(dynamo.Tuning{Concurrency: concurrency, AttemptTimeout: 10 * time.Second}),
 		func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
-			// DynamoDB Local sends CRC32 headers that do not match on some
-			// error answers, and the SDK logs a warning for each; on
-			// loopback the check guards against nothing.
-			o.DisableValidateResponseChecksum = true
 		})
 }
 

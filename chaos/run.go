@@ -58,8 +58,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	// The harness talks to DynamoDB directly: faults are for the function.
 	r.ddb = dynamodb.NewFromConfig(awsCfg, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(cfg.DynamoDBEndpoint)
-		o.DisableValidateResponseChecksum = true
-	})
+	}, dynamo.ChecksumsOnAWSOnly())
 	r.sqs = sqs.NewFromConfig(awsCfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(cfg.SQSEndpoint) })
 
 	bootstrap := cfg.Bootstrap

@@ -1,7 +1,9 @@
 package dynamo
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -9,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Defaults of Tuning.
@@ -55,7 +59,10 @@ type Tuning struct {
 //     token bucket empties during an outage and then refuses retries for a
 //     while after DynamoDB has recovered, failing records that would have
 //     succeeded;
-//   - an HTTP transport keeping Concurrency idle connections per host.
+//   - an HTTP transport keeping Concurrency idle connections per host;
+//   - response checksums validated against AWS only (see
+//     ChecksumsOnAWSOnly), so a client pointed at DynamoDB Local or another
+//     emulator does not log a checksum warning for every refused claim.
 //
 // The caller's context still bounds the whole call, retries included.
 func ClientOptions(t Tuning) func(*dynamodb.Options) {
@@ -88,5 +95,71 @@ func ClientOptions(t Tuning) func(*dynamodb.Options) {
 				tr.MaxIdleConnsPerHost = max(t.Concurrency, tr.MaxIdleConnsPerHost)
 				tr.MaxIdleConns = max(2*t.Concurrency, tr.MaxIdleConns)
 			})
+		ChecksumsOnAWSOnly()(o)
 	}
+}
+
+// checksumMiddlewareID is the SDK's ID for the middleware that checks the
+// CRC32 DynamoDB sends with every response.
+const checksumMiddlewareID = "DynamoDB:ResponseChecksumValidation"
+
+// ChecksumsOnAWSOnly returns an option for dynamodb.NewFromConfig (or
+// dynamodb.New) that keeps the SDK's response checksum check for requests
+// sent to AWS and skips it for every other host.
+//
+// DynamoDB Local sends a CRC32 header that does not match the body of some
+// error responses (a refused conditional write among them). The SDK then
+// logs "failed to close HTTP response body ... response did not match
+// expected checksum" for each one: harmless, but one line per duplicate
+// message drowns the output of local runs and tests. The decision is made
+// for each request from the host it was actually sent to, so the option may
+// come before or after the one that sets BaseEndpoint, and a client whose
+// endpoint comes from AWS_ENDPOINT_URL_DYNAMODB is covered too. AWS hosts
+// are those under amazonaws.com, amazonaws.com.cn and api.aws.
+//
+// ClientOptions includes it; use it on its own for a client built without
+// ClientOptions.
+func ChecksumsOnAWSOnly() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			inner, ok := stack.Deserialize.Get(checksumMiddlewareID)
+			if !ok {
+				return nil // validation is off altogether
+			}
+			if _, done := inner.(awsOnlyChecksum); done {
+				return nil // the option was given twice
+			}
+			_, err := stack.Deserialize.Swap(checksumMiddlewareID, awsOnlyChecksum{inner: inner})
+			return err
+		})
+	}
+}
+
+// awsOnlyChecksum runs the SDK's checksum middleware for requests to AWS and
+// passes every other request straight through.
+type awsOnlyChecksum struct {
+	inner middleware.DeserializeMiddleware
+}
+
+func (awsOnlyChecksum) ID() string { return checksumMiddlewareID }
+
+func (m awsOnlyChecksum) HandleDeserialize(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+	if req, ok := in.Request.(*smithyhttp.Request); ok && req.URL != nil && !IsAWSHost(req.URL.Hostname()) {
+		return next.HandleDeserialize(ctx, in)
+	}
+	return m.inner.HandleDeserialize(ctx, in, next)
+}
+
+// IsAWSHost reports whether host (a name without port) belongs to an AWS
+// service endpoint: one under amazonaws.com, amazonaws.com.cn or api.aws.
+// Anything else — 127.0.0.1, localhost, an emulator's or a proxy's name —
+// is a local or third-party endpoint.
+func IsAWSHost(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, suffix := range []string{".amazonaws.com", ".amazonaws.com.cn", ".api.aws"} {
+		if strings.HasSuffix(host, suffix) {
+			return true
+		}
+	}
+	return false
 }

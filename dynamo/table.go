@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // OpenIndex is the name of the sparse global secondary index over
@@ -40,17 +42,64 @@ type TableOptions struct {
 	PollInterval time.Duration
 }
 
+// ErrTableShape: CreateTable found a table of that name already there whose
+// keys or index are not the store's. Nothing was changed.
+var ErrTableShape = errors.New("dynamo: existing table has another shape")
+
 // CreateTable creates a table for the store: on-demand billing, string
 // partition key "pk", the sparse index OpenIndex, and TTL on expires_at
 // unless opts.NoTTL. It returns once the table and its index are ACTIVE, or
 // when ctx ends. It is meant for tests and tools; production tables belong
 // in infrastructure code (the project's template.yaml defines the same
 // table).
+//
+// A table of that name that already exists with the store's key schema and
+// index counts as created: that is what a create looks like when its first
+// answer was lost and the SDK's retry was refused with
+// ResourceInUseException, and it makes CreateTable safe to run twice. A
+// table of another shape is refused with ErrTableShape.
 func CreateTable(ctx context.Context, client TableAPI, table string, opts TableOptions) error {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 200 * time.Millisecond
 	}
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+	_, err := client.CreateTable(ctx, tableInput(table))
+	var inUse *types.ResourceInUseException
+	if errors.As(err, &inUse) {
+		err = checkShape(ctx, client, table)
+	}
+	if err != nil {
+		return fmt.Errorf("dynamo: create table %q: %w", table, err)
+	}
+	if err := waitActive(ctx, client, table, opts.PollInterval); err != nil {
+		return err
+	}
+	if opts.NoTTL {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName: aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{
+			AttributeName: aws.String(attrExpiresAt),
+			Enabled:       aws.Bool(true),
+		},
+	})
+	if err != nil && !ttlAlreadyOn(err) {
+		return fmt.Errorf("dynamo: enable TTL on %q: %w", table, err)
+	}
+	return nil
+}
+
+// ttlAlreadyOn reports DynamoDB's refusal to enable TTL that is already
+// enabled (on a table CreateTable found in place).
+func ttlAlreadyOn(err error) bool {
+	var ve *smithy.GenericAPIError
+	return errors.As(err, &ve) && ve.Code == "ValidationException" &&
+		strings.Contains(strings.ToLower(ve.Message), "already enabled")
+}
+
+// tableInput is the store's table: see CreateTable.
+func tableInput(table string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -71,27 +120,40 @@ func CreateTable(ctx context.Context, client TableAPI, table string, opts TableO
 			// and listing them should not cost a read per row.
 			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
 		}},
-	})
+	}
+}
+
+// checkShape returns nil when the existing table has the key schema,
+// attribute types and open-records index of tableInput, and ErrTableShape
+// naming the first difference otherwise.
+func checkShape(ctx context.Context, client TableAPI, table string) error {
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
-		return fmt.Errorf("dynamo: create table %q: %w", table, err)
+		return fmt.Errorf("it exists, and describing it failed: %w", err)
 	}
-	if err := waitActive(ctx, client, table, opts.PollInterval); err != nil {
-		return err
+	want := tableInput(table)
+	got := out.Table
+	attrTypes := map[string]types.ScalarAttributeType{}
+	for _, a := range got.AttributeDefinitions {
+		attrTypes[aws.ToString(a.AttributeName)] = a.AttributeType
 	}
-	if opts.NoTTL {
+	if d := keyDiff(want.KeySchema, got.KeySchema, want.AttributeDefinitions, attrTypes); d != "" {
+		return fmt.Errorf("%w: key %s", ErrTableShape, d)
+	}
+	wantIdx := want.GlobalSecondaryIndexes[0]
+	for _, g := range got.GlobalSecondaryIndexes {
+		if aws.ToString(g.IndexName) != OpenIndex {
+			continue
+		}
+		if d := keyDiff(wantIdx.KeySchema, g.KeySchema, want.AttributeDefinitions, attrTypes); d != "" {
+			return fmt.Errorf("%w: index %s: key %s", ErrTableShape, OpenIndex, d)
+		}
+		if g.Projection == nil || g.Projection.ProjectionType != types.ProjectionTypeAll {
+			return fmt.Errorf("%w: index %s does not project ALL attributes", ErrTableShape, OpenIndex)
+		}
 		return nil
 	}
-	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
-		TableName: aws.String(table),
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt),
-			Enabled:       aws.Bool(true),
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("dynamo: enable TTL on %q: %w", table, err)
-	}
-	return nil
+	return fmt.Errorf("%w: no index %s", ErrTableShape, OpenIndex)
 }
 
 // waitActive polls until the table and all its indexes are ACTIVE.
@@ -127,4 +189,28 @@ func active(t *types.TableDescription) bool {
 		}
 	}
 	return true
+}
+
+// keyDiff describes how key schema got differs from want (names, roles and
+// attribute types), or returns "" when they agree.
+func keyDiff(want, got []types.KeySchemaElement, defs []types.AttributeDefinition, gotTypes map[string]types.ScalarAttributeType) string {
+	wantTypes := map[string]types.ScalarAttributeType{}
+	for _, d := range defs {
+		wantTypes[aws.ToString(d.AttributeName)] = d.AttributeType
+	}
+	w, g := renderKey(want, wantTypes), renderKey(got, gotTypes)
+	if w == g {
+		return ""
+	}
+	return fmt.Sprintf("is %s, want %s", g, w)
+}
+
+// renderKey writes a key schema as "name ROLE (TYPE), ...".
+func renderKey(ks []types.KeySchemaElement, typeOf map[string]types.ScalarAttributeType) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		name := aws.ToString(k.AttributeName)
+		parts[i] = fmt.Sprintf("%s %s (%s)", name, k.KeyType, typeOf[name])
+	}
+	return strings.Join(parts, ", ")
 }

@@ -24,6 +24,9 @@ const (
 	DimensionNamespace = "Namespace"
 	// DimensionReason splits DuplicatesSkipped and DeadLettered by reason.
 	DimensionReason = "Reason"
+	// DimensionTenant holds a record's SQS MessageGroupId in the per-tenant
+	// metric sets of WithTenantDimension.
+	DimensionTenant = "Tenant"
 )
 
 // The metrics the Hook emits per invocation. All are counts of records
@@ -73,6 +76,7 @@ type hookConfig struct {
 	properties map[string]any
 	now        func() time.Time
 	omitZero   bool
+	tenants    bool
 	logger     *slog.Logger
 }
 
@@ -131,6 +135,18 @@ func WithClock(now func() time.Time) Option {
 // notBreaching. Default: every metric is emitted every invocation.
 func WithOmitZero() Option { return func(c *hookConfig) { c.omitZero = true } }
 
+// WithTenantDimension adds, for each message group present in an
+// invocation, a metric set with the dimension Tenant (the group ID) on top
+// of the configured dimensions, carrying that group's Records, Processed,
+// DuplicatesSkipped, DeadLettered, HandlerErrors and Failed. On a fair queue
+// (a standard queue whose producers set MessageGroupId to a tenant) that is
+// the per-tenant view; on a FIFO queue it is per group. Records without a
+// group are counted only in the totals, which stay as they are.
+//
+// Every distinct group becomes its own CloudWatch metrics, billed as such:
+// use it when groups are a bounded set of tenants, not one per order.
+func WithTenantDimension() Option { return func(c *hookConfig) { c.tenants = true } }
+
 // WithLogger sets where a failure to emit is reported (default
 // slog.Default()). Metrics never fail an invocation.
 func WithLogger(l *slog.Logger) Option {
@@ -179,7 +195,7 @@ func Hook(opts ...Option) func(*lambdaidem.InvocationReport) {
 
 // probeReport holds one record of every kind, for Hook's check.
 var probeReport = &lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
-	{Outcome: lambdaidem.OutcomeProcessed, HandlerRan: true, StoreCalls: 2},
+	{Outcome: lambdaidem.OutcomeProcessed, HandlerRan: true, StoreCalls: 2, MessageGroupID: "probe"},
 	{Outcome: lambdaidem.OutcomeDeadLettered, Reason: lambdaidem.ReasonPoison},
 	{Outcome: lambdaidem.OutcomeDuplicate},
 }}
@@ -339,6 +355,55 @@ func (h *hook) sets(r *lambdaidem.InvocationReport, at time.Time) []MetricSet {
 	for _, reason := range n.dlReasons {
 		out = append(out, h.set([]Metric{count(MetricDeadLettered, n.dlBy[reason])}, at,
 			&Dimension{DimensionReason, reason}))
+	}
+	if h.c.tenants {
+		out = append(out, h.tenantSets(r, at)...)
+	}
+	return out
+}
+
+// tenantSets returns one metric set per message group in r, in first-seen
+// order, under the configured dimensions plus Tenant.
+func (h *hook) tenantSets(r *lambdaidem.InvocationReport, at time.Time) []MetricSet {
+	var order []string
+	byGroup := map[string][]lambdaidem.RecordReport{}
+	for _, rec := range r.Records {
+		g := rec.MessageGroupID
+		if g == "" {
+			continue
+		}
+		if _, seen := byGroup[g]; !seen {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], rec)
+	}
+	out := make([]MetricSet, 0, len(order))
+	for _, g := range order {
+		recs := byGroup[g]
+		failed := 0
+		for _, rec := range recs {
+			if !rec.Acked {
+				failed++
+			}
+		}
+		n := tally(&lambdaidem.InvocationReport{Records: recs, Failed: failed})
+		metrics := make([]Metric, 0, 6)
+		for _, m := range []struct {
+			name string
+			v    int
+		}{
+			{MetricRecords, n.records},
+			{MetricProcessed, n.processed},
+			{MetricDuplicatesSkipped, n.duplicates},
+			{MetricDeadLettered, n.deadLettered},
+			{MetricHandlerErrors, n.handlerErrors},
+			{MetricFailed, n.failed},
+		} {
+			if m.v != 0 || !h.c.omitZero {
+				metrics = append(metrics, Metric{Name: m.name, Unit: UnitCount, Values: []float64{float64(m.v)}})
+			}
+		}
+		out = append(out, h.set(metrics, at, &Dimension{DimensionTenant, g}))
 	}
 	return out
 }

@@ -83,10 +83,7 @@ func newEnv(t *testing.T) *env {
 
 func dynamoClient(t *testing.T, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
-	// DynamoDB Local sends CRC32 headers that do not match some error
-	// responses; the check guards against corruption in transit, not on
-	// loopback.
-	base := []func(*dynamodb.Options){dynamo.ClientOptions(tuning), func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }}
+	base := []func(*dynamodb.Options){dynamo.ClientOptions(tuning)}
 	return testenv.DynamoDB(t, append(base, opts...)...)
 }
 

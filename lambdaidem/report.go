@@ -83,6 +83,10 @@ type RecordReport struct {
 	// own visibility timeout ends, not when asked. The record's outcome is
 	// unchanged.
 	VisibilityErr error
+	// MessageGroupID is the record's SQS MessageGroupId, if it has one: the
+	// group of a FIFO queue, or the tenant of a fair queue (a standard
+	// queue whose producers set a group; no order is imposed there).
+	MessageGroupID string
 }
 
 // InvocationReport is what happened in one SQS invocation, for metrics.

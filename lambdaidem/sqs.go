@@ -183,7 +183,7 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 	stopped := false
 	for _, i := range group {
 		if stopped {
-			reports[i] = RecordReport{MessageID: recs[i].MessageId, Key: keys[i].key, Outcome: OutcomeSkippedGroup}
+			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}
 			continue
 		}
 		reports[i] = p.process(ctx, t, recs[i], keys[i])
@@ -192,7 +192,7 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 }
 
 func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
-	r := RecordReport{MessageID: msg.MessageId}
+	r := RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
 	if d.err != nil {
 		return p.badInput(ctx, t, msg, d.err, r)
 	}
@@ -514,6 +514,9 @@ func (p *sqsProcessor) logged(ctx context.Context, level slog.Level, r RecordRep
 	}
 	if r.Reason != "" {
 		attrs = append(attrs, slog.String("reason", string(r.Reason)))
+	}
+	if r.MessageGroupID != "" {
+		attrs = append(attrs, slog.String("message_group_id", r.MessageGroupID))
 	}
 	if r.Err != nil {
 		attrs = append(attrs, slog.String("error", r.Err.Error()))

@@ -70,6 +70,17 @@ type Config struct {
 	// for the mapping's MaximumConcurrency); at least 1.
 	MaxConcurrency int
 
+	// ProcessConcurrency is how many invocations one process runs at once,
+	// as Lambda Managed Instances do (multi-concurrency): the process gets
+	// AWS_LAMBDA_MAX_CONCURRENCY set to it, and that many GET /next
+	// requests may wait on its Runtime API together (aws-lambda-go then
+	// runs invocations in goroutines). MaxConcurrency still bounds the
+	// invocations in flight in all; they share ceil(MaxConcurrency /
+	// ProcessConcurrency) processes. A crash or a timeout ends the process
+	// and so fails every invocation it was running. Default 1: one
+	// invocation per process at a time, as on-demand Lambda.
+	ProcessConcurrency int
+
 	// ReportBatchItemFailures turns on partial batch responses
 	// (FunctionResponseTypes: [ReportBatchItemFailures]). Off by default, as
 	// in Lambda: then a successful invocation deletes the whole batch
@@ -131,6 +142,9 @@ func (c *Config) withDefaults() Config {
 	if d.MaxConcurrency == 0 {
 		d.MaxConcurrency = 2
 	}
+	if d.ProcessConcurrency == 0 {
+		d.ProcessConcurrency = 1
+	}
 	if d.FunctionTimeout == 0 {
 		d.FunctionTimeout = 3 * time.Second
 	}
@@ -174,6 +188,8 @@ func (c *Config) validate() error {
 		return bad("BatchSize %d above 10 needs a BatchingWindow of at least 1s", c.BatchSize)
 	case c.MaxConcurrency < 1:
 		return bad("MaxConcurrency %d below 1", c.MaxConcurrency)
+	case c.ProcessConcurrency < 1:
+		return bad("ProcessConcurrency %d below 1", c.ProcessConcurrency)
 	case c.FunctionTimeout < 0 || c.FunctionTimeout > maxFunctionTime:
 		return bad("FunctionTimeout %s outside 0..%s", c.FunctionTimeout, maxFunctionTime)
 	case c.InitTimeout < 0:

@@ -5,7 +5,9 @@
 // It has two halves. A Runtime API emulator gives each function process
 // its own endpoint on 127.0.0.1 (/2018-06-01/runtime/invocation/next,
 // /response, /error, /init/error) and the environment Lambda defines. A
-// process serves one invocation at a time and is reused warm; it is killed
+// process serves one invocation at a time (or ProcessConcurrency at once,
+// with AWS_LAMBDA_MAX_CONCURRENCY set, as Lambda Managed Instances run
+// several invocations in one process) and is reused warm; it is killed
 // with its whole process group when the deadline passes, and replaced
 // after it exits or crashes. An SQS event source mapping long-polls the
 // queue, gathers batches (BatchSize, BatchingWindow), builds the event as

@@ -17,9 +17,9 @@ import (
 )
 
 // instance is one execution environment: a bootstrap process and the
-// Runtime API endpoint only it talks to. It serves one invocation at a
-// time. Each process gets a fresh listener, so a killed process can never
-// answer for its successor.
+// Runtime API endpoint only it talks to. It serves ProcessConcurrency
+// invocations at a time (one by default). Each process gets a fresh
+// listener, so a killed process can never answer for its successor.
 type instance struct {
 	r     *Runner
 	slot  int
@@ -37,14 +37,14 @@ type instance struct {
 	extension atomic.Bool         // an extension registered: SIGTERM first
 
 	mu      sync.Mutex
-	current *invocation
-	served  bool   // took an event at least once (warm)
-	reason  string // why the runner killed it, if it did
+	current map[string]*invocation // taken by GET /next, not yet answered
+	served  bool                   // took an event at least once (warm)
+	reason  string                 // why the runner killed it, if it did
 
 	closeOnce sync.Once
 }
 
-// startInstance starts a bootstrap process for slot.
+// startInstance starts a bootstrap process for process slot slot.
 func (r *Runner) startInstance(slot, start int) (*instance, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -55,6 +55,7 @@ func (r *Runner) startInstance(slot, start int) (*instance, error) {
 		slot:    slot,
 		start:   start,
 		next:    make(chan *invocation),
+		current: make(map[string]*invocation),
 		initErr: make(chan *FunctionError, 1),
 		closing: make(chan struct{}),
 		exited:  make(chan struct{}),
@@ -224,6 +225,7 @@ func (r *Runner) processEnv(apiAddr string) []string {
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=" + strconv.Itoa(c.MemoryMB),
 		"AWS_LAMBDA_FUNCTION_VERSION=$LATEST",
 		"AWS_LAMBDA_INITIALIZATION_TYPE=on-demand",
+		"AWS_LAMBDA_MAX_CONCURRENCY=" + strconv.Itoa(c.ProcessConcurrency),
 		"AWS_LAMBDA_LOG_GROUP_NAME=/aws/lambda/" + c.FunctionName,
 		"AWS_LAMBDA_LOG_STREAM_NAME=" + time.Now().UTC().Format("2006/01/02") + "/[$LATEST]" + newHex(16),
 		"AWS_REGION=" + r.region,

@@ -21,8 +21,11 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
-// bootstrap is the test function (testdata/fn), built once per run.
-var bootstrap string
+// bootstrap is the test function (testdata/fn), built once per run;
+// raceBootstrap is testdata/idemfn built with -race, for the
+// multi-concurrency test. Both are built before any test runs, so that the
+// compiler does not compete with running tests for the CPU.
+var bootstrap, raceBootstrap string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "localrun-fn-")
@@ -31,11 +34,17 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	bootstrap = filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-o", bootstrap, "./testdata/fn")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build test function:", err)
-		os.Exit(1)
+	raceBootstrap = filepath.Join(dir, "race-bootstrap")
+	for _, b := range [][]string{
+		{"build", "-o", bootstrap, "./testdata/fn"},
+		{"build", "-race", "-o", raceBootstrap, "./testdata/idemfn"},
+	} {
+		build := exec.Command("go", b...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build test function:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -68,6 +77,9 @@ type bundle struct {
 type queueOpts struct {
 	fifo       bool
 	visibility string // seconds
+	// before, if set, runs once the queue exists and before the runner
+	// starts polling it (to put messages on it that one receive takes).
+	before func(*bundle)
 }
 
 func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
@@ -116,6 +128,9 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 	}
 	if mutate != nil {
 		mutate(&cfg)
+	}
+	if q.before != nil {
+		q.before(b)
 	}
 	r, err := localrun.New(cfg)
 	if err != nil {

@@ -96,7 +96,9 @@ const (
 // ProcessEvent reports a function process starting or exiting.
 type ProcessEvent struct {
 	Kind ProcessEventKind
-	// Instance is the concurrency slot the process belongs to.
+	// Instance is the process slot (0..ceil(MaxConcurrency /
+	// ProcessConcurrency)-1); with ProcessConcurrency 1 it is the
+	// concurrency slot of the invocations the process runs.
 	Instance int
 	// PID is the process ID (and its process group ID).
 	PID int

@@ -252,6 +252,84 @@ func TestFIFOGroupOrderPreserved(t *testing.T) {
 	}
 }
 
+// Rule: a FIFO group whose records all failed comes back, once their
+// visibility timeout has run out, in the order it was sent: the first
+// message first. (moto 5.2.1 gave the last first; localstack/moto_sqs.py
+// fixes that, and this test fails against an emulator that reorders.)
+func TestFIFOGroupRedeliveredInOrder(t *testing.T) {
+	t.Parallel()
+	var ids []string
+	b := setup(t, queueOpts{fifo: true, visibility: "1", before: func(b *bundle) {
+		ids = b.send("fail", "fail", "fail")
+	}}, func(c *localrun.Config) { c.BatchSize = 3 })
+
+	first := b.next(nil)
+	if !slices.Equal(first.MessageIDs, ids) || len(first.Failed) != 3 {
+		t.Fatalf("first invocation: records %v failed %v, want %v all failed", first.MessageIDs, first.Failed, ids)
+	}
+	// The order in which the records came back, each counted once; a
+	// record on its third receive means the others are stuck behind it.
+	var again []string
+	for third := false; len(again) < len(ids) && !third; {
+		inv := b.next(nil)
+		for i, id := range inv.MessageIDs {
+			third = third || inv.ReceiveCounts[i] > 2
+			if !contains(again, id) {
+				again = append(again, id)
+			}
+		}
+	}
+	if !slices.Equal(again, ids) {
+		t.Fatalf("group redelivered as %v, want %v", again, ids)
+	}
+}
+
+// Rule: messages of up to 1 MiB reach the function whole, and a batch whose
+// event would pass Lambda's 6 MB payload limit is invoked in several parts
+// that fit, none lost.
+//
+// Not parallel: 6 MiB through the emulator and the function's output would
+// slow the other tests' functions towards their timeouts.
+func TestOneMebibyteMessagesSplitAtTheEventLimit(t *testing.T) {
+	const n, size = 6, 1 << 20 // 6 MiB of bodies alone is over the limit
+	var ids []string
+	b := setup(t, queueOpts{visibility: "30", before: func(b *bundle) {
+		for i := range n {
+			ids = append(ids, b.sendTo("", strings.Repeat(string(rune('a'+i)), size)))
+		}
+	}}, func(c *localrun.Config) {
+		c.BatchSize = 10
+		c.BatchingWindow = 2 * time.Second
+		c.FunctionTimeout = 10 * time.Second
+	})
+	var deleted []string
+	invocations := 0
+	for len(deleted) < n {
+		inv := b.next(nil)
+		invocations++
+		if inv.Outcome != localrun.OutcomeSuccess {
+			t.Fatalf("outcome = %s (%v), want success", inv.Outcome, inv.Err)
+		}
+		if len(inv.Payload) > 6*1024*1024 {
+			t.Errorf("an event of %d bytes, over Lambda's 6 MB", len(inv.Payload))
+		}
+		var ev events.SQSEvent
+		if err := json.Unmarshal(inv.Payload, &ev); err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range ev.Records {
+			if len(rec.Body) != size {
+				t.Errorf("record %s arrived with %d bytes, want %d", rec.MessageId, len(rec.Body), size)
+			}
+		}
+		deleted = append(deleted, inv.Deleted...)
+	}
+	sameSet(t, "deleted", deleted, ids)
+	if invocations < 2 {
+		t.Errorf("%d MiB arrived in %d invocation(s); 6 MB allows no fewer than 2", n, invocations)
+	}
+}
+
 // Rule: at most MaxConcurrency invocations (and processes) at once. The
 // barrier body makes the first two invocations wait for each other, so
 // the high-water mark is exactly the limit.
@@ -281,11 +359,14 @@ func TestMaxConcurrencyRespected(t *testing.T) {
 }
 
 // Rule: the event is the JSON Lambda builds for SQS; the function (using
-// aws-lambda-go) decodes it into events.SQSEvent with every attribute.
+// aws-lambda-go) decodes it into events.SQSEvent with every attribute. A
+// fair queue (a standard queue whose producer sets MessageGroupId) passes
+// the group on as on a FIFO queue.
 func TestEventJSONRoundTrips(t *testing.T) {
 	t.Parallel()
-	for _, fifo := range []bool{false, true} {
-		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
+	for _, kind := range []string{"standard", "fair", "fifo"} {
+		fifo, grouped := kind == "fifo", kind != "standard"
+		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, queueOpts{fifo: fifo}, func(c *localrun.Config) { c.ReportBatchItemFailures = false })
 			in := &sqs.SendMessageInput{
@@ -297,8 +378,10 @@ func TestEventJSONRoundTrips(t *testing.T) {
 					"b": {DataType: aws.String("Binary"), BinaryValue: []byte{0, 1, 2, 255}},
 				},
 			}
-			if fifo {
+			if grouped {
 				in.MessageGroupId = aws.String("grp")
+			}
+			if fifo {
 				in.MessageDeduplicationId = aws.String("dedup-1")
 			}
 			sent, err := b.client.SendMessage(context.Background(), in)
@@ -335,8 +418,11 @@ func TestEventJSONRoundTrips(t *testing.T) {
 				t.Errorf("awsRegion empty")
 			}
 			want := []string{"ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp"}
+			if grouped {
+				want = append(want, "MessageGroupId")
+			}
 			if fifo {
-				want = append(want, "SequenceNumber", "MessageGroupId", "MessageDeduplicationId")
+				want = append(want, "SequenceNumber", "MessageDeduplicationId")
 			}
 			for _, k := range want {
 				if rec.Attributes[k] == "" {
@@ -346,7 +432,10 @@ func TestEventJSONRoundTrips(t *testing.T) {
 			if rec.Attributes["ApproximateReceiveCount"] != "1" {
 				t.Errorf("ApproximateReceiveCount = %q, want 1", rec.Attributes["ApproximateReceiveCount"])
 			}
-			if fifo && (rec.Attributes["MessageGroupId"] != "grp" || rec.Attributes["MessageDeduplicationId"] != "dedup-1") {
+			if grouped && rec.Attributes["MessageGroupId"] != "grp" {
+				t.Errorf("MessageGroupId = %q, want grp", rec.Attributes["MessageGroupId"])
+			}
+			if fifo && rec.Attributes["MessageDeduplicationId"] != "dedup-1" {
 				t.Errorf("FIFO attributes = %v", rec.Attributes)
 			}
 			ma := rec.MessageAttributes

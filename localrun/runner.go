@@ -34,7 +34,11 @@ type Runner struct {
 	bg        sync.WaitGroup // servers, output copiers, process reapers
 
 	slotsMu sync.Mutex
-	slots   []*instance // current instance per slot, for Stop
+	slots   []*instance // current instance per process slot, for Stop
+	starts  []int       // processes started per process slot
+	// startMu serializes starting a process slot's instance, which pollers
+	// share when ProcessConcurrency > 1.
+	startMu []sync.Mutex
 
 	outMu sync.Mutex
 	seq   atomic.Uint64
@@ -55,11 +59,14 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Bootstrap: %v", ErrInvalidConfig, err)
 	}
+	procs := (c.MaxConcurrency + c.ProcessConcurrency - 1) / c.ProcessConcurrency
 	return &Runner{
 		cfg:       c,
 		bootstrap: abs,
 		hardStop:  make(chan struct{}),
-		slots:     make([]*instance, c.MaxConcurrency),
+		slots:     make([]*instance, procs),
+		starts:    make([]int, procs),
+		startMu:   make([]sync.Mutex, procs),
 	}, nil
 }
 
@@ -131,7 +138,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 	r.slotsMu.Unlock()
 	var wg sync.WaitGroup
 	for _, in := range slots {
-		if in != nil {
+		if in != nil { // each process slot once, however many pollers share it
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -158,13 +165,11 @@ func (r *Runner) Stats() Stats {
 // visibility timeout runs.
 func (r *Runner) poller(ctx context.Context, slot int) {
 	defer r.workers.Done()
-	starts := 0
 	for ctx.Err() == nil {
 		batch := r.gather(ctx)
-		if len(batch) == 0 {
-			continue
+		for _, part := range r.fitPayload(batch) {
+			r.runBatch(slot, part)
 		}
-		r.runBatch(slot, &starts, batch)
 	}
 }
 
@@ -238,9 +243,39 @@ func (r *Runner) backoff(ctx context.Context) {
 	}
 }
 
+// fitPayload splits batch into consecutive parts whose events fit in
+// Lambda's 6 MB invocation payload, as the event source mapping invokes
+// with fewer records when a batch of large messages (up to 1 MiB each)
+// would not fit. A batch that fits is returned whole.
+func (r *Runner) fitPayload(batch []types.Message) [][]types.Message {
+	if len(batch) == 0 {
+		return nil
+	}
+	if ev, err := r.buildEvent(batch); err != nil || len(ev) <= maxPayload {
+		return [][]types.Message{batch}
+	}
+	// `{"Records":[` + records joined by commas + `]}`
+	const envelope = len(`{"Records":[]}`)
+	var parts [][]types.Message
+	start, size := 0, envelope
+	for i, m := range batch {
+		one, err := r.buildEvent([]types.Message{m})
+		n := len(one) - envelope + 1 // its record and a comma
+		if err != nil {
+			n = 0 // cannot happen; runBatch reports it
+		}
+		if i > start && size+n > maxPayload {
+			parts = append(parts, batch[start:i])
+			start, size = i, envelope
+		}
+		size += n
+	}
+	return append(parts, batch[start:])
+}
+
 // runBatch invokes the function with batch on slot's instance and then
 // deletes what the outcome allows.
-func (r *Runner) runBatch(slot int, starts *int, batch []types.Message) {
+func (r *Runner) runBatch(slot int, batch []types.Message) {
 	rep := Invocation{
 		RequestID:     newUUID(),
 		Instance:      slot,
@@ -261,7 +296,7 @@ func (r *Runner) runBatch(slot int, starts *int, batch []types.Message) {
 	} else {
 		rep.Payload = payload
 		r.enter()
-		rep.Outcome, rep.Response, rep.Err, rep.PID = r.invoke(slot, starts, rep.RequestID, payload, &rep.Seq)
+		rep.Outcome, rep.Response, rep.Err, rep.PID = r.invoke(slot, rep.RequestID, payload, &rep.Seq)
 		r.leave()
 	}
 	rep.Duration = time.Since(rep.Started)
@@ -365,9 +400,10 @@ func (r *Runner) deleteMessages(msgs []types.Message) (deleted, failed []string,
 	return deleted, failed, errors.Join(errs...)
 }
 
-// invoke runs one event on slot's instance, starting or restarting its
+// invoke runs one event on the instance of slot's process slot (slots
+// share one when ProcessConcurrency > 1), starting or restarting its
 // process as needed, and says how it ended.
-func (r *Runner) invoke(slot int, starts *int, id string, payload []byte, seq *uint64) (Outcome, []byte, *FunctionError, int) {
+func (r *Runner) invoke(slot int, id string, payload []byte, seq *uint64) (Outcome, []byte, *FunctionError, int) {
 	inv := &invocation{
 		id:      id,
 		payload: payload,
@@ -378,16 +414,10 @@ func (r *Runner) invoke(slot int, starts *int, id string, payload []byte, seq *u
 		done:    make(chan invokeResult, 1),
 	}
 	for {
-		in := r.slot(slot)
-		if in == nil || in.isExited() {
-			*starts++
-			var err error
-			in, err = r.startInstance(slot, *starts)
-			if err != nil {
-				*seq = r.seq.Add(1)
-				return OutcomeInitError, nil, &FunctionError{Type: "Runtime.InvalidEntrypoint", Message: err.Error()}, 0
-			}
-			r.setSlot(slot, in)
+		in, err := r.instanceFor(slot / r.cfg.ProcessConcurrency)
+		if err != nil {
+			*seq = r.seq.Add(1)
+			return OutcomeInitError, nil, &FunctionError{Type: "Runtime.InvalidEntrypoint", Message: err.Error()}, 0
 		}
 		in.mu.Lock()
 		fresh := !in.served
@@ -468,16 +498,29 @@ func (r *Runner) await(in *instance, inv *invocation) (Outcome, []byte, *Functio
 	}
 }
 
-func (r *Runner) slot(i int) *instance {
+// instanceFor returns process slot p's live instance, starting a process
+// if it has none or its process exited.
+func (r *Runner) instanceFor(p int) (*instance, error) {
+	r.startMu[p].Lock()
+	defer r.startMu[p].Unlock()
 	r.slotsMu.Lock()
-	defer r.slotsMu.Unlock()
-	return r.slots[i]
-}
-
-func (r *Runner) setSlot(i int, in *instance) {
+	in := r.slots[p]
+	r.slotsMu.Unlock()
+	if in != nil && !in.isExited() {
+		return in, nil
+	}
 	r.slotsMu.Lock()
-	defer r.slotsMu.Unlock()
-	r.slots[i] = in
+	r.starts[p]++
+	start := r.starts[p]
+	r.slotsMu.Unlock()
+	in, err := r.startInstance(p, start)
+	if err != nil {
+		return nil, err
+	}
+	r.slotsMu.Lock()
+	r.slots[p] = in
+	r.slotsMu.Unlock()
+	return in, nil
 }
 
 func (r *Runner) count(f func(*Stats)) {

@@ -20,6 +20,9 @@ const (
 
 	// maxResponse is Lambda's 6 MB limit on a synchronous response.
 	maxResponse = 6 * 1024 * 1024
+	// maxPayload is Lambda's 6 MB limit on a synchronous invocation's
+	// event.
+	maxPayload = 6 * 1024 * 1024
 )
 
 // invocation is one event on its way to a process and back.
@@ -54,10 +57,17 @@ func (in *instance) routes() http.Handler {
 }
 
 func (in *instance) handleNext(w http.ResponseWriter, r *http.Request) {
-	// Asking for the next event completes the current one; one that got
-	// no response is an error, as the runtime broke the protocol.
+	// With one invocation per process, asking for the next event completes
+	// the current one; one that got no response is an error, as the
+	// runtime broke the protocol. With several, other GET /next requests
+	// are expected while invocations run.
+	var cur *invocation
 	in.mu.Lock()
-	cur := in.current
+	if in.r.cfg.ProcessConcurrency == 1 {
+		for _, inv := range in.current {
+			cur = inv
+		}
+	}
 	in.mu.Unlock()
 	if cur != nil {
 		in.complete(cur.id, invokeResult{err: &FunctionError{
@@ -68,7 +78,7 @@ func (in *instance) handleNext(w http.ResponseWriter, r *http.Request) {
 	case inv := <-in.next:
 		inv.deadline = time.Now().Add(inv.timeout)
 		in.mu.Lock()
-		in.current = inv
+		in.current[inv.id] = inv
 		in.mu.Unlock()
 		close(inv.picked)
 		h := w.Header()
@@ -151,17 +161,18 @@ func (in *instance) handleExtensionNext(w http.ResponseWriter, r *http.Request) 
 	}
 }
 
-// complete delivers the result of the current invocation if id names it.
+// complete delivers the result of the running invocation id, if there is
+// one.
 func (in *instance) complete(id string, res invokeResult) bool {
 	in.mu.Lock()
-	cur := in.current
-	if cur == nil || cur.id != id {
+	cur, ok := in.current[id]
+	if !ok {
 		in.mu.Unlock()
 		return false
 	}
-	in.current = nil
+	delete(in.current, id)
 	in.mu.Unlock()
-	cur.done <- res // buffered 1, and only the current holder sends
+	cur.done <- res // buffered 1, and only the one who removed it sends
 	return true
 }
 

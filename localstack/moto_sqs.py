@@ -10,14 +10,30 @@ test that finds a message missing would blame the library for the
 emulator. The chaos run found it: one message in about 24,000, under two
 pollers deleting while the driver sent (see localstack/README.md).
 
-The fix is to take the same lock in DeleteMessage. Everything else is
-moto's own server, with the arguments given to this script:
+The fix is to take the same lock in DeleteMessage.
+
+moto 5.2.1 also hands a FIFO group back out of order. Receive A1, A2, A3
+of one group, delete none, let the visibility timeout pass and receive
+again: SQS gives A1 first; moto gives A3. Its receive walks the queue in
+order, and when it meets a message whose visibility has run out it drops
+that one message from its in-flight set and asks again whether the group
+is in flight, which it still is (A2 and A3 are in the set) until it
+reaches the last one. Every visibility check also reads the clock afresh,
+so messages received together expire one by one during the walk. The fix
+(fifo_order) makes one receive see one instant, and counts a group as in
+flight only for messages that were in flight before this receive began
+and not handed out again by it, and are still invisible: the first of the group is delivered first, and
+the rest follow in order in the same answer, as SQS does.
+
+Everything else is moto's own server, with the arguments given to this
+script:
 
     python3 localstack/moto_sqs.py -H 127.0.0.1 -p 4566
 """
 
 import inspect
 import sys
+import threading
 
 from moto.sqs import models
 
@@ -46,8 +62,82 @@ def locked_delete():
     queue.delete_message = delete_message
 
 
+# The receive in progress on this thread: the instant it sees, and the
+# messages that were in flight when it began, with their receive counts (a
+# message this receive hands out again counts one more and no longer
+# holds its group).
+_receive = threading.local()
+
+
+def fifo_order():
+    """Make a FIFO receive deliver a redelivered group in order; idempotent."""
+    backend = models.SQSBackend
+    receive = backend.receive_message
+    if getattr(receive, "lambdaidem_ordered", False):
+        return
+    # What the patch relies on, checked here so that a moto that changed
+    # fails at start with a reason instead of misbehaving.
+    source = inspect.getsource(receive)
+    for needle in ("queue.pending_message_groups", "message.visible", "queue.wait_for_messages"):
+        if needle not in source:
+            sys.exit(
+                f"moto_sqs.py: this moto's ReceiveMessage no longer uses {needle}; "
+                "check whether it still delivers a FIFO group out of order and update the patch"
+            )
+    real_clock = models.unix_time_millis
+    queue = models.Queue
+    wait = queue.wait_for_messages
+
+    def clock():
+        now = getattr(_receive, "now", None)
+        return real_clock() if now is None else now
+
+    def begin(q):
+        _receive.now = real_clock()
+        _receive.before = {m: m.approximate_receive_count for m in q.pending_messages}
+
+    def pending_message_groups(self):
+        before = getattr(_receive, "before", None)
+        return {
+            m.group_id
+            for m in self.pending_messages
+            if m.group_id is not None
+            and not m.visible
+            and (before is None or before.get(m) == m.approximate_receive_count)
+        }
+
+    def wait_for_messages(self, timeout):
+        if getattr(_receive, "now", None) is None:
+            return wait(self, timeout)
+        # Wait on the real clock, then look at the queue afresh.
+        _receive.now = None
+        try:
+            return wait(self, timeout)
+        finally:
+            begin(self)
+
+    def receive_message(self, queue_name, *args, **kwargs):
+        q = self.get_queue(queue_name)
+        if not q.fifo_queue:
+            return receive(self, queue_name, *args, **kwargs)
+        begin(q)
+        try:
+            return receive(self, queue_name, *args, **kwargs)
+        finally:
+            _receive.now = None
+            _receive.before = None
+
+    receive_message.lambdaidem_ordered = True
+    receive_message.__doc__ = receive.__doc__
+    models.unix_time_millis = clock
+    queue.pending_message_groups = property(pending_message_groups)
+    queue.wait_for_messages = wait_for_messages
+    backend.receive_message = receive_message
+
+
 def main():
     locked_delete()
+    fifo_order()
     from moto.server import main as serve
 
     serve(sys.argv[1:])

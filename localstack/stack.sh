@@ -90,9 +90,12 @@ install() {
 
 	if ((WITH_REDIS)); then install_redis; fi
 
-	# The provisioner; go build is a no-op when nothing changed.
+	# The provisioner; go build is a no-op when nothing changed. Built as
+	# `make demo` builds (static, -trimpath), so that on an empty Go build
+	# cache the AWS SDK compiles once for both.
 	mkdir -p "$TOOLS/bin"
-	(cd "$ROOT" && go build -o "$TOOLS/bin/provision" ./localstack/provision)
+	if [[ ! -x $TOOLS/bin/provision ]]; then log "building the provisioner (go build)"; fi
+	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/bin/provision" ./localstack/provision)
 	log "install done in $(since "$t0")"
 }
 
@@ -280,6 +283,7 @@ start() {
 	STOP_ON_EXIT=1
 
 	local ddb; ddb=$(dynamodb_dir)
+	log "starting DynamoDB Local and moto on 127.0.0.1:$ddb_port and :$sqs_port"
 	# preferIPv4Stack: a plain IPv4 socket on 127.0.0.1 rather than an
 	# IPv4-mapped IPv6 one, so `ss` shows exactly what is bound.
 	spawn dynamodb java -Djava.net.preferIPv4Stack=true -Djava.library.path="$ddb/DynamoDBLocal_lib" \

@@ -22,6 +22,12 @@ const DefaultKeyAttribute = "idempotency-key"
 // MaxBatch is SQS's limit of entries per SendMessageBatch.
 const MaxBatch = 10
 
+// MaxRequestBytes is SQS's limit on one message and on the messages of one
+// SendMessageBatch together (bodies plus attribute names, types and
+// values): 1 MiB since SQS raised it from 256 KiB in 2025. A queue may be
+// configured smaller (MaximumMessageSize); SQS then refuses larger ones.
+const MaxRequestBytes = 1 << 20
+
 // Named errors for input that is refused before anything is sent.
 var (
 	// ErrMissingKey: the message has no idempotency key.
@@ -35,6 +41,9 @@ var (
 	ErrBatchSize = errors.New("producer: batch must hold 1 to 10 messages")
 	// ErrDelayOnFIFO: FIFO queues refuse per-message delays.
 	ErrDelayOnFIFO = errors.New("producer: FIFO queues do not take per-message delays")
+	// ErrTooLarge: the message, with its attributes and the key, is over
+	// MaxRequestBytes.
+	ErrTooLarge = errors.New("producer: message over SQS's 1 MiB limit")
 )
 
 // API is the part of *sqs.Client the Producer uses.
@@ -167,8 +176,9 @@ func (e *BatchError) Error() string {
 // Unwrap returns the entries' errors.
 func (e *BatchError) Unwrap() []error { return e.Errs }
 
-// SendBatch sends up to MaxBatch messages in one request. Results are in
-// the order of msgs. When some messages were not sent, the error is a
+// SendBatch sends up to MaxBatch messages, in one request when they fit in
+// MaxRequestBytes together and otherwise in as few consecutive requests as
+// do (ten messages of 1 MiB take ten). Results are in the order of msgs. When some messages were not sent, the error is a
 // *BatchError naming them and the results say why; a message refused
 // before sending (a missing key) does not stop the others. When the
 // request itself failed, every result carries that error. Retrying the
@@ -190,39 +200,14 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) ([]Result, err
 		e.Id = aws.String(strconv.Itoa(i))
 		entries = append(entries, e)
 	}
-	if len(entries) > 0 {
-		out, err := p.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
-		if err != nil {
-			err = fmt.Errorf("producer: send batch: %w", err)
-			for _, e := range entries {
-				results[index(e.Id)].Err = err
-			}
-		} else {
-			answered := make(map[int]bool, len(entries))
-			for _, s := range out.Successful {
-				i := index(s.Id)
-				if i < 0 || i >= len(results) {
-					continue
-				}
-				answered[i] = true
-				results[i].Sent = Sent{MessageID: aws.ToString(s.MessageId), SequenceNumber: aws.ToString(s.SequenceNumber)}
-			}
-			for _, f := range out.Failed {
-				i := index(f.Id)
-				if i < 0 || i >= len(results) {
-					continue
-				}
-				answered[i] = true
-				results[i].Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
-			}
-			// An entry SQS said nothing about was not confirmed: report it
-			// failed, so it is retried rather than assumed sent.
-			for _, e := range entries {
-				if i := index(e.Id); !answered[i] {
-					results[i].Err = errors.New("producer: SQS did not report on the message")
-				}
-			}
+	for len(entries) > 0 {
+		n, size := 0, 0
+		for n < len(entries) && (n == 0 || size+entrySize(entries[n]) <= MaxRequestBytes) {
+			size += entrySize(entries[n])
+			n++
 		}
+		p.sendEntries(ctx, entries[:n], results)
+		entries = entries[n:]
 	}
 	var be BatchError
 	for i, r := range results {
@@ -235,6 +220,59 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) ([]Result, err
 		return results, &be
 	}
 	return results, nil
+}
+
+// sendEntries sends entries in one SendMessageBatch request and records
+// each one's outcome in results, by the index in its Id.
+func (p *Producer) sendEntries(ctx context.Context, entries []types.SendMessageBatchRequestEntry, results []Result) {
+	out, err := p.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(p.queueURL), Entries: entries})
+	if err != nil {
+		err = fmt.Errorf("producer: send batch: %w", err)
+		for _, e := range entries {
+			results[index(e.Id)].Err = err
+		}
+	} else {
+		answered := make(map[int]bool, len(entries))
+		for _, s := range out.Successful {
+			i := index(s.Id)
+			if i < 0 || i >= len(results) {
+				continue
+			}
+			answered[i] = true
+			results[i].Sent = Sent{MessageID: aws.ToString(s.MessageId), SequenceNumber: aws.ToString(s.SequenceNumber)}
+		}
+		for _, f := range out.Failed {
+			i := index(f.Id)
+			if i < 0 || i >= len(results) {
+				continue
+			}
+			answered[i] = true
+			results[i].Err = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		}
+		// An entry SQS said nothing about was not confirmed: report it
+		// failed, so it is retried rather than assumed sent.
+		for _, e := range entries {
+			if i := index(e.Id); !answered[i] {
+				results[i].Err = errors.New("producer: SQS did not report on the message")
+			}
+		}
+	}
+}
+
+// entrySize is what SQS counts of an entry against its size limit: the
+// body plus each attribute's name, data type and value.
+func entrySize(e types.SendMessageBatchRequestEntry) int {
+	n := len(aws.ToString(e.MessageBody))
+	for name, a := range e.MessageAttributes {
+		n += len(name) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
+		for _, s := range a.StringListValues {
+			n += len(s)
+		}
+		for _, b := range a.BinaryListValues {
+			n += len(b)
+		}
+	}
+	return n
 }
 
 func index(id *string) int {
@@ -273,6 +311,9 @@ func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) 
 	} else if m.Delay > 0 {
 		// Rounded up: a delay is a minimum.
 		e.DelaySeconds = int32((m.Delay + time.Second - 1) / time.Second)
+	}
+	if n := entrySize(e); n > MaxRequestBytes {
+		return e, fmt.Errorf("%w: key %q: %d bytes", ErrTooLarge, m.Key, n)
 	}
 	return e, nil
 }

@@ -165,7 +165,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		Region:      opts.Region,
 		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
 	}
-	d.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint) })
+	d.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint) }, dynamo.ChecksumsOnAWSOnly())
 	d.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.SQSEndpoint) })
 
 	bootstrap := opts.Bootstrap

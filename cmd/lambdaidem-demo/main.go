@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	verbose := fs.Bool("v", false, "show the function's log lines (JSON) on stderr")
 	plain := fs.Int("orders", 48, "`number` of plain-mode orders besides the four special ones")
 	fs.DurationVar(&opts.WaitTimeout, "wait", opts.WaitTimeout, "deadline for each wait for the queue to drain")
+	readme := fs.Bool("update-readme", false, "after a passing run, write its summary into README.md's demo sample and "+readmeSummaryFile+" (run from the repository root; `make demo-readme`)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -89,6 +90,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s.Print(stdout)
 	if !s.OK() {
 		return 1
+	}
+	if *readme {
+		if err := updateReadme("README.md", readmeSummaryFile, s); err != nil {
+			fmt.Fprintf(stderr, "lambdaidem-demo: %v\n", err)
+			return 2
+		}
+		fmt.Fprintf(stdout, "wrote the summary into README.md and %s\n", readmeSummaryFile)
 	}
 	return 0
 }

@@ -108,6 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.BatchSize, "batch-size", 10, "most records per invocation (1-10000; at most 10 for FIFO; above 10 needs -batching-window)")
 	fs.DurationVar(&cfg.BatchingWindow, "batching-window", 0, "how long to gather records after the first before invoking with a partial batch (0-5m; not for FIFO)")
 	fs.IntVar(&cfg.MaxConcurrency, "max-concurrency", 2, "most invocations (and processes) at once")
+	fs.IntVar(&cfg.ProcessConcurrency, "process-concurrency", 1, "invocations one process runs at once (AWS_LAMBDA_MAX_CONCURRENCY, as Lambda Managed Instances)")
 	fs.DurationVar(&cfg.FunctionTimeout, "timeout", 3*time.Second, "function timeout: an invocation still running then is killed (at most 15m)")
 	fs.IntVar(&cfg.MemoryMB, "memory", 128, "memory size in MB reported to the function (128-10240; not enforced)")
 	fs.StringVar(&cfg.FunctionName, "function-name", "lambdaidem-local", "function `name` (AWS_LAMBDA_FUNCTION_NAME, the function ARN)")

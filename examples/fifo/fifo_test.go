@@ -18,6 +18,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -42,7 +43,7 @@ func setup(t *testing.T, cfg Config) *bundle {
 	t.Parallel()
 	// DynamoDB Local sends CRC32 headers that do not match some error
 	// responses; the check protects nothing on loopback.
-	db := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := testenv.DynamoDB(t, dynamo.ChecksumsOnAWSOnly())
 	b := &bundle{db: db, sqs: testenv.SQS(t)}
 	b.queue = esm.NewQueue(t, b.sqs, "fifo", true)
 	b.dlq = esm.NewQueue(t, b.sqs, "fifo-dlq", true)

@@ -30,13 +30,9 @@ func main() {
 		logger.Error("AWS configuration", slog.Any("error", err))
 		os.Exit(1)
 	}
+	// ClientOptions also skips the response checksum check off AWS
+	// (DynamoDB Local's CRC32 does not match some error answers).
 	dbOpts := []func(*dynamodb.Options){dynamo.ClientOptions(dynamo.Tuning{})}
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" {
-		// A local DynamoDB (DynamoDB Local answers some errors with a
-		// CRC32 header that does not match, and the SDK warns on each);
-		// the check guards against corruption in transit, not on loopback.
-		dbOpts = append(dbOpts, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	}
 	lambda.Start(NewHandler(cfg, Deps{
 		DynamoDB: dynamodb.NewFromConfig(awsCfg, dbOpts...),
 		SQS:      sqs.NewFromConfig(awsCfg),

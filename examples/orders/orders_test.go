@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -46,7 +47,7 @@ func setupMode(t *testing.T, maxAttempts int, mode string) *bundle {
 	t.Parallel()
 	// DynamoDB Local sends CRC32 headers that do not match some error
 	// responses; the check protects nothing on loopback.
-	db := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := testenv.DynamoDB(t, dynamo.ChecksumsOnAWSOnly())
 	sq := testenv.SQS(t)
 	b := &bundle{db: db, exits: make(chan int, 10)}
 	b.queue = esm.NewQueue(t, sq, "orders", false)

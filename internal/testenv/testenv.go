@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
 )
 
 // Endpoint variables, as the AWS SDKs read them.
@@ -62,11 +64,12 @@ func Config(t testing.TB) aws.Config {
 	return cfg
 }
 
-// DynamoDB returns a client for DynamoDB Local.
+// DynamoDB returns a client for DynamoDB Local, with response checksums
+// checked only against AWS (dynamo.ChecksumsOnAWSOnly).
 func DynamoDB(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
 	ep := Endpoint(t, DynamoDBEndpointVar)
-	opts = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) }}, opts...)
+	opts = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) }, dynamo.ChecksumsOnAWSOnly()}, opts...)
 	return dynamodb.NewFromConfig(Config(t), opts...)
 }
 

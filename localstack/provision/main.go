@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
 )
 
 func main() {
@@ -92,12 +94,7 @@ func clients(ctx context.Context) (Clients, error) {
 	return Clients{
 		DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(ddbURL)
-			// DynamoDB Local sends a CRC32 header that does not match
-			// some error responses (ResourceInUseException), and the
-			// SDK logs a warning for each; the check protects nothing
-			// on loopback.
-			o.DisableValidateResponseChecksum = true
-		}),
+		}, dynamo.ChecksumsOnAWSOnly()),
 		SQS: sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(sqsURL) }),
 	}, nil
 }

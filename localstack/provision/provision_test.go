@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ func TestProvisionCreatesWhatResourcesJSONSays(t *testing.T) {
 	}
 	spec = spec.WithPrefix(testenv.Name("prov") + "-")
 	c := Clients{
-		DynamoDB: testenv.DynamoDB(t, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }),
+		DynamoDB: testenv.DynamoDB(t, dynamo.ChecksumsOnAWSOnly()),
 		SQS:      testenv.SQS(t),
 	}
 	ctx := context.Background()
@@ -126,7 +127,7 @@ func TestProvisionCreatesWhatResourcesJSONSays(t *testing.T) {
 // schema is an error, not silently reused.
 func TestProvisionRefusesADifferentTable(t *testing.T) {
 	t.Parallel()
-	db := testenv.DynamoDB(t, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := testenv.DynamoDB(t, dynamo.ChecksumsOnAWSOnly())
 	ctx := context.Background()
 	name := testenv.Name("prov-stale")
 	stale := Table{LogicalID: "T", Name: name, HashKey: Key{Name: "id", Type: "S"}}

@@ -107,9 +107,6 @@ func main() {
 	f.db = dynamodb.NewFromConfig(awsCfg,
 		dynamo.ClientOptions(dynamo.Tuning{}),
 		func(o *dynamodb.Options) {
-			// DynamoDB Local answers some errors with a CRC32 header that
-			// does not match; on loopback the check guards nothing.
-			o.DisableValidateResponseChecksum = true
 			f.crasher.next = o.HTTPClient
 			o.HTTPClient = f.crasher
 		})

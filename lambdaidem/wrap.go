@@ -70,7 +70,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return zero, fmt.Errorf("%w: %w", ErrMissingKey, err)
 	}
 	t := w.timing(ctx)
-	now := w.c.now()
+	now := t.now()
 	if !t.canClaim(now) {
 		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
 	}
@@ -87,7 +87,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
 			return zero, w.outcomeUnknown(ctx, t, rec, key)
 		}
-		return w.replay(rec, hash, key)
+		return w.replay(t, rec, hash, key)
 	}
 
 	st := &recordState{lease: cr.Lease}
@@ -108,14 +108,14 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		case len(result) > w.c.maxResultBytes:
 			ferr = fmt.Errorf("%w: %d bytes, limit %d", ErrResultTooLarge, len(result), w.c.maxResultBytes)
 		default:
-			done := w.c.now()
+			done := t.now()
 			writes := st.takeWrites()
 			req := CompleteRequest{Lease: cr.Lease, Result: result, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
 			if w.c.resultRetention < w.c.retention {
 				req.ResultUntil = done.Add(w.c.resultRetention)
 			}
 			err := retryStore(dctx, &calls, func(ctx context.Context) error {
-				req.Now = w.c.now()
+				req.Now = t.now()
 				return w.store.Complete(ctx, req)
 			})
 			switch {
@@ -137,9 +137,9 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 			}
 		}
 	}
-	done := w.c.now()
+	done := t.now()
 	if err := retryStore(dctx, &calls, func(ctx context.Context) error {
-		return w.store.Fail(ctx, FailRequest{Lease: cr.Lease, Now: w.c.now(), Error: ferr.Error(), ExpiresAt: w.retentionUntil(done, false)})
+		return w.store.Fail(ctx, FailRequest{Lease: cr.Lease, Now: t.now(), Error: ferr.Error(), ExpiresAt: w.retentionUntil(done, false)})
 	}); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
 			slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
@@ -148,9 +148,9 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 }
 
 // replay answers a refused claim.
-func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
+func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, error) {
 	var zero Out
-	now := w.c.now()
+	now := t.now()
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetterReason == ReasonOutcomeUnknown:
 		return zero, fmt.Errorf("%w: key %q", ErrOutcomeUnknown, key)
@@ -180,11 +180,11 @@ func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Rec
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
-	now := w.c.now()
+	now := t.now()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
 	err := retryStore(dctx, &calls, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
-			Lease: leaseOf(rec), Now: w.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
+			Lease: leaseOf(rec), Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
 		})
 	})

@@ -26,6 +26,11 @@ type Runtime struct {
 	// batch order. With a Runtime and no Order, groups run one at a time in
 	// batch order: a Runtime never gets goroutines.
 	Order func(n int) []int
+	// Sleep, when set, is how Sleep waits with this Runtime: a
+	// single-threaded world parks the caller in its own scheduler instead
+	// of letting it block on a channel only another goroutine could close.
+	// It reports whether the full time passed (false once ctx ended).
+	Sleep func(ctx context.Context, d time.Duration) bool
 }
 
 type key struct{}
@@ -46,6 +51,8 @@ func From(ctx context.Context) *Runtime {
 type Clock struct {
 	Now       func() time.Time
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Sleep, when set, replaces Sleep's channel wait (see Runtime.Sleep).
+	Sleep func(ctx context.Context, d time.Duration) bool
 }
 
 // RealClock measures with the wall clock and real timers.
@@ -61,7 +68,7 @@ func ClockOf(rt *Runtime) Clock {
 	if rt == nil {
 		return RealClock
 	}
-	return Clock{Now: rt.Now, AfterFunc: rt.AfterFunc}
+	return Clock{Now: rt.Now, AfterFunc: rt.AfterFunc, Sleep: rt.Sleep}
 }
 
 // DeadlineContext is a context that ends at a deadline measured by a Clock,
@@ -170,6 +177,9 @@ func (c *DeadlineContext) Err() error {
 func Sleep(ctx context.Context, clock Clock, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
+	}
+	if clock.Sleep != nil {
+		return clock.Sleep(ctx, d)
 	}
 	done := make(chan struct{})
 	stop := clock.AfterFunc(d, func() { close(done) })

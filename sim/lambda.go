@@ -16,7 +16,7 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 // response says succeeded and leave the rest to the visibility timeout.
 // A function error, a timeout or a crash returns the whole batch.
 type EventSource struct {
-	W       *World
+	W     *World
 	Queue *Queue
 	// NewHandler builds the function once per poller: each poller is one
 	// execution environment, with its own decorator (and cache).

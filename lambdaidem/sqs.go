@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // MessageHandler handles one SQS message. Return nil when done, an error to
@@ -273,6 +275,9 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
+		if mutant.On("cache-non-completed") {
+			p.cache.add(r.Key, hash, now, time.Time{})
+		}
 		wait := rec.LeaseUntil.Add(p.c.grace).Sub(now)
 		wait += time.Duration(t.int64N(int64(time.Second)))
 		p.changeVisibility(ctx, t, msg, wait, &r)
@@ -420,6 +425,10 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
 	id, err := p.c.sink.Send(dctx, dl)
+	if err != nil && mutant.On("ack-before-dlq-send") {
+		r.Outcome, r.Acked = OutcomeDeadLettered, true
+		return r
+	}
 	if err != nil {
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
 		if lease != nil && reason != ReasonOutcomeUnknown {

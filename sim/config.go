@@ -57,6 +57,11 @@ type Config struct {
 	RedriveDelFail float64 // chance redrive's DLQ delete fails
 	Forget         int     // operator forgets
 	SlowPoison     bool    // slow handlers may end with Poison
+	// Request streams through Wrap (or httpidem when HTTP).
+	Requests      int
+	HTTP          bool
+	ClientTimeout time.Duration
+	BigInt        bool // results hold integers above 2^53
 }
 
 // Known names the generator knobs that reach paths with known, open bugs.
@@ -69,6 +74,8 @@ var Known = []string{
 	"amo-cancel",       // at-most-once with handlers that act, then see their context end
 	"failany-faults",   // fail-on-any with unrecorded completions
 	"stale-poison",     // slow handlers that return Poison after their lease ended
+	"http-tx",          // httpidem with effects committed with the completion
+	"wrap-bigint",      // Wrap results holding integers above 2^53
 }
 
 // Draw returns a scenario configuration for seed, with the known-bug knobs
@@ -159,6 +166,12 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if p(0.2) {
 		c.Forget = 1 + r.IntN(3)
 	}
+	if p(0.5) || want("wrap") {
+		c.Requests = 1 + r.IntN(20)
+		c.HTTP = p(0.5)
+		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
+		c.BigInt = p(0.5)
+	}
 	if want("nofaults") {
 		c.Kill, c.SinkFail = 0, 0
 	}
@@ -197,6 +210,12 @@ func (c Config) gate(on func(string) bool) Config {
 	if !on("stale-poison") {
 		// Keep poison off handlers that can outlive their lease.
 		c.SlowPoison = false
+	}
+	if c.HTTP && c.Tx && !on("http-tx") {
+		c.HTTP = false
+	}
+	if !on("wrap-bigint") {
+		c.BigInt = false
 	}
 	return c
 }

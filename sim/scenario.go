@@ -60,9 +60,9 @@ type keyFacts struct {
 	// unrecorded in a batch returned whole (fail-on-any): their takeover
 	// is not an abandoned attempt and explains no repeat.
 	unrecordedBack int
-	gens                     map[string]int // plain effects per generation
-	lastDelete               time.Time
-	runs                     int
+	gens           map[string]int // plain effects per generation
+	lastDelete     time.Time
+	runs           int
 }
 
 type running struct {
@@ -97,7 +97,11 @@ type Scenario struct {
 	keyDLQ   map[string]int // dead-letter copies per key
 	starts   map[*Process]time.Time
 	sent     int
-	viol     []string
+	// Request streams (Wrap, httpidem).
+	reqSeq    int
+	reqStored map[string]string // request key -> stored key
+	answers   map[string]string // request key -> first answer
+	viol      []string
 }
 
 // Run runs the scenario to its end and checks it.
@@ -153,6 +157,8 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.copies = map[string]int{}
 	s.keyDLQ = map[string]int{}
 	s.starts = map[*Process]time.Time{}
+	s.reqStored = map[string]string{}
+	s.answers = map[string]string{}
 
 	s.raw = s.Store
 	if s.raw == nil {
@@ -187,6 +193,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		OnStart:    func(p *Process) { s.starts[p] = w.now },
 	}
 	es.Start()
+	s.clients()
 	s.operators()
 	w.Run(until.Add(2 * time.Hour))
 	if w.Panic != nil {
@@ -326,33 +333,11 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	k := lease.Key
 	f := s.key(k)
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
-	for _, o := range s.run[k] {
-		if !o.proc.Dead() && o.ctx.Err() == nil {
-			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, msg.MessageId, lease.Attempt)
-		}
-	}
-	s.run[k] = append(s.run[k], me)
-	defer func() {
-		s.run[k] = slices.DeleteFunc(s.run[k], func(r *running) bool { return r == me })
-	}()
+	s.enter(k, me, lease.Attempt)
+	defer s.leave(k, me)
 	f.runs++
 	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
-
-	effect := func() error {
-		if s.Cfg.Tx {
-			return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: msg.MessageId})
-		}
-		s.ledger.Plain[k] = append(s.ledger.Plain[k], msg.MessageId)
-		f.gens[lease.Fence.Generation]++
-		if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1 {
-			s.violate("at-most-once: key %s had its effect %d times in one generation", k, f.gens[lease.Fence.Generation])
-		}
-		if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
-			w.Logf("kill %s after the effect", w.cur.owner.Name)
-			w.KillCurrent()
-		}
-		return nil
-	}
+	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId) }
 	slow := func() error {
 		for range b.Slow {
 			w.Sleep(time.Second)
@@ -390,6 +375,41 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return err
 	}
 	return effect()
+}
+
+// enter records a handler starting on key k, and checks that no other
+// handler on k still runs with a live context: its lease would still be
+// valid, or the decorator failed to end its context when the lease ended.
+func (s *Scenario) enter(k string, me *running, attempt int) {
+	for _, o := range s.run[k] {
+		if !o.proc.Dead() && o.ctx.Err() == nil {
+			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
+		}
+	}
+	s.run[k] = append(s.run[k], me)
+}
+
+func (s *Scenario) leave(k string, me *running) {
+	s.run[k] = slices.DeleteFunc(s.run[k], func(r *running) bool { return r == me })
+}
+
+// effect has the handler's effect on key k: committed with the completion
+// (Tx), or written to the ledger at once; a kill point follows.
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by string) error {
+	w := s.w
+	if s.Cfg.Tx {
+		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
+	}
+	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
+	f.gens[lease.Fence.Generation]++
+	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1 {
+		s.violate("at-most-once: key %s had its effect %d times in one generation", k, f.gens[lease.Fence.Generation])
+	}
+	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
+		w.Logf("kill %s after the effect", w.cur.owner.Name)
+		w.KillCurrent()
+	}
+	return nil
 }
 
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {

@@ -56,7 +56,7 @@ func (s *Scenario) clients() {
 func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, error) {
 	c := s.Cfg
 	opts := []lambdaidem.Option{
-		lambdaidem.WithNamespace(Namespace + "-wrap"),
+		lambdaidem.WithNamespace(s.ns + "-wrap"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),

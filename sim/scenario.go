@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -16,8 +17,11 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
-// Namespace is the decorator's namespace in every scenario.
+// Namespace is the decorator's namespace prefix; each scenario adds its
+// seed, so scenarios can share one table.
 const Namespace = "sim"
+
+var runs atomic.Uint64
 
 // Horizon is how long after the last send the event source keeps
 // polling; the world then runs on (leases end, late writes land) before
@@ -81,6 +85,7 @@ type Scenario struct {
 	// nil). Reset must clear it between scenarios if it is shared.
 	Store lambdaidem.Store
 
+	ns       string
 	w        *World
 	svc      *SQS
 	src, dlq *Queue
@@ -133,6 +138,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	w.Tracing = tracing
 	defer w.Close()
 	s.w = w
+	// The run number keeps a replay (or a shrink step) on a shared store
+	// from meeting an earlier run's records; names decide nothing.
+	s.ns = Namespace + "-" + strconv.FormatUint(s.Seed, 36) + "-" + strconv.FormatUint(runs.Add(1), 36)
 	s.svc = NewSQS(w)
 	name := "src"
 	if c.FIFO {
@@ -262,7 +270,7 @@ func (s *Scenario) produce() {
 func (s *Scenario) function() SQSHandler {
 	c := s.Cfg
 	opts := []lambdaidem.Option{
-		lambdaidem.WithNamespace(Namespace),
+		lambdaidem.WithNamespace(s.ns),
 		lambdaidem.WithKeyJSONField("key"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
@@ -447,7 +455,7 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
-			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: Namespace, Key: r.Key, Now: start})
+			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: start})
 			stale := s.Cfg.Cache > 0 && !s.key(r.Key).lastDelete.IsZero() && w.now.Sub(s.key(r.Key).lastDelete) <= s.Cfg.Cache
 			switch {
 			case stale:
@@ -482,7 +490,7 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	switch dl.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
 		// Sent by a lease holder: the work must not be done already.
-		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: Namespace, Key: dl.Key, Now: w.now})
+		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if err == nil && rec.Status == lambdaidem.StatusCompleted {
 			s.violate("message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
 		}
@@ -566,13 +574,13 @@ func (s *Scenario) forget() {
 		return
 	}
 	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: Namespace, Key: k, Now: now})
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
 	if err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now) {
 		s.w.Logf("operator: forget %s refused, lease valid", k)
 		return
 	}
 	s.w.Logf("operator: forget %s", k)
-	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: Namespace, Key: k})
+	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: s.ns, Key: k})
 }
 
 // release is an operator releasing an abandoned lease (the CLI's release
@@ -586,12 +594,12 @@ func (s *Scenario) release() {
 		return
 	}
 	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: Namespace, Key: k, Now: now})
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
 	if err != nil || rec.Status != lambdaidem.StatusInProgress || !rec.LeaseUntil.Before(now) {
 		return
 	}
 	s.w.Logf("operator: release %s", k)
-	lease := lambdaidem.Lease{Namespace: Namespace, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
+	lease := lambdaidem.Lease{Namespace: s.ns, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
 	if s.store.Fail(context.Background(), lambdaidem.FailRequest{Lease: lease, Now: now, Error: "released by operator", ExpiresAt: rec.ExpiresAt}) == nil {
 		s.key(k).released++
 	}
@@ -623,7 +631,7 @@ func (s *Scenario) final() {
 			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d fresh generations and %d failures after an effect explain repeats",
 				k, n, f.takeovers, f.released, f.fresh, f.failedAfterEffect)
 		}
-		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: Namespace, Key: k, Now: now})
+		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
 		if err != nil {
 			continue
 		}

@@ -36,12 +36,16 @@ type Stats struct {
 	Failure *Result
 	// Original is the failing scenario before shrinking.
 	Original *Result
+	// Known and Filter are the options the scenarios were drawn with; a
+	// replay needs them.
+	Known  []string
+	Filter string
 }
 
 // Explore runs scenarios with consecutive seeds until the budget is spent
 // or one fails.
 func Explore(o Options) Stats {
-	var st Stats
+	st := Stats{Known: o.Known, Filter: o.Filter}
 	start := time.Now()
 	for i := 0; ; i++ {
 		if o.Max > 0 && i >= o.Max || o.Max == 0 && time.Since(start) >= o.Budget {
@@ -176,7 +180,9 @@ func (st Stats) Report() string {
 	for _, v := range st.Original.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	fmt.Fprintf(&b, "replay: make sim SEED=%d   (go test ./sim -run TestSimulation -sim.seed=%d)\n", f.Seed, f.Seed)
+	known := strings.Join(st.Known, ",")
+	fmt.Fprintf(&b, "replay: make sim SEED=%d KNOWN=%s SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.known=%s -sim.config=%s)\n",
+		f.Seed, known, st.Filter, f.Seed, known, st.Filter)
 	if f != st.Original {
 		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
 		for _, v := range f.Violations {

@@ -27,6 +27,12 @@ func known() []string {
 	return strings.Split(*flagKnown, ",")
 }
 
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func freshSeed() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -53,6 +59,12 @@ func TestSimulation(t *testing.T) {
 	budget := *flagBudget
 	if testing.Short() {
 		budget = min(budget, 3*time.Second)
+	}
+	if raceEnabled && !flagSet("sim.budget") {
+		// Under -race (the whole suite in make test) a short budget
+		// checks the simulator itself for races; make test gives the
+		// exploration its minute in a run without -race.
+		budget = min(budget, 10*time.Second)
 	}
 	seed := freshSeed()
 	t.Logf("exploring from seed %d for %s (known-bug knobs: %v; config filter %q)", seed, budget, known(), *flagFilter)

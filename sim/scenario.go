@@ -105,6 +105,7 @@ type Scenario struct {
 	// Request streams (Wrap, httpidem).
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
+	sqsKeys   map[string]bool   // keys of SQS messages
 	answers   map[string]string // request key -> first answer
 	viol      []string
 }
@@ -166,6 +167,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.keyDLQ = map[string]int{}
 	s.starts = map[*Process]time.Time{}
 	s.reqStored = map[string]string{}
+	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
 
 	s.raw = s.Store
@@ -247,6 +249,7 @@ func (s *Scenario) produce() {
 		if c.Conflict > 0 && r.Float64() < c.Conflict {
 			b.V = 1 + r.IntN(2)
 		}
+		s.sqsKeys[b.Key] = true
 		raw, _ := json.Marshal(b)
 		text := string(raw)
 		group := "g" + strconv.Itoa(ki%c.Groups)
@@ -622,6 +625,14 @@ func (s *Scenario) final() {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	queued := map[string]bool{}
+	for _, q := range []*Queue{s.src, s.backstop} {
+		if q != nil {
+			for _, m := range q.Messages() {
+				queued[s.body(m.Body).Key] = true
+			}
+		}
+	}
 	for _, k := range keys {
 		f := s.facts[k]
 		if n := len(s.ledger.Tx[k]); n > 1+f.fresh {
@@ -643,6 +654,15 @@ func (s *Scenario) final() {
 		case lambdaidem.StatusDeadLettered:
 			if s.keyDLQ[k] == 0 {
 				s.violate("key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
+			}
+		case lambdaidem.StatusInProgress:
+			// Every lease has ended and deliveries have stopped: an
+			// unfinished record must be explained by an effect that
+			// happened (an unrecorded completion), a message still
+			// queued, or a dead-letter copy. Requests (Wrap) are left
+			// out: their clients may simply have stopped retrying.
+			if s.sqsKeys[k] && len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && !queued[k] && s.keyDLQ[k] == 0 {
+				s.violate("key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
 			}
 		}
 	}

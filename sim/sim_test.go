@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,6 +26,15 @@ func known() []string {
 		return nil
 	}
 	return strings.Split(*flagKnown, ",")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func flagSet(name string) bool {
@@ -68,10 +78,18 @@ func TestSimulation(t *testing.T) {
 	}
 	seed := freshSeed()
 	t.Logf("exploring from seed %d for %s (known-bug knobs: %v; config filter %q)", seed, budget, known(), *flagFilter)
+	cpu0 := cpuTime()
 	st := Explore(Options{Budget: budget, Seed: seed, Known: known(), Filter: *flagFilter, Shrink: true})
+	cpu := cpuTime() - cpu0
 	t.Logf("%d scenarios, %d messages, %d invocations, %s simulated in %s: %.0f scenarios/s, %.0f messages/s (seeds %d..%d)",
 		st.Scenarios, st.Messages, st.Invocations, st.SimTime.Round(time.Second), st.Elapsed.Round(time.Millisecond),
 		float64(st.Scenarios)/st.Elapsed.Seconds(), float64(st.Messages)/st.Elapsed.Seconds(), seed, seed+uint64(st.Scenarios)-1)
+	if cpu > 0 {
+		// On a shared machine the wall-clock rate is the load's; the rate
+		// per CPU-second is the simulator's.
+		t.Logf("process CPU time %s (%.0f%% of wall): %.0f messages per CPU-second",
+			cpu.Round(time.Millisecond), 100*cpu.Seconds()/st.Elapsed.Seconds(), float64(st.Messages)/cpu.Seconds())
+	}
 	if st.Failure != nil {
 		t.Fatal(st.Report())
 	}

@@ -459,7 +459,10 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
 			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: start})
-			stale := s.Cfg.Cache > 0 && !s.key(r.Key).lastDelete.IsZero() && w.now.Sub(s.key(r.Key).lastDelete) <= s.Cfg.Cache
+			// A delete since the invocation started (or within the TTL
+			// before) may not have reached this environment's cache yet.
+			del := s.key(r.Key).lastDelete
+			stale := s.Cfg.Cache > 0 && !del.IsZero() && del.After(start.Add(-s.Cfg.Cache))
 			switch {
 			case stale:
 			case err != nil:

@@ -3,13 +3,15 @@
 package sim
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
+
+var flagMutant = flag.String("sim.mutant", "", "run only this mutant (with -sim.seed, replay its failure)")
 
 // TestMutants runs the simulator against each mutant until the first
 // failure and prints the table: mutant, seconds to the first failure,
@@ -19,6 +21,9 @@ func TestMutants(t *testing.T) {
 	var table strings.Builder
 	fmt.Fprintf(&table, "| mutant | what it breaks | found after (s) | scenarios | seed |\n|---|---|---|---|---|\n")
 	for _, m := range Mutants {
+		if *flagMutant != "" && m.Name != *flagMutant {
+			continue
+		}
 		mutant.Set(m.Name)
 		seed := freshSeed()
 		if *flagSeed != 0 {
@@ -35,5 +40,4 @@ func TestMutants(t *testing.T) {
 		t.Logf("%s: %s", m.Name, st.Failure.Violations[0])
 	}
 	t.Logf("budget %s per mutant\n%s", budget, table.String())
-	_ = time.Second
 }

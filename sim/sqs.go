@@ -331,14 +331,12 @@ func (s *SQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ .
 			MessageId:         aws.String(m.ID),
 			ReceiptHandle:     aws.String(m.Handle),
 			Body:              aws.String(m.Body),
-			Attributes:        systemAttrs(ev.Attributes),
+			Attributes:        ev.Attributes,
 			MessageAttributes: m.Attributes,
 		})
 	}
 	return out, nil
 }
-
-func systemAttrs(a map[string]string) map[string]string { return a }
 
 // DeleteMessage implements the SQS API call.
 func (s *SQS) DeleteMessage(_ context.Context, in *sqs.DeleteMessageInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {

@@ -137,7 +137,15 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Cache = dur(time.Second, 10*time.Minute)
 	}
 	if p(0.2) || want("heartbeat") {
-		c.Heartbeat = dur(time.Second, 10*time.Second)
+		// An interval must leave room to extend before the lease (less
+		// the margin) runs out; the decorator refuses others when built.
+		lease := c.Timeout
+		if c.Lease > 0 {
+			lease = min(lease, c.Lease)
+		}
+		if room := lease - c.Margin; room > 200*time.Millisecond {
+			c.Heartbeat = dur(100*time.Millisecond, room-100*time.Millisecond)
+		}
 	}
 	if p(0.3) {
 		c.Retention = dur(time.Minute, 30*time.Minute)

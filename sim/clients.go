@@ -78,6 +78,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.Retention > 0 {
 		opts = append(opts, lambdaidem.WithRetention(c.Retention))
 	}
+	if c.LargeResult {
+		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
+	}
 	if !c.HTTP {
 		f := lambdaidem.Wrap(s.store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
 		return f
@@ -144,8 +147,16 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	if s.Cfg.BigInt {
 		n = int64(1<<53) + int64(f.runs)
 	}
-	return reply{"n": n}, nil
+	out := reply{"n": n}
+	if s.Cfg.LargeResult && f.runs%2 == 1 {
+		out["pad"] = strings.Repeat("x", largeResult)
+	}
+	return out, nil
 }
+
+// largeResult is the padding of an oversized result; the decorator is
+// then told to store at most half of it.
+const largeResult = 256
 
 // client sends one request until it gets an answer it can use, retrying
 // after errors and after giving up on a slow attempt.

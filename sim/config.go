@@ -62,6 +62,7 @@ type Config struct {
 	HTTP          bool
 	ClientTimeout time.Duration
 	BigInt        bool // results hold integers above 2^53
+	LargeResult   bool // results larger than the decorator may store
 }
 
 // Known names the generator knobs that reach paths with known, open bugs.
@@ -76,6 +77,7 @@ var Known = []string{
 	"stale-poison",     // slow handlers that return Poison after their lease ended
 	"http-tx",          // httpidem with effects committed with the completion
 	"wrap-bigint",      // Wrap results holding integers above 2^53
+	"wrap-large",       // Wrap results too large to store
 }
 
 // Draw returns a scenario configuration for seed, with the known-bug knobs
@@ -179,6 +181,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.HTTP = p(0.5)
 		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
 		c.BigInt = p(0.5)
+		c.LargeResult = p(0.3)
 	}
 	if want("nofaults") {
 		c.Kill, c.SinkFail = 0, 0
@@ -224,6 +227,9 @@ func (c Config) gate(on func(string) bool) Config {
 	}
 	if !on("wrap-bigint") {
 		c.BigInt = false
+	}
+	if !on("wrap-large") {
+		c.LargeResult = false
 	}
 	return c
 }

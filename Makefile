@@ -33,6 +33,7 @@ help: ## Show this help
 .PHONY: test
 test: ## Start the local stack, run every test (-race) against it, stop it; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
+	$(GO) test -count=1 ./sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
 	python3 localstack/check_template.py
@@ -71,6 +72,24 @@ lint: ## gofmt, go vet, and go.mod/go.sum tidy
 	bash -n $(STACK) .ci/run localstack/init/ready.d/10-resources.sh
 	$(GO) mod tidy
 	git diff --exit-code -- go.mod go.sum
+
+# The deterministic simulation (docs/simulation.md). make test explores
+# fresh seeds for SIM_TEST_BUDGET; make sim for SIM_BUDGET, or replays SEED.
+SIM_TEST_BUDGET ?= 60s
+SIM_BUDGET      ?= 10m
+SEED            ?= 0
+KNOWN           ?=
+SIM_CONFIG      ?=
+MUTANT_BUDGET   ?= 60s
+MUTANT          ?=
+
+.PHONY: sim
+sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; KNOWN=all turns on the knobs of known bugs; SIM_CONFIG=fifo,tx,... forces options
+	$(GO) test -count=1 -timeout 0 ./sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
+
+.PHONY: mutants
+mutants: ## Re-introduce each known bug (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
 
 BENCH_N   ?= 1000
 BENCH_E2E ?= 2000

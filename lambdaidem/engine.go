@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
+	"sync"
 	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // engine is what SQS and Wrap share: the store, the options, the clock
@@ -25,13 +29,51 @@ func newEngine(store Store, c *config) *engine {
 
 // timing is one invocation's view of time: when it must stop claiming and
 // how long leases last. Deadlines of contexts are real time; the decisions
-// use the configured clock, so tests can steer them.
+// use the configured clock, so tests can steer them. With a seam.Runtime
+// (a simulated world) every reading, timer and wait is the Runtime's.
 type timing struct {
 	deadline time.Time // zero: no deadline
 	margin   time.Duration
 	// shared holds contexts every record of an SQS invocation can use,
 	// so a record costs no timers of its own; nil for Wrap.
 	shared *sharedContexts
+	// rt is the invocation's Runtime; nil in production.
+	rt *seam.Runtime
+	// clock is the configured clock (WithClock), used without a Runtime.
+	clock func() time.Time
+}
+
+// now is the invocation's current time for decisions.
+func (t timing) now() time.Time {
+	if t.rt != nil {
+		return t.rt.Now()
+	}
+	return t.clock()
+}
+
+// withDeadline returns a context ending at dl by the decision clock.
+func (t timing) withDeadline(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	if t.rt != nil {
+		return seam.WithDeadline(ctx, seam.ClockOf(t.rt), dl)
+	}
+	return context.WithDeadline(ctx, dl)
+}
+
+// withTimeout returns a context ending d from now by the decision clock's
+// timers (real ones without a Runtime).
+func (t timing) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if t.rt != nil {
+		return seam.WithTimeout(ctx, seam.ClockOf(t.rt), d)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// int64N returns a random number in [0,n).
+func (t timing) int64N(n int64) int64 {
+	if t.rt != nil {
+		return t.rt.Int64N(n)
+	}
+	return rand.Int64N(n)
 }
 
 // sharedContexts are made once per invocation that has a deadline: the
@@ -48,14 +90,14 @@ func (e *engine) share(ctx context.Context, t *timing) context.CancelFunc {
 	if t.deadline.IsZero() {
 		return func() {}
 	}
-	hctx, hcancel := context.WithDeadline(ctx, t.deadline.Add(-t.margin))
+	hctx, hcancel := t.withDeadline(ctx, t.deadline.Add(-t.margin))
 	dctx, dcancel := e.detached(ctx, *t)
 	t.shared = &sharedContexts{handler: hctx, detached: dctx}
 	return func() { hcancel(); dcancel() }
 }
 
 func (e *engine) timing(ctx context.Context) timing {
-	t := timing{margin: e.c.margin}
+	t := timing{margin: e.c.margin, rt: seam.From(ctx), clock: e.c.now}
 	dl, ok := ctx.Deadline()
 	if !ok {
 		if !e.c.marginSet && e.c.leaseNoDeadline < 4*t.margin {
@@ -64,10 +106,27 @@ func (e *engine) timing(ctx context.Context) timing {
 		return t
 	}
 	t.deadline = dl
-	if rem := dl.Sub(e.c.now()); !e.c.marginSet && rem < 4*t.margin {
+	if rem := dl.Sub(t.now()); !e.c.marginSet && rem < 4*t.margin {
 		t.margin = max(rem/4, 0)
 	}
 	return t
+}
+
+// wall reads the clock a handler's duration is measured with: the real
+// one, or the Runtime's.
+func (e *engine) wall(t timing) time.Time {
+	if t.rt != nil {
+		return t.rt.Now()
+	}
+	return time.Now()
+}
+
+// nowAt returns the decision time for a wall reading w (see wall).
+func (e *engine) nowAt(t timing, w time.Time) time.Time {
+	if t.rt != nil {
+		return w
+	}
+	return e.c.nowAt(w)
 }
 
 // canClaim reports whether there is time to claim and run a record.
@@ -110,49 +169,103 @@ func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now 
 	defer cancelCause(nil)
 	if budget >= 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = context.WithTimeout(hctx, max(budget, 0))
+		hctx, cancel = t.withTimeout(hctx, max(budget, 0))
 		defer cancel()
 	}
 	if e.c.heartbeat > 0 {
-		stop := make(chan struct{})
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.heartbeat(ctx, lease, lease.Until.Sub(now), stop, cancelCause)
-		}()
-		defer func() { close(stop); <-done }()
+		hb := &heartbeat{e: e, t: t, lease: lease, length: lease.Until.Sub(now), cancel: cancelCause,
+			ctx: context.WithoutCancel(ctx)}
+		defer hb.start()()
 	}
 	return run(hctx, f)
 }
 
-// heartbeat extends the lease until stop is closed. A refused extension
-// cancels the handler with ErrLeaseLost; a store error is retried at the
-// next tick (the lease may still be long enough).
-func (e *engine) heartbeat(ctx context.Context, lease Lease, length time.Duration, stop <-chan struct{}, cancel context.CancelCauseFunc) {
-	tick, stopTick := e.c.ticker(e.c.heartbeat)
-	defer stopTick()
-	ctx = context.WithoutCancel(ctx)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick:
-		}
-		now := e.c.now()
-		rctx, rcancel := context.WithTimeout(ctx, max(e.c.heartbeat, time.Second))
-		err := e.store.Extend(rctx, ExtendRequest{Lease: lease, Now: now, LeaseUntil: now.Add(length)})
-		rcancel()
-		switch {
-		case errors.Is(err, ErrLeaseLost):
-			e.log(ctx, slog.LevelWarn, "lambdaidem: lease lost while the handler runs",
-				slog.String("key", lease.Key), slog.Int("attempt", lease.Attempt))
-			cancel(err)
-			return
-		case err != nil:
-			e.log(ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
-				slog.String("key", lease.Key), slog.Any("error", err))
+// heartbeat extends the lease every interval while the handler runs. A
+// refused extension cancels the handler with ErrLeaseLost; a store error is
+// retried at the next tick (the lease may still be long enough).
+type heartbeat struct {
+	e      *engine
+	t      timing
+	ctx    context.Context
+	lease  Lease
+	length time.Duration
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	stopped bool
+	stopT   func() bool
+}
+
+// start begins the heartbeat and returns the function that stops it and
+// waits for a tick in flight. Without a Runtime a goroutine ticks; with one,
+// each tick is a Runtime timer that arms the next, so a single-threaded
+// simulator can drive it.
+func (hb *heartbeat) start() (stop func()) {
+	if hb.t.rt != nil {
+		hb.arm()
+		return func() {
+			hb.mu.Lock()
+			hb.stopped = true
+			if hb.stopT != nil {
+				hb.stopT()
+			}
+			hb.mu.Unlock()
 		}
 	}
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick, stopTick := hb.e.c.ticker(hb.e.c.heartbeat)
+		defer stopTick()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick:
+			}
+			if !hb.beat() {
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// arm sets the Runtime timer of the next tick.
+func (hb *heartbeat) arm() {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.stopped {
+		return
+	}
+	hb.stopT = hb.t.rt.AfterFunc(hb.e.c.heartbeat, func() {
+		hb.mu.Lock()
+		stopped := hb.stopped
+		hb.mu.Unlock()
+		if !stopped && hb.beat() {
+			hb.arm()
+		}
+	})
+}
+
+// beat writes one extension; it reports whether to keep beating.
+func (hb *heartbeat) beat() bool {
+	e := hb.e
+	now := hb.t.now()
+	rctx, rcancel := hb.t.withTimeout(hb.ctx, max(e.c.heartbeat, time.Second))
+	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: now.Add(hb.length)})
+	rcancel()
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: lease lost while the handler runs",
+			slog.String("key", hb.lease.Key), slog.Int("attempt", hb.lease.Attempt))
+		hb.cancel(err)
+		return false
+	case err != nil:
+		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
+			slog.String("key", hb.lease.Key), slog.Any("error", err))
+	}
+	return true
 }
 
 // detached returns a context for recording an outcome that survives the
@@ -164,17 +277,18 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 	d := context.WithoutCancel(ctx)
 	floor := max(t.margin, time.Second)
 	if t.deadline.IsZero() {
-		return context.WithTimeout(d, floor)
+		return t.withTimeout(d, floor)
 	}
-	if rem := t.deadline.Sub(e.c.now()); rem > floor {
+	if rem := t.deadline.Sub(t.now()); rem > floor {
 		floor = rem
 	}
-	return context.WithTimeout(d, floor)
+	return t.withTimeout(d, floor)
 }
 
 // retryStore retries a store write that failed as unavailable, within ctx.
 // The Store is retry-safe: a write that applied but whose answer was lost
-// is recognised as ours on the retry.
+// is recognised as ours on the retry. The waits between tries are the
+// Runtime's when ctx carries one.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
@@ -186,7 +300,14 @@ func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Con
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
 			return err
 		}
-		t := time.NewTimer(time.Duration(25<<attempt) * time.Millisecond)
+		wait := time.Duration(25<<attempt) * time.Millisecond
+		if rt := seam.From(ctx); rt != nil {
+			if !seam.Sleep(ctx, seam.ClockOf(rt), wait) {
+				return err
+			}
+			continue
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // MessageHandler handles one SQS message. Return nil when done, an error to
@@ -52,6 +53,19 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 	if len(first) == 1 || p.c.concurrency == 1 {
 		// Nothing to overlap: run in this goroutine, without a scheduling
 		// hop per record.
+		later = append(first, later...)
+		first = nil
+	}
+	if t.rt != nil {
+		// A simulated world: no goroutines, groups in the Runtime's order.
+		if t.rt.Order != nil && len(first) > 1 {
+			perm := t.rt.Order(len(first))
+			ordered := make([][]int, 0, len(first))
+			for _, j := range perm {
+				ordered = append(ordered, first[j])
+			}
+			first = ordered
+		}
 		later = append(first, later...)
 		first = nil
 	}
@@ -198,7 +212,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 	}
 	hash := d.hash
 	r.Key = d.key
-	now := p.c.now()
+	now := t.now()
 	if p.cache.hit(r.Key, hash, now) {
 		r.Outcome, r.Acked = OutcomeCachedDuplicate, true
 		return r
@@ -232,7 +246,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 
 // refused decides what a refused claim means (DESIGN §4).
 func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
-	now := p.c.now()
+	now := t.now()
 	r.Attempt = rec.Attempts
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
@@ -261,8 +275,11 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
+		if mutant.On("cache-non-completed") {
+			p.cache.add(r.Key, hash, now, time.Time{})
+		}
 		wait := rec.LeaseUntil.Add(p.c.grace).Sub(now)
-		wait += time.Duration(rand.Int64N(int64(time.Second)))
+		wait += time.Duration(t.int64N(int64(time.Second)))
 		p.changeVisibility(ctx, t, msg, wait, &r)
 		return p.logged(ctx, slog.LevelInfo, r)
 	}
@@ -293,17 +310,17 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	}
 	// Reading the clock costs about 0.1 µs here: with the real clock, the
 	// handler's start and end times double as "now".
-	start := time.Now()
-	now := p.c.nowAt(start)
+	start := p.wall(t)
+	now := p.nowAt(t, start)
 	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
-	end := time.Now()
+	end := p.wall(t)
 	r.HandlerDuration = end.Sub(start)
 	r.HandlerRan = true
 
 	dctx, dcancel := p.detached(ctx, t)
 	defer dcancel()
 	if herr == nil {
-		now = p.c.nowAt(end)
+		now = p.nowAt(t, end)
 		writes := st.takeWrites()
 		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes, Now: now}
 		if p.c.resultRetention < p.c.retention {
@@ -312,7 +329,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		tries := 0
 		err := retryStore(dctx, &r, func(ctx context.Context) error {
 			if tries++; tries > 1 {
-				req.Now = p.c.now()
+				req.Now = t.now()
 			}
 			return p.store.Complete(ctx, req)
 		})
@@ -356,7 +373,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
 	}
 	r.Outcome = OutcomeFailed
-	p.fail(dctx, lease, herr, &r)
+	p.fail(dctx, t, lease, herr, &r)
 	var ra *RetryAfterError
 	if errors.As(herr, &ra) {
 		p.changeVisibility(ctx, t, msg, ra.Delay, &r)
@@ -368,10 +385,10 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 
 // fail records a retryable failure; if that cannot be written the lease
 // runs out and the next claim takes over.
-func (p *sqsProcessor) fail(ctx context.Context, lease Lease, herr error, r *RecordReport) {
-	now := p.c.now()
+func (p *sqsProcessor) fail(ctx context.Context, t timing, lease Lease, herr error, r *RecordReport) {
+	now := t.now()
 	err := retryStore(ctx, r, func(ctx context.Context) error {
-		return p.store.Fail(ctx, FailRequest{Lease: lease, Now: p.c.now(), Error: herr.Error(), ExpiresAt: p.retentionUntil(now, false)})
+		return p.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: herr.Error(), ExpiresAt: p.retentionUntil(now, false)})
 	})
 	if err != nil {
 		p.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
@@ -389,7 +406,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if p.c.sink == nil {
 		r.Outcome = OutcomeDeadLetterFailed
 		if lease != nil && reason != ReasonOutcomeUnknown {
-			p.fail(dctx, *lease, cause, &r)
+			p.fail(dctx, t, *lease, cause, &r)
 		}
 		p.log(ctx, slog.LevelError, "lambdaidem: message should be dead-lettered but no sink is configured; SQS's redrive policy is the backstop",
 			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.String("reason", string(reason)), slog.Any("error", cause))
@@ -402,16 +419,20 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		Reason:        reason,
 		Error:         cause.Error(),
 		Attempts:      r.Attempt,
-		LastAttemptAt: p.c.now(),
+		LastAttemptAt: t.now(),
 	}
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
 	id, err := p.c.sink.Send(dctx, dl)
+	if err != nil && mutant.On("ack-before-dlq-send") {
+		r.Outcome, r.Acked = OutcomeDeadLettered, true
+		return r
+	}
 	if err != nil {
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
 		if lease != nil && reason != ReasonOutcomeUnknown {
-			p.fail(dctx, *lease, cause, &r)
+			p.fail(dctx, t, *lease, cause, &r)
 		}
 		if p.c.backoff != nil {
 			p.changeVisibility(ctx, t, msg, p.c.backoff(max(r.Attempt, 1)), &r)
@@ -419,10 +440,10 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if lease != nil {
-		now := p.c.now()
+		now := t.now()
 		merr := retryStore(dctx, &r, func(ctx context.Context) error {
 			return p.store.DeadLetter(ctx, DeadLetterRequest{
-				Lease: *lease, Now: p.c.now(), Reason: reason, Error: cause.Error(),
+				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
 			})
 		})
@@ -445,7 +466,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 // record stays IN_PROGRESS (never FAILED, which would let a retry run the
 // handler) and the next delivery, once this lease ends, does the same again.
 func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
-	now := p.c.now()
+	now := t.now()
 	r.StoreCalls++
 	cr, err := p.store.Claim(ctx, ClaimRequest{
 		Namespace: p.c.namespace, Key: r.Key, PayloadHash: hash, MessageID: msg.MessageId, Now: now,

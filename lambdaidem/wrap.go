@@ -166,7 +166,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return zero, err
 	}
 	t := w.timing(ctx)
-	now := w.c.now()
+	now := t.now()
 	if !t.canClaim(now) {
 		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
 	}
@@ -183,7 +183,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
 			return zero, w.outcomeUnknown(ctx, t, rec, key)
 		}
-		return w.replay(rec, hash, key)
+		return w.replay(t, rec, hash, key)
 	}
 
 	st := &recordState{lease: cr.Lease}
@@ -198,25 +198,25 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	dctx, dcancel := w.detached(ctx, t)
 	defer dcancel()
 	if ferr == nil {
-		return w.complete(ctx, dctx, cr.Lease, key, st.takeWrites(), out)
+		return w.complete(ctx, dctx, t, cr.Lease, key, st.takeWrites(), out)
 	}
 	var pe *PanicError
 	if w.c.atMostOnce && (ctxEnded || errors.As(ferr, &pe)) {
 		// fn gave up because its time or its lease ran out, or it
 		// panicked: whatever it started may have happened, as after a
 		// crash. Never retryable.
-		return zero, w.abandoned(ctx, dctx, cr.Lease, key, ferr)
+		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr)
 	}
-	w.fail(ctx, dctx, cr.Lease, key, ferr)
+	w.fail(ctx, dctx, t, cr.Lease, key, ferr)
 	return zero, ferr
 }
 
 // complete records fn's success. It never records a failure for a call
 // whose effect happened; see Wrap.
-func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key string, writes []any, out Out) (Out, error) {
+func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease Lease, key string, writes []any, out Out) (Out, error) {
 	var zero Out
 	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
-	done := w.c.now()
+	done := t.now()
 	req := CompleteRequest{Lease: lease, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
 	if w.c.resultRetention < w.c.retention {
 		req.ResultUntil = done.Add(w.c.resultRetention)
@@ -227,7 +227,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key 
 	}
 	req.Result = result
 	write := func(ctx context.Context) error {
-		req.Now = w.c.now()
+		req.Now = t.now()
 		return w.store.Complete(ctx, req)
 	}
 	err := retryStore(dctx, &calls, write)
@@ -261,7 +261,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key 
 		// fenced like the completion: it applies only while the record is
 		// still in progress under our lease, which means the completion
 		// did not commit, and once it applied the completion never can.
-		if ferr := w.failRecord(dctx, &calls, lease, err); ferr == nil {
+		if ferr := w.failRecord(dctx, t, &calls, lease, err); ferr == nil {
 			return zero, fmt.Errorf("%w (the key may be retried): %w", ErrWritesNotCommitted, err)
 		}
 		w.log(ctx, slog.LevelError, "lambdaidem: completion writes not confirmed", append(attrs, slog.Any("error", err))...)
@@ -270,7 +270,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, lease Lease, key 
 		// The store refused the writes for good (a condition failed, or it
 		// cannot commit them at all); nothing was written.
 		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
-		w.fail(ctx, dctx, lease, key, ferr)
+		w.fail(ctx, dctx, t, lease, key, ferr)
 		return zero, ferr
 	}
 }
@@ -288,17 +288,17 @@ func (w *wrapper[In, Out]) encode(out Out) (result []byte, why error) {
 }
 
 // failRecord marks the record FAILED (retryable) under the lease.
-func (w *wrapper[In, Out]) failRecord(dctx context.Context, calls *RecordReport, lease Lease, cause error) error {
-	done := w.c.now()
+func (w *wrapper[In, Out]) failRecord(dctx context.Context, t timing, calls *RecordReport, lease Lease, cause error) error {
+	done := t.now()
 	return retryStore(dctx, calls, func(ctx context.Context) error {
-		return w.store.Fail(ctx, FailRequest{Lease: lease, Now: w.c.now(), Error: cause.Error(), ExpiresAt: w.retentionUntil(done, false)})
+		return w.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: w.retentionUntil(done, false)})
 	})
 }
 
 // fail records fn's failure, logging when it cannot.
-func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, lease Lease, key string, cause error) {
+func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
 	var calls RecordReport
-	if err := w.failRecord(dctx, &calls, lease, cause); err != nil {
+	if err := w.failRecord(dctx, t, &calls, lease, cause); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
 			slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
 	}
@@ -306,21 +306,21 @@ func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, lease Lease, key stri
 
 // abandoned dead-letters a key whose fn gave up when its context ended or
 // panicked, in at-most-once mode, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, lease Lease, key string, ferr error) error {
+func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease Lease, key string, ferr error) error {
 	cause := fmt.Errorf("%w: key %q: attempt %d gave up or panicked (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
-	return w.markUnknown(ctx, dctx, lease, key, cause)
+	return w.markUnknown(ctx, dctx, t, lease, key, cause)
 }
 
 // markUnknown dead-letters the key as outcome unknown under lease and
 // returns cause, joined with the store's error if the mark failed. An
 // unmarked record stays in progress: once its lease runs out, a repeat
 // finds it abandoned and marks it, without running fn.
-func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, lease Lease, key string, cause error) error {
+func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) error {
 	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
-	now := w.c.now()
+	now := t.now()
 	err := retryStore(dctx, &calls, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
-			Lease: lease, Now: w.c.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
+			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
 		})
 	})
@@ -333,9 +333,9 @@ func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, lease Lease, k
 }
 
 // replay answers a refused claim.
-func (w *wrapper[In, Out]) replay(rec Record, hash, key string) (Out, error) {
+func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, error) {
 	var zero Out
-	now := w.c.now()
+	now := t.now()
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetterReason == ReasonOutcomeUnknown:
 		return zero, fmt.Errorf("%w: key %q", ErrOutcomeUnknown, key)
@@ -383,5 +383,5 @@ func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Rec
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
-	return w.markUnknown(ctx, dctx, leaseOf(rec), key, cause)
+	return w.markUnknown(ctx, dctx, t, leaseOf(rec), key, cause)
 }

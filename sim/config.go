@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is one scenario's world and decorator options. Generate draws it
+// from a seed; Shrink makes it smaller. Its JSON form replays a shrunk
+// scenario exactly (with the same seed).
+type Config struct {
+	Messages  int // distinct sends by the producer (before its duplicates)
+	Keys      int // distinct idempotency keys they use
+	FIFO      bool
+	Groups    int // FIFO message groups
+	BatchSize int
+	Pollers   int
+	// Timeout is the function's timeout; Visibility the queue's.
+	Timeout, Visibility time.Duration
+	MaxReceive          int // redrive policy (0: none)
+	SendOver            time.Duration
+
+	// Decorator options.
+	Tx             bool // effects committed with the completion
+	Cache          time.Duration
+	Heartbeat      time.Duration
+	Lease          time.Duration
+	Grace          time.Duration
+	Margin         time.Duration
+	AtMostOnce     bool
+	FailOnAny      bool
+	Isolate        bool
+	Backoff        bool
+	Visibility2    bool // give the decorator a visibility changer
+	Sink           bool // give the decorator a dead-letter sink
+	Retention      time.Duration
+	ResultRet      time.Duration
+	UnfinishedRet  time.Duration
+	MaxAttempts    int
+	Concurrency    int
+	ProducerDup    float64 // chance a send is repeated with a new message ID
+	SQSDup         float64 // SQS's own duplicate deliveries
+	Conflict       float64 // chance a message reuses a key with another body
+	Poison         float64
+	FailN          float64 // chance a message fails its first 1..3 runs
+	Slow           float64 // chance a message's handler is slow
+	Honour         float64 // chance a slow handler honours cancellation
+	EffectFirst    float64 // chance a slow handler has its effect before its slow part
+	Store          StoreFaults
+	Kill           float64 // chance per kill point
+	SinkFail       float64 // chance a dead-letter send fails
+	Redrive        int     // operator redrive runs
+	RedriveDelFail float64 // chance redrive's DLQ delete fails
+	Forget         int     // operator forgets
+	SlowPoison     bool    // slow handlers may end with Poison
+	// Request streams through Wrap (or httpidem when HTTP).
+	Requests      int
+	HTTP          bool
+	ClientTimeout time.Duration
+	BigInt        bool // results hold integers above 2^53
+	LargeResult   bool // results larger than the decorator may store
+}
+
+// Known names the generator knobs that reach paths with known, open bugs.
+// They are off unless turned on (-sim.known): the simulator finds those
+// bugs with them on, and they must be turned on for good once fixed.
+var Known = []string{
+	"redrive",          // operator redrive with today's unconditional reset
+	"heartbeat-faults", // heartbeat with store faults or a long interval
+	"cache-retention",  // a cache that outlives retention or result retention
+	"amo-cancel",       // at-most-once with handlers that act, then see their context end
+	"failany-faults",   // fail-on-any with unrecorded completions
+	"stale-poison",     // slow handlers that return Poison after their lease ended
+	"http-tx",          // httpidem with effects committed with the completion
+	"wrap-bigint",      // Wrap results holding integers above 2^53
+	"wrap-large",       // Wrap results too large to store
+}
+
+// Draw returns a scenario configuration for seed, with the known-bug knobs
+// in known turned on. filter, when not empty, forces options: a comma list
+// of names (fifo, tx, cache, heartbeat, amo, failany, redrive, faults,
+// nofaults, wrap).
+func Draw(seed uint64, known []string, filter string) Config {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	on := func(name string) bool { return slices.Contains(known, name) }
+	want := func(name string) bool { return slices.Contains(strings.Split(filter, ","), name) }
+	p := func(x float64) bool { return r.Float64() < x }
+	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
+	frac := func(hi float64) float64 {
+		if p(0.5) {
+			return 0
+		}
+		return r.Float64() * hi
+	}
+	c := Config{
+		Messages:    1 + r.IntN(40),
+		BatchSize:   1 + r.IntN(10),
+		Pollers:     1 + r.IntN(4),
+		Timeout:     dur(5*time.Second, 60*time.Second),
+		MaxAttempts: 1 + r.IntN(5),
+		Concurrency: 1 + r.IntN(4),
+		Grace:       dur(0, 3*time.Second),
+		Margin:      dur(500*time.Millisecond, 3*time.Second),
+		SendOver:    dur(0, 2*time.Minute),
+		FIFO:        p(0.25) || want("fifo"),
+		Tx:          p(0.4) || want("tx"),
+		AtMostOnce:  p(0.15) || want("amo"),
+		FailOnAny:   p(0.15) || want("failany"),
+		Isolate:     p(0.7),
+		Backoff:     p(0.3),
+		Visibility2: p(0.6),
+		Sink:        p(0.85),
+		ProducerDup: frac(0.3),
+		SQSDup:      frac(0.1),
+		Conflict:    frac(0.1),
+		Poison:      frac(0.1),
+		FailN:       frac(0.3),
+		Slow:        frac(0.3),
+		Honour:      r.Float64(),
+		EffectFirst: frac(0.5),
+		SlowPoison:  p(0.5),
+		Kill:        frac(0.05),
+		SinkFail:    frac(0.2),
+	}
+	c.Keys = max(1, c.Messages-r.IntN(c.Messages))
+	c.Groups = 1 + r.IntN(4)
+	c.Visibility = c.Timeout + dur(0, 60*time.Second)
+	if p(0.3) {
+		c.MaxReceive = 2 + r.IntN(8)
+	}
+	if p(0.3) {
+		c.Lease = dur(c.Margin+time.Second, c.Timeout)
+	}
+	if p(0.3) || want("cache") {
+		c.Cache = dur(time.Second, 10*time.Minute)
+	}
+	if p(0.2) || want("heartbeat") {
+		// An interval must leave room to extend before the lease (less
+		// the margin) runs out; the decorator refuses others when built.
+		lease := c.Timeout
+		if c.Lease > 0 {
+			lease = min(lease, c.Lease)
+		}
+		if room := lease - c.Margin; room > 200*time.Millisecond {
+			c.Heartbeat = dur(100*time.Millisecond, room-100*time.Millisecond)
+		}
+	}
+	if p(0.3) {
+		c.Retention = dur(time.Minute, 30*time.Minute)
+		if p(0.5) {
+			c.ResultRet = dur(10*time.Second, c.Retention)
+		}
+	}
+	if p(0.6) && !want("nofaults") || want("faults") {
+		c.Store = StoreFaults{
+			ErrBefore: frac(0.1),
+			LostAfter: frac(0.1),
+			Throttle:  frac(0.05),
+			Latency:   dur(0, 300*time.Millisecond),
+			Late:      frac(0.02),
+			LateBy:    dur(0, 90*time.Second),
+		}
+		if p(0.2) {
+			c.Store.OutageFrom = dur(0, 2*time.Minute)
+			c.Store.OutageFor = dur(time.Second, 2*time.Minute)
+		}
+	}
+	if p(0.3) || want("redrive") {
+		c.Redrive = 1 + r.IntN(3)
+		c.RedriveDelFail = frac(0.3)
+	}
+	if p(0.2) {
+		c.Forget = 1 + r.IntN(3)
+	}
+	if p(0.5) || want("wrap") {
+		c.Requests = 1 + r.IntN(20)
+		c.HTTP = p(0.5)
+		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
+		c.BigInt = p(0.5)
+		c.LargeResult = p(0.3)
+	}
+	if want("nofaults") {
+		c.Kill, c.SinkFail = 0, 0
+	}
+	return c.gate(on)
+}
+
+// gate turns off what reaches a known bug whose knob is off.
+func (c Config) gate(on func(string) bool) Config {
+	faulty := c.Store.ErrBefore+c.Store.LostAfter+c.Store.Throttle+c.Store.Late > 0 || c.Store.OutageFor > 0 || c.Store.Latency > 0
+	if !on("redrive") {
+		c.Redrive = 0
+	}
+	if c.Heartbeat > 0 && !on("heartbeat-faults") {
+		// A heartbeat is safe today only when every extension lands in
+		// time: no store faults, an interval well inside the lease.
+		c.Store = StoreFaults{}
+		c.Kill = 0
+		lease := c.Timeout
+		if c.Lease > 0 {
+			lease = min(lease, c.Lease)
+		}
+		c.Heartbeat = min(c.Heartbeat, lease/4)
+		if c.Heartbeat <= 0 {
+			c.Heartbeat = 0
+		}
+	}
+	if c.Cache > 0 && !on("cache-retention") {
+		c.Retention, c.ResultRet = 0, 0
+	}
+	if c.AtMostOnce && !on("amo-cancel") {
+		c.EffectFirst = 0
+	}
+	if c.FailOnAny && faulty && !on("failany-faults") {
+		c.Store = StoreFaults{}
+	}
+	if !on("stale-poison") {
+		// Keep poison off handlers that can outlive their lease.
+		c.SlowPoison = false
+	}
+	if c.HTTP && c.Tx && !on("http-tx") {
+		c.HTTP = false
+	}
+	if !on("wrap-bigint") {
+		c.BigInt = false
+	}
+	if !on("wrap-large") {
+		c.LargeResult = false
+	}
+	return c
+}
+
+// String is the configuration's JSON, for replaying a shrunk scenario.
+func (c Config) String() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// ParseConfig reads a Config printed by String.
+func ParseConfig(s string) (Config, error) {
+	var c Config
+	if err := json.Unmarshal([]byte(s), &c); err != nil {
+		return c, fmt.Errorf("sim: bad scenario: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,194 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// Options steer an exploration.
+type Options struct {
+	// Budget is how long to explore (wall time).
+	Budget time.Duration
+	// Seed is the first scenario's seed; scenario i uses Seed+i.
+	Seed uint64
+	// Max stops after this many scenarios (0: budget only).
+	Max int
+	// Known turns on generator knobs that reach known bugs (see Known).
+	Known []string
+	// Filter forces options (see Draw).
+	Filter string
+	// Store, when set, makes a fresh store per scenario (the in-memory
+	// store when nil).
+	Store func() lambdaidem.Store
+	// Shrink shrinks the first failure before reporting it.
+	Shrink bool
+}
+
+// Stats sums an exploration.
+type Stats struct {
+	Scenarios, Messages, Invocations int
+	SimTime                          time.Duration
+	Elapsed                          time.Duration
+	// Failure is the first failing scenario (shrunk when asked), or nil.
+	Failure *Result
+	// Original is the failing scenario before shrinking.
+	Original *Result
+	// Known and Filter are the options the scenarios were drawn with; a
+	// replay needs them.
+	Known  []string
+	Filter string
+}
+
+// Explore runs scenarios with consecutive seeds until the budget is spent
+// or one fails.
+func Explore(o Options) Stats {
+	st := Stats{Known: o.Known, Filter: o.Filter}
+	start := time.Now()
+	for i := 0; ; i++ {
+		if o.Max > 0 && i >= o.Max || o.Max == 0 && time.Since(start) >= o.Budget {
+			break
+		}
+		seed := o.Seed + uint64(i)
+		cfg := Draw(seed, o.Known, o.Filter)
+		res := Run(seed, cfg, newStore(o.Store), false)
+		st.Scenarios++
+		st.Messages += res.Messages
+		st.Invocations += res.Invocation
+		st.SimTime += res.SimTime
+		if res.Failed() {
+			st.Original = res
+			st.Failure = res
+			if o.Shrink {
+				st.Failure = Shrink(seed, cfg, o.Store)
+			}
+			break
+		}
+	}
+	st.Elapsed = time.Since(start)
+	return st
+}
+
+func newStore(f func() lambdaidem.Store) lambdaidem.Store {
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+// Shrink makes a failing scenario smaller while it still fails (fewer
+// messages, keys and pollers; faults, operators and options turned off
+// one at a time) and returns the smallest failing run, traced.
+func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
+	fails := func(c Config) bool { return Run(seed, c, newStore(store), false).Failed() }
+	steps := []func(c *Config) bool{
+		func(c *Config) bool { return halve(&c.Messages) },
+		func(c *Config) bool { return halve(&c.Keys) },
+		func(c *Config) bool { return halve(&c.Pollers) },
+		func(c *Config) bool { return halve(&c.BatchSize) },
+		func(c *Config) bool { return halve(&c.Concurrency) },
+		func(c *Config) bool { return zero(&c.ProducerDup) },
+		func(c *Config) bool { return zero(&c.SQSDup) },
+		func(c *Config) bool { return zero(&c.Conflict) },
+		func(c *Config) bool { return zero(&c.Poison) },
+		func(c *Config) bool { return zero(&c.FailN) },
+		func(c *Config) bool { return zero(&c.Slow) },
+		func(c *Config) bool { return zero(&c.Kill) },
+		func(c *Config) bool { return zero(&c.SinkFail) },
+		func(c *Config) bool { return zero(&c.Store.ErrBefore) },
+		func(c *Config) bool { return zero(&c.Store.LostAfter) },
+		func(c *Config) bool { return zero(&c.Store.Throttle) },
+		func(c *Config) bool { return zero(&c.Store.Late) },
+		func(c *Config) bool { return zeroDur(&c.Store.Latency) },
+		func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
+		func(c *Config) bool { return zeroInt(&c.Forget) },
+		func(c *Config) bool { return halve(&c.Redrive) },
+		func(c *Config) bool { return zero(&c.RedriveDelFail) },
+		func(c *Config) bool { return zeroDur(&c.Cache) },
+		func(c *Config) bool { return zeroDur(&c.Heartbeat) },
+		func(c *Config) bool { return zeroDur(&c.SendOver) },
+		func(c *Config) bool { return off(&c.Backoff) },
+		func(c *Config) bool { return off(&c.Visibility2) },
+		func(c *Config) bool { return off(&c.FIFO) },
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, step := range steps {
+			for {
+				c := cfg
+				if !step(&c) || !fails(c) {
+					break
+				}
+				cfg, changed = c, true
+			}
+		}
+	}
+	return Run(seed, cfg, newStore(store), true)
+}
+
+func halve(n *int) bool {
+	if *n <= 1 {
+		return false
+	}
+	*n /= 2
+	return true
+}
+
+func zero(f *float64) bool {
+	if *f == 0 {
+		return false
+	}
+	*f = 0
+	return true
+}
+
+func zeroDur(d *time.Duration) bool {
+	if *d == 0 {
+		return false
+	}
+	*d = 0
+	return true
+}
+
+func zeroInt(n *int) bool {
+	if *n == 0 {
+		return false
+	}
+	*n = 0
+	return true
+}
+
+func off(b *bool) bool {
+	if !*b {
+		return false
+	}
+	*b = false
+	return true
+}
+
+// Report describes a failure: the seed, the violations, how to replay it,
+// and the shrunk trace.
+func (st Stats) Report() string {
+	f := st.Failure
+	if f == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "simulation failed: seed %d\n", st.Original.Seed)
+	for _, v := range st.Original.Violations {
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	known := strings.Join(st.Known, ",")
+	fmt.Fprintf(&b, "replay: make sim SEED=%d KNOWN=%s SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.known=%s -sim.config=%s)\n",
+		f.Seed, known, st.Filter, f.Seed, known, st.Filter)
+	if f != st.Original {
+		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
+		for _, v := range f.Violations {
+			fmt.Fprintf(&b, "  %s\n", v)
+		}
+	}
+	fmt.Fprintf(&b, "trace:\n%s", f.Trace)
+	return b.String()
+}

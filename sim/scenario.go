@@ -1,0 +1,686 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
+)
+
+// Namespace is the decorator's namespace prefix; each scenario adds its
+// seed, so scenarios can share one table.
+const Namespace = "sim"
+
+var runs atomic.Uint64
+
+// Horizon is how long after the last send the event source keeps
+// polling; the world then runs on (leases end, late writes land) before
+// the final checks.
+const Horizon = 30 * time.Minute
+
+// Result is what one scenario did and found.
+type Result struct {
+	Seed       uint64
+	Config     Config
+	Messages   int // messages the producer sent, duplicates included
+	Invocation int
+	Violations []string
+	Trace      string
+	SimTime    time.Duration
+}
+
+// Failed reports whether an invariant broke.
+func (r *Result) Failed() bool { return len(r.Violations) > 0 }
+
+// body is what a test message carries: its key and how its handler
+// behaves.
+type body struct {
+	Key     string `json:"key"`
+	V       int    `json:"v"`
+	Kind    string `json:"kind"` // plain, poison, poison1 (poison on the first run only)
+	Fail    int    `json:"fail"`
+	Slow    int    `json:"slow"` // seconds
+	Honour  bool   `json:"honour"`
+	First   bool   `json:"first"` // effect before the slow part
+	Poison2 bool   `json:"poison2,omitempty"`
+}
+
+// keyFacts is what the world saw happen to one key.
+type keyFacts struct {
+	claims, takeovers, fresh int
+	failedAfterEffect        int
+	released                 int
+	// unrecordedBack counts completions the decorator acknowledged as
+	// unrecorded in a batch returned whole (fail-on-any): their takeover
+	// is not an abandoned attempt and explains no repeat.
+	unrecordedBack int
+	gens           map[string]int // plain effects per generation
+	lastDelete     time.Time
+	runs           int
+}
+
+type running struct {
+	ctx  context.Context
+	proc *Process
+	msg  string
+}
+
+// Scenario is one world built from a Config: a producer, a queue with an
+// event source, the decorator over a faulty store, operators, and the
+// checker's record of everything that happened.
+type Scenario struct {
+	Seed uint64
+	Cfg  Config
+	// Store, when set, is the store under test (the in-memory store when
+	// nil). Reset must clear it between scenarios if it is shared.
+	Store lambdaidem.Store
+
+	ns       string
+	w        *World
+	svc      *SQS
+	src, dlq *Queue
+	backstop *Queue
+	raw      lambdaidem.Store
+	store    *FaultStore
+	ledger   *Ledger
+	bodies   map[string]body
+	facts    map[string]*keyFacts
+	run      map[string][]*running
+	msgKey   map[string]string
+	acked    []string
+	copies   map[string]int // dead-letter copies per source message
+	keyDLQ   map[string]int // dead-letter copies per key
+	starts   map[*Process]time.Time
+	sent     int
+	// Request streams (Wrap, httpidem).
+	reqSeq    int
+	reqStored map[string]string // request key -> stored key
+	sqsKeys   map[string]bool   // keys of SQS messages
+	answers   map[string]string // request key -> first answer
+	viol      []string
+}
+
+// Run runs the scenario to its end and checks it.
+func Run(seed uint64, cfg Config, store lambdaidem.Store, tracing bool) *Result {
+	s := &Scenario{Seed: seed, Cfg: cfg, Store: store}
+	return s.run1(tracing)
+}
+
+func (s *Scenario) violate(format string, args ...any) {
+	msg := fmt.Sprintf("t=%.3fs ", s.w.now.Sub(Epoch).Seconds()) + fmt.Sprintf(format, args...)
+	s.w.Logf("VIOLATION %s", msg)
+	if len(s.viol) < 20 {
+		s.viol = append(s.viol, msg)
+	}
+}
+
+func (s *Scenario) key(k string) *keyFacts {
+	f := s.facts[k]
+	if f == nil {
+		f = &keyFacts{gens: map[string]int{}}
+		s.facts[k] = f
+	}
+	return f
+}
+
+func (s *Scenario) run1(tracing bool) *Result {
+	c := s.Cfg
+	w := NewWorld(s.Seed)
+	w.Tracing = tracing
+	defer w.Close()
+	s.w = w
+	// The run number keeps a replay (or a shrink step) on a shared store
+	// from meeting an earlier run's records; names decide nothing.
+	s.ns = Namespace + "-" + strconv.FormatUint(s.Seed, 36) + "-" + strconv.FormatUint(runs.Add(1), 36)
+	s.svc = NewSQS(w)
+	name := "src"
+	if c.FIFO {
+		name += ".fifo"
+	}
+	s.src = s.svc.NewQueue(name, c.Visibility)
+	s.src.DuplicateRate = c.SQSDup
+	dname := "dlq"
+	if c.FIFO {
+		dname += ".fifo"
+	}
+	s.dlq = s.svc.NewQueue(dname, 30*time.Second)
+	if c.MaxReceive > 0 {
+		s.backstop = s.svc.NewQueue("backstop", 30*time.Second)
+		s.src.MaxReceive, s.src.DeadLetter = c.MaxReceive, s.backstop
+	}
+	s.ledger = NewLedger()
+	s.bodies = map[string]body{}
+	s.facts = map[string]*keyFacts{}
+	s.run = map[string][]*running{}
+	s.msgKey = map[string]string{}
+	s.copies = map[string]int{}
+	s.keyDLQ = map[string]int{}
+	s.starts = map[*Process]time.Time{}
+	s.reqStored = map[string]string{}
+	s.sqsKeys = map[string]bool{}
+	s.answers = map[string]string{}
+
+	s.raw = s.Store
+	if s.raw == nil {
+		s.raw = memstore.New()
+	}
+	var inner lambdaidem.Store = s.raw
+	if c.Tx {
+		inner = &TxStore{Store: inner, Ledger: s.ledger}
+	}
+	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
+	if c.Kill > 0 {
+		s.store.Kill = func(string, bool) bool { return w.rng.Float64() < c.Kill }
+	}
+	s.store.OnClaim = s.onClaim
+	s.store.OnDelete = func(_, key string) { s.key(key).lastDelete = w.now }
+	s.svc.Fail = func(op, url string) error {
+		switch {
+		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
+			return errors.New("simulated SQS send failure")
+		case op == "delete" && url == s.dlq.URL && c.RedriveDelFail > 0 && w.rng.Float64() < c.RedriveDelFail:
+			return errors.New("simulated SQS delete failure")
+		}
+		return nil
+	}
+
+	s.produce()
+	until := Epoch.Add(c.SendOver + Horizon)
+	es := &EventSource{
+		W: w, Queue: s.src, BatchSize: c.BatchSize, Pollers: c.Pollers, Timeout: c.Timeout, Until: until,
+		NewHandler: s.function,
+		OnAck:      func(m *Message) { s.acked = append(s.acked, m.ID) },
+		OnStart:    func(p *Process) { s.starts[p] = w.now },
+	}
+	es.Start()
+	s.clients()
+	s.operators()
+	w.Run(until.Add(2 * time.Hour))
+	if w.Panic != nil {
+		s.violate("panic: %v", w.Panic)
+	}
+	s.final()
+	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch)}
+	if tracing {
+		res.Trace = w.trace.String()
+	}
+	return res
+}
+
+// produce schedules the producer's sends: each message once, some twice
+// with a new message ID (a producer retry).
+func (s *Scenario) produce() {
+	c, w := s.Cfg, s.w
+	r := w.rng
+	kinds := make([]body, c.Keys)
+	for i := range kinds {
+		b := body{Key: "k" + strconv.Itoa(i), Kind: "plain"}
+		switch {
+		case r.Float64() < c.Poison:
+			b.Kind = "poison"
+			if c.SlowPoison && r.IntN(2) == 0 {
+				// Slow, and poison only on its first run (the input it
+				// chokes on changes): a later holder may complete it.
+				b.Kind = "poison1"
+				b.Slow = 1 + r.IntN(int(c.Timeout/time.Second)*2)
+			}
+		case r.Float64() < c.FailN:
+			b.Fail = 1 + r.IntN(3)
+		case r.Float64() < c.Slow:
+			b.Slow = 1 + r.IntN(int(c.Timeout/time.Second)*2)
+			b.Honour = r.Float64() < c.Honour
+			b.First = r.Float64() < c.EffectFirst
+		}
+		kinds[i] = b
+	}
+	for range c.Messages {
+		ki := r.IntN(c.Keys)
+		b := kinds[ki]
+		if c.Conflict > 0 && r.Float64() < c.Conflict {
+			b.V = 1 + r.IntN(2)
+		}
+		s.sqsKeys[b.Key] = true
+		raw, _ := json.Marshal(b)
+		text := string(raw)
+		group := "g" + strconv.Itoa(ki%c.Groups)
+		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
+		send := func() {
+			s.sent++
+			s.src.Send(text, nil, group, "")
+		}
+		w.At(at, nil, send)
+		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {
+			dedup := "retry-" + strconv.Itoa(r.IntN(1<<30))
+			w.At(at+time.Duration(r.Int64N(int64(90*time.Second))), nil, func() {
+				s.sent++
+				s.src.Send(text, nil, group, dedup)
+			})
+		}
+	}
+}
+
+// function builds one execution environment's decorated handler.
+func (s *Scenario) function() SQSHandler {
+	c := s.Cfg
+	opts := []lambdaidem.Option{
+		lambdaidem.WithNamespace(s.ns),
+		lambdaidem.WithKeyJSONField("key"),
+		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
+		lambdaidem.WithClock(s.w.Now),
+		lambdaidem.WithMaxAttempts(c.MaxAttempts),
+		lambdaidem.WithConcurrency(c.Concurrency),
+		lambdaidem.WithGrace(c.Grace),
+		lambdaidem.WithDeadlineMargin(c.Margin),
+		lambdaidem.WithIsolateRedeliveries(c.Isolate),
+		lambdaidem.WithInvocationHook(s.hook),
+	}
+	if c.Lease > 0 {
+		opts = append(opts, lambdaidem.WithLease(c.Lease))
+	}
+	if c.Cache > 0 {
+		opts = append(opts, lambdaidem.WithCache(1000, c.Cache))
+	}
+	if c.Heartbeat > 0 {
+		opts = append(opts, lambdaidem.WithHeartbeat(c.Heartbeat))
+	}
+	if c.AtMostOnce {
+		opts = append(opts, lambdaidem.WithAtMostOnce())
+	}
+	if c.FailOnAny {
+		opts = append(opts, lambdaidem.WithFailBatchOnAnyFailure())
+	}
+	if c.Backoff {
+		opts = append(opts, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
+	}
+	if c.Visibility2 {
+		opts = append(opts, lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(s.svc, sqsqueue.WithQueueURLs(s.svc.QueueURLs()))))
+	}
+	if c.Sink {
+		opts = append(opts, lambdaidem.WithDeadLetterSink(&checkedSink{s: s, sink: sqsqueue.NewSink(s.svc, s.dlq.URL)}))
+	}
+	if c.Retention > 0 {
+		opts = append(opts, lambdaidem.WithRetention(c.Retention))
+	}
+	if c.ResultRet > 0 {
+		opts = append(opts, lambdaidem.WithResultRetention(c.ResultRet))
+	}
+	if c.UnfinishedRet > 0 {
+		opts = append(opts, lambdaidem.WithUnfinishedRetention(c.UnfinishedRet))
+	}
+	return lambdaidem.SQS(s.store, s.handle, opts...)
+}
+
+func (s *Scenario) body(text string) body {
+	if b, ok := s.bodies[text]; ok {
+		return b
+	}
+	var b body
+	_ = json.Unmarshal([]byte(text), &b)
+	s.bodies[text] = b
+	return b
+}
+
+var (
+	errTransient = errors.New("simulated transient failure")
+	errPoison    = errors.New("simulated poison message")
+)
+
+// handle is the user's handler: it reads its behaviour from the body and
+// records its effect in the ledger (or commits it with the completion).
+func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
+	w := s.w
+	b := s.body(msg.Body)
+	lease, _ := lambdaidem.LeaseFromContext(ctx)
+	k := lease.Key
+	f := s.key(k)
+	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
+	s.enter(k, me, lease.Attempt)
+	defer s.leave(k, me)
+	f.runs++
+	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
+	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId) }
+	slow := func() error {
+		for range b.Slow {
+			w.Sleep(time.Second)
+			if b.Honour && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	switch {
+	case b.Kind == "poison":
+		return lambdaidem.Poison(errPoison)
+	case b.Kind == "poison1" && f.runs == 1:
+		if err := slow(); err != nil {
+			return err
+		}
+		return lambdaidem.Poison(errPoison)
+	case b.Kind == "poison1":
+		return effect()
+	case f.runs <= b.Fail:
+		return errTransient
+	case b.First:
+		if err := effect(); err != nil {
+			return err
+		}
+		if err := slow(); err != nil {
+			if !s.Cfg.Tx {
+				f.failedAfterEffect++
+			}
+			return err
+		}
+		return nil
+	}
+	if err := slow(); err != nil {
+		return err
+	}
+	return effect()
+}
+
+// enter records a handler starting on key k, and checks that no other
+// handler on k still runs with a live context: its lease would still be
+// valid, or the decorator failed to end its context when the lease ended.
+func (s *Scenario) enter(k string, me *running, attempt int) {
+	for _, o := range s.run[k] {
+		if !o.proc.Dead() && o.ctx.Err() == nil {
+			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
+		}
+	}
+	s.run[k] = append(s.run[k], me)
+}
+
+func (s *Scenario) leave(k string, me *running) {
+	s.run[k] = slices.DeleteFunc(s.run[k], func(r *running) bool { return r == me })
+}
+
+// effect has the handler's effect on key k: committed with the completion
+// (Tx), or written to the ledger at once; a kill point follows.
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by string) error {
+	w := s.w
+	if s.Cfg.Tx {
+		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
+	}
+	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
+	f.gens[lease.Fence.Generation]++
+	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1 {
+		s.violate("at-most-once: key %s had its effect %d times in one generation", k, f.gens[lease.Fence.Generation])
+	}
+	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
+		w.Logf("kill %s after the effect", w.cur.owner.Name)
+		w.KillCurrent()
+	}
+	return nil
+}
+
+func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
+	f := s.key(req.Key)
+	f.claims++
+	switch res.Previous {
+	case lambdaidem.StatusInProgress:
+		f.takeovers++
+		s.w.Logf("takeover of %s by %s (attempt %d)", req.Key, req.MessageID, res.Lease.Attempt)
+	case "":
+		if f.claims > 1 {
+			f.fresh++
+			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
+		}
+	}
+}
+
+// hook checks each invocation's reports as the decorator hands them over.
+func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
+	w := s.w
+	var start time.Time
+	if w.cur != nil && w.cur.owner != nil {
+		start = s.starts[w.cur.owner]
+	}
+	for _, r := range rep.Records {
+		if r.Key != "" {
+			s.msgKey[r.MessageID] = r.Key
+		}
+		if r.Outcome == lambdaidem.OutcomeUnrecorded && s.Cfg.FailOnAny && rep.Failed > 0 {
+			s.key(r.Key).unrecordedBack++
+		}
+		switch r.Outcome {
+		case lambdaidem.OutcomeProcessed:
+			if s.Cfg.Tx && len(s.ledger.Tx[r.Key]) == 0 {
+				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
+			}
+		case lambdaidem.OutcomeCachedDuplicate:
+			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: start})
+			// A delete since the invocation started (or within the TTL
+			// before) may not have reached this environment's cache yet.
+			del := s.key(r.Key).lastDelete
+			stale := s.Cfg.Cache > 0 && !del.IsZero() && del.After(start.Add(-s.Cfg.Cache))
+			switch {
+			case stale:
+			case err != nil:
+				s.violate("message %s answered from the cache, but the store has no record of %s (%v)", r.MessageID, r.Key, err)
+			case rec.Status != lambdaidem.StatusCompleted:
+				s.violate("message %s answered from the cache, but %s is %s in the store", r.MessageID, r.Key, rec.Status)
+			case rec.ResultExpired(start):
+				s.violate("message %s answered from the cache after %s's result retention ended (a late replay)", r.MessageID, r.Key)
+			}
+		}
+	}
+}
+
+// checkedSink is the real SQS sink, with the checker watching each copy
+// and kill points around the send.
+type checkedSink struct {
+	s    *Scenario
+	sink *sqsqueue.Sink
+}
+
+func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, error) {
+	s := k.s
+	w := s.w
+	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
+		w.Logf("kill %s before the dead-letter send", w.cur.owner.Name)
+		w.KillCurrent()
+	}
+	if dl.Reason == "" {
+		s.violate("dead-letter copy of %s without a reason", dl.Message.MessageId)
+	}
+	switch dl.Reason {
+	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
+		// Sent by a lease holder: the work must not be done already.
+		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
+		if err == nil && rec.Status == lambdaidem.StatusCompleted {
+			s.violate("message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
+		}
+	}
+	id, err := k.sink.Send(ctx, dl)
+	if err != nil {
+		return id, err
+	}
+	s.copies[dl.Message.MessageId]++
+	s.keyDLQ[dl.Key]++
+	w.Logf("dead-lettered %s (%s) as %s", dl.Message.MessageId, dl.Reason, id)
+	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
+		w.Logf("kill %s after the dead-letter send", w.cur.owner.Name)
+		w.KillCurrent()
+	}
+	return id, nil
+}
+
+// operators schedules redrives and forgets at random moments.
+func (s *Scenario) operators() {
+	c, w := s.Cfg, s.w
+	span := c.SendOver + Horizon/2
+	for range c.Redrive {
+		at := time.Duration(w.rng.Int64N(int64(span)))
+		w.At(at, nil, func() { w.Spawn("redrive", nil, s.redrive) })
+	}
+	for range c.Forget {
+		at := time.Duration(w.rng.Int64N(int64(span)))
+		w.At(at, nil, func() { w.Spawn("forget", nil, s.forget) })
+		at = time.Duration(w.rng.Int64N(int64(span)))
+		w.At(at, nil, func() { w.Spawn("release", nil, s.release) })
+	}
+}
+
+// redrive runs the real sqsqueue.Redrive against the simulated queues,
+// resetting records through the store, and checks each reset.
+func (s *Scenario) redrive() {
+	w := s.w
+	w.Logf("operator: redrive")
+	_, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
+		Client:             s.svc,
+		DeadLetterQueueURL: s.dlq.URL,
+		QueueURLs:          s.svc.QueueURLs(),
+		WaitTime:           -1,
+		Reset:              s.reset,
+	})
+	if err != nil {
+		w.Logf("redrive: %v", err)
+	}
+}
+
+// reset is redrive's reset step: today's shape, a delete of the key. It
+// may only ever clear a record that was dead-lettered.
+func (s *Scenario) reset(ctx context.Context, ns, key string) error {
+	rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: ns, Key: key, Now: s.w.now})
+	if err == nil && rec.Status != lambdaidem.StatusDeadLettered {
+		s.violate("redrive reset key %s whose record is %s, not dead-lettered", key, rec.Status)
+	}
+	return s.store.Delete(ctx, lambdaidem.DeleteRequest{Namespace: ns, Key: key})
+}
+
+// pickKey returns one key the world has claimed, or "".
+func (s *Scenario) pickKey() string {
+	keys := make([]string, 0, len(s.facts))
+	for k := range s.facts {
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	slices.Sort(keys)
+	return keys[s.w.rng.IntN(len(keys))]
+}
+
+// forget is an operator forgetting one key, as the CLI's forget does
+// without --force: refused while the record is IN_PROGRESS under a lease
+// that has not ended.
+func (s *Scenario) forget() {
+	k := s.pickKey()
+	if k == "" {
+		return
+	}
+	now := s.w.now
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+	if err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now) {
+		s.w.Logf("operator: forget %s refused, lease valid", k)
+		return
+	}
+	s.w.Logf("operator: forget %s", k)
+	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: s.ns, Key: k})
+}
+
+// release is an operator releasing an abandoned lease (the CLI's release
+// without --force): an IN_PROGRESS record whose lease has ended becomes
+// FAILED, so the next delivery runs at once instead of after the grace.
+func (s *Scenario) release() {
+	k := s.pickKey()
+	if k == "" || s.Cfg.AtMostOnce {
+		// At most once: a release is the operator deciding to run the
+		// key again, which the invariant would count against the library.
+		return
+	}
+	now := s.w.now
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+	if err != nil || rec.Status != lambdaidem.StatusInProgress || !rec.LeaseUntil.Before(now) {
+		return
+	}
+	s.w.Logf("operator: release %s", k)
+	lease := lambdaidem.Lease{Namespace: s.ns, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
+	// Straight to the store: a release held in the network and landing
+	// later would leave the checker's count behind the store.
+	_ = s.raw.Fail(context.Background(), lambdaidem.FailRequest{Lease: lease, Now: now, Error: "released by operator", ExpiresAt: rec.ExpiresAt})
+	after, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: s.w.now})
+	if err == nil && after.Status == lambdaidem.StatusFailed && after.LeaseToken == rec.LeaseToken {
+		s.key(k).released++
+	}
+}
+
+// final checks what must hold once everything has stopped.
+func (s *Scenario) final() {
+	now := s.w.now
+	for _, id := range s.acked {
+		k, ok := s.msgKey[id]
+		if !ok {
+			continue
+		}
+		if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && s.copies[id] == 0 {
+			s.violate("lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
+		}
+	}
+	keys := make([]string, 0, len(s.facts))
+	for k := range s.facts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	queued := map[string]bool{}
+	for _, q := range []*Queue{s.src, s.backstop} {
+		if q != nil {
+			for _, m := range q.Messages() {
+				queued[s.body(m.Body).Key] = true
+			}
+		}
+	}
+	for _, k := range keys {
+		f := s.facts[k]
+		if n := len(s.ledger.Tx[k]); n > 1+f.fresh {
+			s.violate("key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
+		}
+		if n := len(s.ledger.Plain[k]); n > 1+f.fresh+max(f.takeovers-f.unrecordedBack, 0)+f.failedAfterEffect+f.released {
+			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d fresh generations and %d failures after an effect explain repeats",
+				k, n, f.takeovers, f.released, f.fresh, f.failedAfterEffect)
+		}
+		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+		if err != nil {
+			continue
+		}
+		switch rec.Status {
+		case lambdaidem.StatusCompleted:
+			if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 {
+				s.violate("key %s is COMPLETED in the store but its effect never happened", k)
+			}
+		case lambdaidem.StatusDeadLettered:
+			if s.keyDLQ[k] == 0 {
+				s.violate("key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
+			}
+		case lambdaidem.StatusInProgress:
+			// Every lease has ended and deliveries have stopped: an
+			// unfinished record must be explained by an effect that
+			// happened (an unrecorded completion), a message still
+			// queued, or a dead-letter copy. Requests (Wrap) are left
+			// out: their clients may simply have stopped retrying.
+			if s.sqsKeys[k] && len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && !queued[k] && s.keyDLQ[k] == 0 {
+				s.violate("key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
+			}
+		}
+	}
+	for _, m := range s.dlq.Messages() {
+		dm, err := sqsqueue.ParseEvent(s.dlq.Event(m))
+		if err != nil {
+			s.violate("dead-letter copy %s cannot be parsed: %v", m.ID, err)
+			continue
+		}
+		if dm.Metadata.Reason == "" {
+			s.violate("dead-letter copy %s has no reason", m.ID)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// StoreFaults are the store's failure modes, as probabilities per call
+// and durations of world time.
+type StoreFaults struct {
+	// ErrBefore fails a call before it applies.
+	ErrBefore float64
+	// LostAfter applies a write and then loses its answer: the caller sees
+	// an error and (as an SDK would) retries.
+	LostAfter float64
+	// Throttle fails a call as throttled, before it applies.
+	Throttle float64
+	// Latency is the most a request (and, separately, its answer) travels.
+	Latency time.Duration
+	// Late delivers a write after the caller stopped waiting: the request
+	// is held in the network for up to LateBy and applies then, whether or
+	// not its sender is still alive (a paused or dead instance's write
+	// landing after a takeover).
+	Late   float64
+	LateBy time.Duration
+	// OutageFrom and OutageFor make every call fail for a while.
+	OutageFrom, OutageFor time.Duration
+}
+
+// errFault is what the fault layer's errors wrap, besides
+// lambdaidem.ErrStoreUnavailable.
+var errFault = errors.New("simulated store fault")
+
+// FaultStore puts a lambdaidem.Store behind faults in world time. Every
+// call may park the calling task (latency), which is where the world runs
+// other invocations in between.
+type FaultStore struct {
+	lambdaidem.Store
+	W      *World
+	Faults StoreFaults
+	// Kill, when set, is asked before (applied=false) and after a call
+	// applied whether to kill the calling process there.
+	Kill func(op string, applied bool) bool
+	// OnClaim observes every claim that applied.
+	OnClaim func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult)
+	// OnDelete observes every delete that applied.
+	OnDelete func(namespace, key string)
+	Calls    int
+	Faulted  int
+}
+
+func (s *FaultStore) travel() {
+	if s.Faults.Latency > 0 {
+		if d := time.Duration(s.W.rng.Int64N(int64(s.Faults.Latency))); d > 0 {
+			s.W.Sleep(d)
+		}
+	}
+}
+
+func (s *FaultStore) killHere(op string, applied bool) {
+	if s.Kill == nil || s.W.cur == nil || s.W.cur.owner == nil || !s.Kill(op, applied) {
+		return
+	}
+	when := "before"
+	if applied {
+		when = "after"
+	}
+	s.W.Logf("kill %s %s store %s", s.W.cur.owner.Name, when, op)
+	s.W.KillCurrent()
+}
+
+// call runs apply with the faults drawn for this call.
+func (s *FaultStore) call(op string, write bool, apply func()) error {
+	s.Calls++
+	w := s.W
+	f := s.Faults
+	s.killHere(op, false)
+	s.travel()
+	since := w.now.Sub(Epoch)
+	if f.OutageFor > 0 && since >= f.OutageFrom && since < f.OutageFrom+f.OutageFor {
+		s.Faulted++
+		return fmt.Errorf("sim store %s: outage: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+	}
+	if f.ErrBefore > 0 && w.rng.Float64() < f.ErrBefore {
+		s.Faulted++
+		return fmt.Errorf("sim store %s: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+	}
+	if f.Throttle > 0 && w.rng.Float64() < f.Throttle {
+		s.Faulted++
+		return fmt.Errorf("sim store %s: ThrottlingException: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+	}
+	if write && f.Late > 0 && w.cur != nil && w.rng.Float64() < f.Late {
+		// The request is held in the network; the caller gives up on it.
+		d := time.Duration(w.rng.Int64N(int64(max(f.LateBy, time.Millisecond))))
+		w.Logf("store %s held in the network for %s", op, d)
+		w.At(d, nil, func() { w.Logf("late store %s lands", op); apply() })
+		s.Faulted++
+		return fmt.Errorf("sim store %s: request timed out: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+	}
+	apply()
+	s.killHere(op, true)
+	s.travel()
+	if write && f.LostAfter > 0 && w.rng.Float64() < f.LostAfter {
+		s.Faulted++
+		w.Logf("store %s applied, answer lost", op)
+		return fmt.Errorf("sim store %s: answer lost: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+	}
+	return nil
+}
+
+// Claim implements lambdaidem.Store.
+func (s *FaultStore) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (res lambdaidem.ClaimResult, err error) {
+	var aerr error
+	ferr := s.call("claim", true, func() {
+		res, aerr = s.Store.Claim(context.WithoutCancel(ctx), req)
+		if aerr == nil && res.Claimed && s.OnClaim != nil {
+			s.OnClaim(req, res)
+		}
+	})
+	if ferr != nil {
+		return lambdaidem.ClaimResult{}, ferr
+	}
+	return res, aerr
+}
+
+func (s *FaultStore) write(op string, ctx context.Context, f func(context.Context) error) error {
+	var aerr error
+	ferr := s.call(op, true, func() { aerr = f(context.WithoutCancel(ctx)) })
+	if ferr != nil {
+		return ferr
+	}
+	return aerr
+}
+
+// Complete implements lambdaidem.Store.
+func (s *FaultStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	return s.write("complete", ctx, func(c context.Context) error { return s.Store.Complete(c, req) })
+}
+
+// Fail implements lambdaidem.Store.
+func (s *FaultStore) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+	return s.write("fail", ctx, func(c context.Context) error { return s.Store.Fail(c, req) })
+}
+
+// DeadLetter implements lambdaidem.Store.
+func (s *FaultStore) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	return s.write("dead-letter", ctx, func(c context.Context) error { return s.Store.DeadLetter(c, req) })
+}
+
+// Extend implements lambdaidem.Store.
+func (s *FaultStore) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	return s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+}
+
+// Delete implements lambdaidem.Store.
+func (s *FaultStore) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+	return s.write("delete", ctx, func(c context.Context) error {
+		err := s.Store.Delete(c, req)
+		if err == nil && s.OnDelete != nil {
+			s.OnDelete(req.Namespace, req.Key)
+		}
+		return err
+	})
+}
+
+// Get implements lambdaidem.Store.
+func (s *FaultStore) Get(ctx context.Context, req lambdaidem.GetRequest) (rec lambdaidem.Record, err error) {
+	var aerr error
+	ferr := s.call("get", false, func() { rec, aerr = s.Store.Get(context.WithoutCancel(ctx), req) })
+	if ferr != nil {
+		return lambdaidem.Record{}, ferr
+	}
+	return rec, aerr
+}
+
+// Effect is a handler's effect committed atomically with the completion
+// (pass it to lambdaidem.AddCompletionWrite). TxStore applies it.
+type Effect struct {
+	Key string
+	By  string // the message that had the effect
+}
+
+// TxStore models "effects committed with the completion" on a store that
+// cannot commit foreign writes (the in-memory store refuses them): it takes
+// every Effect out of a Complete's writes, and applies them to the ledger
+// in the same step as the completion, once per lease token, only when the
+// completion applied. The world is single-threaded and the store call does
+// not park between the two, so they are one atomic step; a retried
+// completion that the store recognises as already applied does not apply
+// them again, as an idempotent transaction would not.
+type TxStore struct {
+	lambdaidem.Store
+	Ledger *Ledger
+}
+
+// Complete implements lambdaidem.Store.
+func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	var fx []Effect
+	rest := req.Writes[:0:0]
+	for _, w := range req.Writes {
+		if e, ok := w.(Effect); ok {
+			fx = append(fx, e)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	req.Writes = rest
+	if err := s.Store.Complete(ctx, req); err != nil {
+		return err
+	}
+	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] {
+		s.Ledger.tokens[req.Lease.Token] = true
+		for _, e := range fx {
+			s.Ledger.Tx[e.Key] = append(s.Ledger.Tx[e.Key], e.By)
+		}
+	}
+	return nil
+}
+
+// Ledger is where handlers' effects land; the checker reads it.
+type Ledger struct {
+	// Plain are effects a handler made itself, per key, in order.
+	Plain map[string][]string
+	// Tx are effects committed with the completion, per key.
+	Tx     map[string][]string
+	tokens map[string]bool
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger {
+	return &Ledger{Plain: map[string][]string{}, Tx: map[string][]string{}, tokens: map[string]bool{}}
+}

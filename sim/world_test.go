@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// The simulated queue keeps SQS's rules: a stale receipt handle deletes
+// nothing and cannot change visibility; a FIFO group waits while one of its
+// messages is in flight; the redrive policy moves a message past
+// maxReceiveCount.
+func TestQueueRules(t *testing.T) {
+	w := NewWorld(1)
+	svc := NewSQS(w)
+
+	q := svc.NewQueue("std", 10*time.Second)
+	q.Send("a", nil, "", "")
+	first := q.Receive(1, time.Second)[0]
+	oldHandle := first.Handle
+	w.At(2*time.Second, nil, func() {})
+	w.Run(Epoch.Add(time.Hour))
+	again := q.Receive(1, time.Second)
+	if len(again) != 1 || again[0].Receives != 2 || again[0].Handle == oldHandle {
+		t.Fatalf("redelivery after the visibility timeout: %+v", again)
+	}
+	q.Delete(oldHandle)
+	if q.Len() != 1 {
+		t.Fatal("a stale handle deleted the message")
+	}
+	if err := q.ChangeVisibility(oldHandle, time.Minute); err == nil {
+		t.Fatal("a stale handle changed visibility")
+	}
+	q.Delete(again[0].Handle)
+	if q.Len() != 0 {
+		t.Fatal("the latest handle did not delete the message")
+	}
+
+	f := svc.NewQueue("f.fifo", 10*time.Second)
+	f.Send("1", nil, "g", "d1")
+	f.Send("2", nil, "g", "d2")
+	f.Send("1", nil, "g", "d1") // deduplicated within five minutes
+	f.Send("3", nil, "h", "d3")
+	got := f.Receive(1, time.Minute)
+	if len(got) != 1 || got[0].Body != "1" {
+		t.Fatalf("first FIFO receive: %+v", got)
+	}
+	if next := f.Receive(10, time.Minute); len(next) != 1 || next[0].Body != "3" {
+		t.Fatalf("group g must wait while 1 is in flight: %+v", next)
+	}
+
+	dlq := svc.NewQueue("dlq", time.Second)
+	r := svc.NewQueue("r", time.Second)
+	r.MaxReceive, r.DeadLetter = 1, dlq
+	r.Send("x", nil, "", "")
+	r.Receive(1, 0)
+	if got := r.Receive(1, 0); len(got) != 0 || dlq.Len() != 1 || r.Len() != 0 {
+		t.Fatalf("past maxReceiveCount the message must move: got %d, dlq %d, left %d", len(got), dlq.Len(), r.Len())
+	}
+}
+
+// Killing a process unwinds its parked tasks (their deferred calls run)
+// and its timers never fire; other tasks go on.
+func TestKillEndsAProcess(t *testing.T) {
+	w := NewWorld(1)
+	p := &Process{Name: "p"}
+	var unwound, fired, other bool
+	w.Spawn("victim", p, func() {
+		defer func() { unwound = true }()
+		w.At(time.Minute, p, func() { fired = true })
+		w.Sleep(time.Hour)
+		t.Error("a killed task went on")
+	})
+	w.Spawn("bystander", nil, func() { w.Sleep(2 * time.Minute); other = true })
+	w.At(time.Second, nil, func() { w.Kill(p) })
+	w.Run(Epoch.Add(24 * time.Hour))
+	w.Close()
+	if !unwound || fired || !other {
+		t.Fatalf("unwound=%v fired=%v other=%v", unwound, fired, other)
+	}
+}

@@ -532,30 +532,49 @@ func (s *Scenario) operators() {
 }
 
 // redrive runs the real sqsqueue.Redrive against the simulated queues,
-// resetting records through the store, and checks each reset.
+// resetting records through the store's conditional reset, and checks
+// each reset.
 func (s *Scenario) redrive() {
 	w := s.w
 	w.Logf("operator: redrive")
+	urls := s.svc.QueueURLs()
+	sources := make([]string, 0, len(urls))
+	for arn := range urls {
+		sources = append(sources, arn)
+	}
+	slices.Sort(sources)
 	_, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
 		Client:             s.svc,
 		DeadLetterQueueURL: s.dlq.URL,
-		QueueURLs:          s.svc.QueueURLs(),
+		SourceQueues:       sources,
+		QueueURLs:          urls,
 		WaitTime:           -1,
-		Reset:              s.reset,
+		Resetter:           resetChecker{s},
+		Now:                func() time.Time { return s.w.now },
 	})
 	if err != nil {
 		w.Logf("redrive: %v", err)
 	}
 }
 
-// reset is redrive's reset step: today's shape, a delete of the key. It
-// may only ever clear a record that was dead-lettered.
-func (s *Scenario) reset(ctx context.Context, ns, key string) error {
-	rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: ns, Key: key, Now: s.w.now})
-	if err == nil && rec.Status != lambdaidem.StatusDeadLettered {
-		s.violate("redrive reset key %s whose record is %s, not dead-lettered", key, rec.Status)
+// resetChecker is redrive's reset step: the store's conditional reset. It
+// checks that a reset that applied only ever cleared a record this very
+// DLQ copy dead-lettered.
+type resetChecker struct{ s *Scenario }
+
+func (r resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+	s := r.s
+	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: s.w.now})
+	rs, ok := s.store.Store.(lambdaidem.DeadLetterResetter)
+	if !ok {
+		return lambdaidem.Record{}, fmt.Errorf("sim: store %T has no conditional reset", s.store.Store)
 	}
-	return s.store.Delete(ctx, lambdaidem.DeleteRequest{Namespace: ns, Key: key})
+	rec, err := rs.ResetDeadLetter(ctx, req)
+	if err == nil && (gerr != nil || before.Status != lambdaidem.StatusDeadLettered || before.DeadLetterMessageID != req.DeadLetterMessageID) {
+		s.violate("redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
+			req.Key, before.Status, before.DeadLetterMessageID, req.DeadLetterMessageID)
+	}
+	return rec, err
 }
 
 // pickKey returns one key the world has claimed, or "".

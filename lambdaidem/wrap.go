@@ -17,6 +17,8 @@ import (
 // The default key is the SHA-256 of the input's JSON encoding; set one with
 // WithKeyJSONField or WithWrapKey. The result is accepted by lambda.Start.
 // Wrap does not use the local cache (WithCache), which holds no results.
+// An input holding a string that is not valid UTF-8 is refused with
+// ErrMissingKey: its JSON encoding would be the same as another input's.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -54,6 +56,9 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
 	}
+	if err := checkEncodedInput(b); err != nil {
+		return zero, err
+	}
 	key, err := w.key(in, b)
 	if err == nil && key == "" {
 		err = ErrMissingKey
@@ -69,6 +74,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%w: %w", ErrMissingKey, err)
 	}
+	hash = storedHash(hash)
 	t := w.timing(ctx)
 	now := w.c.now()
 	if !t.canClaim(now) {

@@ -65,6 +65,10 @@ func pkOf(namespace, key string) (string, error) {
 		return "", fmt.Errorf("%w: %w (namespace %q)", ErrInvalidKey, lambdaidem.ErrMissingKey, namespace)
 	case strings.Contains(namespace, "#"):
 		return "", fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, namespace)
+	case !utf8.ValidString(namespace) || !utf8.ValidString(key):
+		// DynamoDB refuses such strings; the decorator never sends one (it
+		// stores such keys hashed, see lambdaidem.StoredKey).
+		return "", fmt.Errorf("%w: namespace %q or key %q is not valid UTF-8", ErrInvalidKey, namespace, key)
 	}
 	pk := namespace + "#" + key
 	if len(pk) > maxPKBytes {
@@ -78,6 +82,9 @@ func pkOf(namespace, key string) (string, error) {
 func checkField(name, v string) error {
 	if len(v) > maxFieldBytes {
 		return fmt.Errorf("%w: %s is %d bytes, over %d", ErrInvalidKey, name, len(v), maxFieldBytes)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidKey, name, v)
 	}
 	return nil
 }
@@ -115,7 +122,11 @@ func keyOf(pk string) map[string]types.AttributeValue {
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+// Bytes that are not valid UTF-8 (an error text may quote a message body)
+// become U+FFFD first: DynamoDB refuses such strings, and a failure that
+// cannot be recorded would fail again on every delivery.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}

@@ -214,7 +214,7 @@ func (a *app) writeTable(c *common, rows []lambdaidem.Record, now time.Time) {
 		case leaseExpired:
 			lease = "EXPIRED " + relative(r.LeaseUntil, now)
 		}
-		row := string(r.Status) + "\t"
+		row := safe(string(r.Status)) + "\t"
 		if allNS {
 			row += safe(r.Namespace) + "\t"
 		}

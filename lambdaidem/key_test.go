@@ -179,3 +179,21 @@ func TestWrapKeysUseTheStoredKeyEncoding(t *testing.T) {
 		t.Errorf("ran %d times, want 2: the long key and its hashed spelling share a record", runs)
 	}
 }
+
+// A stored result that does not decode into the output type (written by
+// hand, or by another version) is an error, never a zero value.
+func TestWrapStoredResultThatDoesNotDecodeIsAnError(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	key := lambdaidem.WithWrapKey(func(k string) (string, error) { return k, nil })
+	older := lambdaidem.Wrap(st, func(context.Context, string) (string, error) { return "not a number", nil }, lambdaidem.WithNamespace(ns), key)
+	if _, err := older(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	newer := lambdaidem.Wrap(st, func(context.Context, string) (int, error) { runs++; return 1, nil }, lambdaidem.WithNamespace(ns), key)
+	if got, err := newer(ctx, "k"); err == nil || !strings.Contains(err.Error(), "does not decode") || runs != 0 {
+		t.Fatalf("replay of an undecodable result = %d, %v (ran %d times); want an error", got, err, runs)
+	}
+}

@@ -235,6 +235,17 @@ func listDetail(r lambdaidem.Record) string {
 	return strings.TrimSuffix(reason+": "+detail, ": ")
 }
 
+// storedForm turns a KEY argument into the key as stored: a hashed form
+// as list shows it ("sha256:" and 64 hex digits) is used as typed; any
+// other key goes through lambdaidem.StoredKey, so the original of a long
+// key finds its record too.
+func storedForm(key string) string {
+	if h, ok := strings.CutPrefix(key, lambdaidem.HashedKeyPrefix); ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == "" {
+		return key
+	}
+	return lambdaidem.StoredKey(key)
+}
+
 // ---- release ----
 
 type releaseJSON struct {
@@ -444,6 +455,7 @@ func (a *app) record(ctx context.Context, c *common, args []string) (string, *dy
 		c.namespace = defaultNamespace(a.env)
 		a.progressf("no -namespace or LAMBDAIDEM_NAMESPACE: using %q, the library's default", c.namespace)
 	}
+	key = storedForm(key)
 	st, err := a.admin(ctx, c, nil)
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err

@@ -68,3 +68,19 @@ func TestOutputSlips(t *testing.T) {
 		t.Errorf("namespace %q, want orders from AWS_LAMBDA_FUNCTION_NAME", r.Namespace)
 	}
 }
+
+// A long key is stored hashed: get finds it by the hashed form list shows,
+// and by the original key too.
+func TestGetFindsHashedKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	long := strings.Repeat("order-", 50)
+	stored := lambdaidem.StoredKey(long)
+	l := b.claim(t, "orders", stored, -100, 30)
+	b.fail(t, l, -90, "x")
+	for _, arg := range []string{stored, long} {
+		if r := decode[recordJSON](t, b.cli(t, 0, "get", arg, "-json").want(t, exitOK)); r.Key != stored {
+			t.Errorf("get %.20q…: key %q", arg, r.Key)
+		}
+	}
+}

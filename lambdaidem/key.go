@@ -265,10 +265,23 @@ func keyFromDedupID(perGroup bool) KeyFunc {
 			return "", fmt.Errorf("%w: no MessageDeduplicationId (not a FIFO message?)", ErrMissingKey)
 		}
 		if perGroup {
-			return m.Attributes["MessageGroupId"] + "/" + id, nil
+			return groupKey(m.Attributes["MessageGroupId"], id), nil
 		}
 		return id, nil
 	}
+}
+
+// groupKey joins a message group and a deduplication ID into one key that
+// no other pair gives. Both may hold "/", so "a/b"+"c" and "a"+"b/c" must
+// not both become "a/b/c": a group holding "/" (or starting with a quote)
+// is written Go-quoted. Quoted text ends at its first unescaped quote, and
+// an unquoted group runs to the first "/", so the pair can always be read
+// back. Every other group keeps the plain "group/id" form.
+func groupKey(group, id string) string {
+	if strings.Contains(group, "/") || strings.HasPrefix(group, `"`) {
+		group = strconv.Quote(group)
+	}
+	return group + "/" + id
 }
 
 // HashFunc computes the payload hash of a body (SQS) or of the JSON input

@@ -197,3 +197,22 @@ func TestWrapStoredResultThatDoesNotDecodeIsAnError(t *testing.T) {
 		t.Fatalf("replay of an undecodable result = %d, %v (ran %d times); want an error", got, err, runs)
 	}
 }
+
+// Group and deduplication IDs may both hold "/": group "x" with ID "x/x"
+// and group "x/x" with ID "x" are two keys.
+func TestPerGroupDedupKeysNeverCollide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyDeduplicationID(true), lambdaidem.WithPayloadHash(func([]byte) (string, error) { return "same", nil }))...)
+	m1, m2, m3 := fifo("m1", "x", "{}"), fifo("m2", "x/x", "{}"), fifo("m3", "g", "{}")
+	m1.Attributes["MessageDeduplicationId"] = "x/x"
+	m2.Attributes["MessageDeduplicationId"] = "x"
+	m3.Attributes["MessageDeduplicationId"] = "d"
+	resp, _ := h(context.Background(), batch(m1, m2, m3))
+	wantFailed(t, resp)
+	if b.calls.get("m1") != 1 || b.calls.get("m2") != 1 {
+		t.Errorf("handler runs %d and %d, want 1 and 1", b.calls.get("m1"), b.calls.get("m2"))
+	}
+	// An ordinary group keeps the plain "group/id" key.
+	b.record(t, "g/d")
+}

@@ -49,7 +49,9 @@ func TestREADMESample(t *testing.T) {
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
-	t.Cleanup(func() { _, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
 	store := dynamo.New(client, table)
 
 	now := time.Date(2026, 11, 21, 9, 1, 48, 509_000_000, time.UTC)

@@ -17,7 +17,8 @@ import (
 )
 
 // ErrMalformedBody: the key or payload hash needs JSON from a body that is
-// not valid JSON. It wraps ErrMissingKey.
+// not exactly one JSON value, or whose key or hashed field is ambiguous
+// (given twice) or not valid Unicode. It wraps ErrMissingKey.
 var ErrMalformedBody = fmt.Errorf("%w: malformed JSON body", ErrMissingKey)
 
 // MaxKeyLength is the longest key stored as it is. Longer keys, and keys

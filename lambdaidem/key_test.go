@@ -216,3 +216,23 @@ func TestPerGroupDedupKeysNeverCollide(t *testing.T) {
 	// An ordinary group keeps the plain "group/id" key.
 	b.record(t, "g/d")
 }
+
+// A payload hash that is not valid UTF-8 (from WithPayloadHash) is stored
+// hashed from its bytes: it fits any store, and two such hashes still
+// conflict instead of passing for one payload.
+func TestPayloadHashesThatAreNotUTF8StayApart(t *testing.T) {
+	t.Parallel()
+	reps, b := keyReports(t, []lambdaidem.Option{
+		lambdaidem.WithKeyFunc(func(events.SQSMessage) (string, error) { return "k", nil }),
+		lambdaidem.WithPayloadHash(func(body []byte) (string, error) { return string(body), nil }),
+	}, "\xff", "\xfe", "\xff")
+	want := []lambdaidem.Outcome{lambdaidem.OutcomeProcessed, lambdaidem.OutcomeDeadLettered, lambdaidem.OutcomeDuplicate}
+	for i, r := range reps {
+		if r.Outcome != want[i] {
+			t.Errorf("message %d: %s (%v), want %s", i, r.Outcome, r.Err, want[i])
+		}
+	}
+	if h := b.record(t, "k").PayloadHash; !utf8.ValidString(h) {
+		t.Errorf("stored payload hash %q is not valid UTF-8", h)
+	}
+}

@@ -180,7 +180,8 @@ func WithKeyAttribute(name string) Option {
 // WithKeyDeduplicationID keys records by a FIFO message's
 // MessageDeduplicationId. Set perGroup when the queue scopes deduplication
 // to the message group (high-throughput FIFO): the group becomes part of
-// the key.
+// the key, as "group/id" (a group holding "/" or starting with a quote is
+// written Go-quoted, so no two pairs make one key).
 func WithKeyDeduplicationID(perGroup bool) Option {
 	return func(c *config) { c.keyFunc, c.keyIsMessageID = keyFromDedupID(perGroup), false }
 }

@@ -247,16 +247,16 @@ func oneLine(s string, n int) string {
 // is quoted too, so a quoted value is never mistaken for a plain one.
 func safe(s string) string {
 	if strings.HasPrefix(s, `"`) {
-		return strconv.QuoteToGraphic(s)
+		return strconv.Quote(s)
 	}
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				return strconv.QuoteToGraphic(s)
+				return strconv.Quote(s)
 			}
 		}
 		if !unicode.IsPrint(r) {
-			return strconv.QuoteToGraphic(s)
+			return strconv.Quote(s)
 		}
 	}
 	return s

@@ -39,6 +39,11 @@ test: ## Start the local stack, run every test (-race) against it, stop it; then
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
 
+FUZZTIME ?= 1m
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 1m); FUZZ=regexp picks targets
+	FUZZTIME=$(FUZZTIME) FUZZ='$(or $(FUZZ),.)' GO=$(GO) .ci/fuzz
+
 .PHONY: test-unit
 test-unit: ## Run the tests that need no local services (the others skip)
 	env -u AWS_ENDPOINT_URL_DYNAMODB -u AWS_ENDPOINT_URL_SQS -u LAMBDAIDEM_REQUIRE_SERVICES $(GOTEST) ./...

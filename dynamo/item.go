@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -69,6 +70,10 @@ func pkOf(namespace, key string) (string, error) {
 		return "", fmt.Errorf("%w: %w (namespace %q)", ErrInvalidKey, lambdaidem.ErrMissingKey, namespace)
 	case strings.Contains(namespace, "#"):
 		return "", fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, namespace)
+	case !utf8.ValidString(namespace) || !utf8.ValidString(key):
+		// DynamoDB refuses such strings; the decorator never sends one (it
+		// stores such keys hashed, see lambdaidem.StoredKey).
+		return "", fmt.Errorf("%w: namespace %q or key %q is not valid UTF-8", ErrInvalidKey, namespace, key)
 	}
 	pk := namespace + "#" + key
 	if len(pk) > maxPKBytes {
@@ -82,6 +87,9 @@ func pkOf(namespace, key string) (string, error) {
 func checkField(name, v string) error {
 	if len(v) > maxFieldBytes {
 		return fmt.Errorf("%w: %s is %d bytes, over %d", ErrInvalidKey, name, len(v), maxFieldBytes)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidKey, name, v)
 	}
 	return nil
 }
@@ -113,7 +121,12 @@ func keyOf(pk string) map[string]types.AttributeValue {
 }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string { return storeutil.Truncate(s, n) }
+// Bytes that are not valid UTF-8 (an error text may quote a message body)
+// become U+FFFD first: DynamoDB refuses such strings, and a failure that
+// cannot be recorded would fail again on every delivery.
+func truncate(s string, n int) string {
+	return storeutil.Truncate(strings.ToValidUTF8(s, "\uFFFD"), n)
+}
 
 // item is a stored record as DynamoDB returns it.
 type item map[string]types.AttributeValue

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
@@ -130,7 +131,8 @@ type MetricSet struct {
 	Metrics    []Metric
 	// Properties are extra top-level members, searchable in CloudWatch Logs
 	// Insights but not metrics: request IDs, versions. Never put message
-	// bodies or secrets here: the event is an ordinary log line.
+	// bodies or secrets here: the event is an ordinary log line. Names must
+	// be valid UTF-8.
 	Properties map[string]any
 	// Timestamp is the metrics' time; zero means the Writer's clock.
 	Timestamp time.Time
@@ -319,6 +321,11 @@ func validate(set MetricSet) error {
 	for name := range set.Properties {
 		if name == "" {
 			return fmt.Errorf("%w: empty property name", ErrInvalid)
+		}
+		if !utf8.ValidString(name) {
+			// JSON would write the bad bytes as U+FFFD, so two such
+			// names would become one member and one value be lost.
+			return fmt.Errorf("%w: property name %q is not valid UTF-8", ErrInvalid, name)
 		}
 		if err := claim("property", name); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -251,11 +252,23 @@ type fingerprint struct {
 	Path       string `json:"path"`
 	BodySHA256 string `json:"body_sha256"`
 	BodyBase64 bool   `json:"body_base64,omitempty"`
+	// MethodHex and PathHex hold the method or path in hex, instead of
+	// Method or Path, when it is not valid UTF-8: JSON would turn the bad
+	// bytes into U+FFFD, and two different requests would hash alike.
+	MethodHex string `json:"method_hex,omitempty"`
+	PathHex   string `json:"path_hex,omitempty"`
 }
 
 func newFingerprint(method, path, body string, base64 bool) fingerprint {
 	sum := sha256.Sum256([]byte(body))
-	return fingerprint{Method: method, Path: path, BodySHA256: hex.EncodeToString(sum[:]), BodyBase64: base64}
+	fp := fingerprint{Method: method, Path: path, BodySHA256: hex.EncodeToString(sum[:]), BodyBase64: base64}
+	if !utf8.ValidString(method) {
+		fp.Method, fp.MethodHex = "", hex.EncodeToString([]byte(method))
+	}
+	if !utf8.ValidString(path) {
+		fp.Path, fp.PathHex = "", hex.EncodeToString([]byte(path))
+	}
+	return fp
 }
 
 // input is what Wrap sees. Only the fingerprint is JSON-encoded (and so

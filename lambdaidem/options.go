@@ -155,8 +155,14 @@ func WithKeyMessageID() Option {
 
 // WithKeyJSONField keys records by a field of the JSON body, given as a
 // dotted path ("order.id"). Strings and numbers are accepted. A missing field
-// yields ErrMissingKey, a body that is not JSON ErrMalformedBody. For Wrap
-// the path is read from the JSON encoding of the input.
+// yields ErrMissingKey. A body that is not exactly one JSON value (trailing
+// data included), a field on the path given twice, or a key that is not
+// valid Unicode (a lone surrogate escape such as "\ud800", or bytes that
+// are not UTF-8) yields ErrMalformedBody: decoding would otherwise turn
+// such keys into U+FFFD and merge them. For Wrap the path is read from the
+// JSON encoding of the input.
+//
+// Whatever its source, a key is stored as StoredKey gives it.
 func WithKeyJSONField(path string) Option {
 	return func(c *config) {
 		f := keyFromJSONField(path)
@@ -174,13 +180,16 @@ func WithKeyAttribute(name string) Option {
 // WithKeyDeduplicationID keys records by a FIFO message's
 // MessageDeduplicationId. Set perGroup when the queue scopes deduplication
 // to the message group (high-throughput FIFO): the group becomes part of
-// the key.
+// the key, as "group/id" (a group holding "/" or starting with a quote is
+// written Go-quoted, so no two pairs make one key).
 func WithKeyDeduplicationID(perGroup bool) Option {
 	return func(c *config) { c.keyFunc, c.keyIsMessageID = keyFromDedupID(perGroup), false }
 }
 
 // WithKeyFunc keys records by a function of the message. Return an error
-// wrapping ErrMissingKey when the message has no key.
+// wrapping ErrMissingKey when the message has no key. Any string is a valid
+// key: one that is long, not valid UTF-8 or starts with HashedKeyPrefix is
+// stored hashed (StoredKey), never merged with another.
 func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be
@@ -198,7 +207,9 @@ func WithPayloadHash(f HashFunc) Option { return func(c *config) { c.hash = f } 
 
 // WithHashJSONFields hashes only the selected fields (dotted paths) of the
 // JSON body, for envelopes whose other fields differ between deliveries of
-// one business message (SNS without raw delivery, EventBridge).
+// one business message (SNS without raw delivery, EventBridge). A selected
+// field holding a string that is not valid Unicode makes the body
+// malformed (ErrMalformedBody), as for WithKeyJSONField.
 func WithHashJSONFields(paths ...string) Option {
 	return func(c *config) { c.hash = hashJSONFields(paths...) }
 }

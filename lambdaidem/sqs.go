@@ -187,7 +187,7 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 		}
 		return derived{err: err}
 	}
-	return derived{key: storedKey(key), hash: hash}
+	return derived{key: storedKey(key), hash: storedHash(hash)}
 }
 
 // runGroup runs records in order; once one is not acknowledged, the rest of

@@ -98,6 +98,9 @@ func notStoredMarker(why error) []byte {
 // with the key does; fn is never run again for it. An error fn returns
 // while its context is live is its own report of failure, and the key
 // stays retryable.
+//
+// An input holding a string that is not valid UTF-8 is refused with
+// ErrMissingKey: its JSON encoding would be the same as another input's.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -142,6 +145,9 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
 	}
+	if err := checkEncodedInput(b); err != nil {
+		return "", "", err
+	}
 	key, err = w.key(in, b)
 	if err == nil && key == "" {
 		err = ErrMissingKey
@@ -156,7 +162,7 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %w", ErrMissingKey, err)
 	}
-	return storedKey(key), hash, nil
+	return storedKey(key), storedHash(hash), nil
 }
 
 func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {

@@ -196,7 +196,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 
 func (a *app) writeTable(c *common, rows []lambdaidem.Record, now time.Time) {
 	if len(rows) == 0 {
-		fmt.Fprintf(a.stdout, "no matching records in table %s\n", c.table)
+		fmt.Fprintf(a.stdout, "no matching records in table %s\n", safe(c.table))
 		return
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -214,17 +214,36 @@ func (a *app) writeTable(c *common, rows []lambdaidem.Record, now time.Time) {
 		case leaseExpired:
 			lease = "EXPIRED " + relative(r.LeaseUntil, now)
 		}
-		detail := oneLine(r.LastError, 60)
-		if r.Status == lambdaidem.StatusDeadLettered {
-			detail = strings.TrimSuffix(string(r.DeadLetterReason)+": "+detail, ": ")
-		}
-		row := string(r.Status) + "\t"
+		row := safe(string(r.Status)) + "\t"
 		if allNS {
-			row += r.Namespace + "\t"
+			row += safe(r.Namespace) + "\t"
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\n", row, r.Key, r.Attempts, when(r.UpdatedAt, now), lease, orDash(detail))
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\t%s\n", row, safe(r.Key), r.Attempts, when(r.UpdatedAt, now), lease, safe(orDash(listDetail(r))))
 	}
 	_ = tw.Flush()
+}
+
+// listDetail is list's DETAIL column: the last error's first line, after
+// the dead-letter reason unless the error already starts with it (a
+// poison error reads "poison: ...").
+func listDetail(r lambdaidem.Record) string {
+	detail := oneLine(r.LastError, 60)
+	reason := string(r.DeadLetterReason)
+	if r.Status != lambdaidem.StatusDeadLettered || reason == "" || strings.HasPrefix(detail, reason+":") {
+		return detail
+	}
+	return strings.TrimSuffix(reason+": "+detail, ": ")
+}
+
+// storedForm turns a KEY argument into the key as stored: a hashed form
+// as list shows it ("sha256:" and 64 hex digits) is used as typed; any
+// other key goes through lambdaidem.StoredKey, so the original of a long
+// key finds its record too.
+func storedForm(key string) string {
+	if h, ok := strings.CutPrefix(key, lambdaidem.HashedKeyPrefix); ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == "" {
+		return key
+	}
+	return lambdaidem.StoredKey(key)
 }
 
 // ---- release ----
@@ -406,7 +425,7 @@ table (read capacity in proportion to its size): only with -all.`,
 }
 
 func (a *app) writeStats(s statsJSON) {
-	fmt.Fprintf(a.stdout, "table      %s\nnamespace  %s\n\n", s.Table, cmp.Or(s.Namespace, "(all)"))
+	fmt.Fprintf(a.stdout, "table      %s\nnamespace  %s\n\n", safe(s.Table), cmp.Or(safe(s.Namespace), "(all)"))
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tRECORDS\t\t")
@@ -432,6 +451,11 @@ func (a *app) record(ctx context.Context, c *common, args []string) (string, adm
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err
 	}
+	if c.namespace == "" {
+		c.namespace = defaultNamespace(a.env)
+		a.progressf("no -namespace or LAMBDAIDEM_NAMESPACE: using %q, the library's default", c.namespace)
+	}
+	key = storedForm(key)
 	st, err := a.admin(ctx, c, nil)
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err

@@ -291,9 +291,6 @@ func TestErrors(t *testing.T) {
 		t.Errorf("missing table: %s", r.stderr)
 	}
 	b.env["LAMBDAIDEM_TABLE"] = "t"
-	if r := b.cli(t, 0, "get", "k").want(t, exitUsage); !strings.Contains(r.stderr, "no namespace") {
-		t.Errorf("missing namespace: %s", r.stderr)
-	}
 	b.cli(t, 0, "get", "-namespace", "a#b", "k").want(t, exitUsage)
 	b.cli(t, 0, "get", "-bogus", "k").want(t, exitUsage)
 	b.cli(t, 0, "redrive").want(t, exitUsage)

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -145,30 +147,32 @@ func writeRecord(w io.Writer, table string, r lambdaidem.Record, now time.Time) 
 	line := func(name, format string, args ...any) {
 		fmt.Fprintf(w, "%-16s %s\n", name, fmt.Sprintf(format, args...))
 	}
-	line("table", "%s", table)
-	line("namespace", "%s", r.Namespace)
-	line("key", "%s", r.Key)
-	line("status", "%s", r.Status)
+	line("table", "%s", safe(table))
+	line("namespace", "%s", safe(r.Namespace))
+	line("key", "%s", safe(r.Key))
+	line("status", "%s", safe(string(r.Status)))
 	switch state := leaseState(r, now); state {
 	case leaseValid:
 		line("lease", "valid until %s", when(r.LeaseUntil, now))
 	case leaseExpired:
 		line("lease", "EXPIRED at %s: stuck unless its holder is still finishing; see \"release\"", when(r.LeaseUntil, now))
 	default:
-		line("lease", "none (last lease ended %s)", when(r.LeaseUntil, now))
+		// The lease ended when the record left IN_PROGRESS (updated),
+		// whatever its lease_until says.
+		line("lease", "none (the record is %s)", safe(string(r.Status)))
 	}
-	line("lease token", "%s", orDash(r.LeaseToken))
+	line("lease token", "%s", safe(orDash(r.LeaseToken)))
 	takeovers := ""
 	if r.Takeovers > 0 {
 		takeovers = fmt.Sprintf(" (%d abandoned: taken over after a crash or timeout)", r.Takeovers)
 	}
 	line("attempts", "%d%s", r.Attempts, takeovers)
 	if r.Redrives > 0 {
-		line("redrives", "%d (attempts counted again from 0 after each; last from DLQ copy %s)", r.Redrives, orDash(r.RedrivenFrom))
+		line("redrives", "%d (attempts counted again from 0 after each; last from DLQ copy %s)", r.Redrives, safe(orDash(r.RedrivenFrom)))
 	}
-	line("fence", "generation %s, claim %d", orDash(r.Fence.Generation), r.Fence.Claim)
-	line("message id", "%s", orDash(r.MessageID))
-	line("payload hash", "%s", orDash(r.PayloadHash))
+	line("fence", "generation %s, claim %d", safe(orDash(r.Fence.Generation)), r.Fence.Claim)
+	line("message id", "%s", safe(orDash(r.MessageID)))
+	line("payload hash", "%s", safe(orDash(r.PayloadHash)))
 	line("first attempt", "%s", when(r.FirstAttemptAt, now))
 	line("updated", "%s", when(r.UpdatedAt, now))
 	if r.ExpiresAt.IsZero() {
@@ -184,13 +188,13 @@ func writeRecord(w io.Writer, table string, r lambdaidem.Record, now time.Time) 
 	}
 	if r.Status == lambdaidem.StatusDeadLettered {
 		line("dead letter", "reason %s, source message %s, DLQ copy %s",
-			orDash(string(r.DeadLetterReason)), orDash(r.DeadLetteredMessageID), orDash(r.DeadLetterMessageID))
+			safe(orDash(string(r.DeadLetterReason))), safe(orDash(r.DeadLetteredMessageID)), safe(orDash(r.DeadLetterMessageID)))
 	}
 	if r.LastError != "" {
 		lines := strings.Split(strings.TrimRight(r.LastError, "\n"), "\n")
-		line("last error", "%s", lines[0])
+		line("last error", "%s", safe(lines[0]))
 		for _, l := range lines[1:] {
-			fmt.Fprintf(w, "%-16s %s\n", "", l)
+			fmt.Fprintf(w, "%-16s %s\n", "", safe(l))
 		}
 	}
 }
@@ -205,7 +209,7 @@ func describeResult(b []byte) string {
 	}
 	switch {
 	case json.Valid(b) && len(b) <= 200:
-		return fmt.Sprintf("%d bytes: %s", len(b), b)
+		return fmt.Sprintf("%d bytes: %s", len(b), safe(string(b)))
 	}
 	return fmt.Sprintf("%d bytes (-json shows it)", len(b))
 }
@@ -243,6 +247,28 @@ func oneLine(s string, n int) string {
 	}
 	if cut {
 		return s + " …"
+	}
+	return s
+}
+
+// safe makes text from the table fit to print on a terminal. Keys come from
+// message bodies, so a record may hold escape sequences, control bytes,
+// bidirectional overrides or bytes that are not UTF-8: such text is printed
+// Go-quoted, with those runes escaped. Text that starts with a double quote
+// is quoted too, so a quoted value is never mistaken for a plain one.
+func safe(s string) string {
+	if strings.HasPrefix(s, `"`) {
+		return strconv.Quote(s)
+	}
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return strconv.Quote(s)
+			}
+		}
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
 	}
 	return s
 }

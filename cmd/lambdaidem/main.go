@@ -10,6 +10,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,9 +52,11 @@ Subcommands:
 
 Every subcommand takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
-  -namespace NS     the namespace, by default the function's name (env LAMBDAIDEM_NAMESPACE);
-                    required by get, release and forget; list and stats cover all
-                    namespaces without it
+  -namespace NS     the namespace the function stores its keys in (env LAMBDAIDEM_NAMESPACE):
+                    what it set with WithNamespace, else its function name. Without
+                    it, list and stats cover all namespaces, and get, release and
+                    forget use the library's own default: AWS_LAMBDA_FUNCTION_NAME
+                    if set, else "default"
   -region REGION    (env AWS_REGION, AWS_DEFAULT_REGION)
   -endpoint URL     DynamoDB endpoint (env AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
   -store URL        a Redis store instead of DynamoDB: redis://HOST:PORT[/DB], rediss://
@@ -245,7 +248,7 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 	fs := flag.NewFlagSet("lambdaidem "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.StringVar(&c.table, "table", a.env("LAMBDAIDEM_TABLE"), "DynamoDB `table` (env LAMBDAIDEM_TABLE)")
-	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`, usually the function's name (env LAMBDAIDEM_NAMESPACE)")
+	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`: the function's WithNamespace, else its name (env LAMBDAIDEM_NAMESPACE; get, release and forget default to AWS_LAMBDA_FUNCTION_NAME, else \"default\")")
 	fs.StringVar(&c.region, "region", firstOf(a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION")), "AWS `region` (env AWS_REGION)")
 	fs.StringVar(&c.endpoint, "endpoint", firstOf(a.env("AWS_ENDPOINT_URL_DYNAMODB"), a.env("AWS_ENDPOINT_URL")), "DynamoDB endpoint `URL` (env AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&c.json, "json", false, "print JSON on stdout")
@@ -320,13 +323,11 @@ func (c *common) needTable() error {
 }
 
 // needKey checks the flags and arguments of the subcommands that act on one
-// key.
+// key. Without a namespace it takes the one the library itself would use
+// (defaultNamespace); every message names the namespace it acted on.
 func (c *common) needKey(args []string) (string, error) {
 	if err := c.needTable(); err != nil {
 		return "", err
-	}
-	if c.namespace == "" {
-		return "", usagef("no namespace: set -namespace or LAMBDAIDEM_NAMESPACE (records are stored per namespace, by default the function's name)")
 	}
 	switch len(args) {
 	case 0:
@@ -335,6 +336,12 @@ func (c *common) needKey(args []string) (string, error) {
 		return args[0], nil
 	}
 	return "", usagef("one KEY expected, got %d arguments %q", len(args), args)
+}
+
+// defaultNamespace is the namespace the library uses when WithNamespace is
+// not set: the function's name in Lambda, "default" elsewhere.
+func defaultNamespace(env func(string) string) string {
+	return cmp.Or(env("AWS_LAMBDA_FUNCTION_NAME"), "default")
 }
 
 // where names a key for messages: table, namespace and key.

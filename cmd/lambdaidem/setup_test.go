@@ -88,7 +88,11 @@ func (b *bundle) cliWith(t *testing.T, now int, stdin io.Reader, args ...string)
 		stdin: stdin,
 	}
 	code := a.run(t.Context(), args)
-	t.Logf("$ lambdaidem %s  (exit %d)\n%s%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	shown := make([]string, len(args))
+	for i, arg := range args {
+		shown[i] = safe(arg)
+	}
+	t.Logf("$ lambdaidem %s  (exit %d)\n%s%s", strings.Join(shown, " "), code, out.String(), errOut.String())
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 

@@ -1,0 +1,238 @@
+package lambdaidem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+)
+
+// keyReports runs one message per body, in turn, through a decorator with
+// opts and a dead-letter sink, and returns each record's report.
+func keyReports(t *testing.T, opts []lambdaidem.Option, bodies ...string) ([]lambdaidem.RecordReport, *bundle) {
+	t.Helper()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(append(opts, lambdaidem.WithDeadLetterSink(b.sink), reportsOf(&reps, &mu))...)...)
+	var out []lambdaidem.RecordReport
+	for i, body := range bodies {
+		id := "m" + string(rune('a'+i))
+		resp, _ := h(context.Background(), batch(msg(id, body)))
+		wantFailed(t, resp) // acknowledged: run, duplicate or dead-lettered
+		out = append(out, reps[len(reps)-1].Records[0])
+	}
+	return out, b
+}
+
+func TestKeysThatAreNotValidUnicodeAreMalformedNotMerged(t *testing.T) {
+	t.Parallel()
+	for name, bodies := range map[string][]string{
+		"lone surrogates":   {`{"a":{"b":"\ud800"}}`, `{"a":{"b":"\udbff"}}`},
+		"lone low one":      {`{"a":{"b":"x\udc00"}}`, `{"a":{"b":"x\udfff"}}`},
+		"high then no low":  {`{"a":{"b":"\ud800\u0041"}}`, `{"a":{"b":"\ud800A"}}`},
+		"invalid UTF-8":     {"{\"a\":{\"b\":\"\xff\"}}", "{\"a\":{\"b\":\"\xfe\"}}"},
+		"encoded surrogate": {"{\"a\":{\"b\":\"\xed\xa0\x80\"}}", "{\"a\":{\"b\":\"\xed\xbf\xbf\"}}"},
+		"field given twice": {`{"a":{"b":"1","b":"2"}}`, `{"a":{"b":"2"},"a":{"b":"1"}}`},
+		"name not Unicode":  {`{"a":{"\ud800":"1"}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			path := "a.b"
+			if name == "name not Unicode" {
+				path = "a.\ufffd"
+			}
+			reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField(path)}, bodies...)
+			for i, r := range reps {
+				if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMissingKey || r.Outcome != lambdaidem.OutcomeDeadLettered {
+					t.Errorf("body %d: outcome %s, reason %q, error %v; want dead-lettered as missing_key with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
+				}
+			}
+			if n := b.calls.total(); n != 0 {
+				t.Errorf("handler ran %d times, want 0", n)
+			}
+		})
+	}
+}
+
+func TestHashedFieldsThatAreNotValidUnicodeAreMalformed(t *testing.T) {
+	t.Parallel()
+	reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHashJSONFields("x")},
+		`{"id":"1","x":{"k":"\ud800"}}`, `{"id":"1","x":{"k":"\udbff"}}`, `{"id":"2","x":{"\ud800":1}}`)
+	for i, r := range reps {
+		if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMissingKey {
+			t.Errorf("body %d: outcome %s, reason %q, error %v; want missing_key with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
+		}
+	}
+	if n := b.calls.total(); n != 0 {
+		t.Errorf("handler ran %d times, want 0", n)
+	}
+}
+
+func TestValidEscapesKeyLikeTheCharacters(t *testing.T) {
+	t.Parallel()
+	reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHashJSONFields("id")},
+		`{"id":"\ud83d\ude00\u00e9"}`, `{"id":"😀é"}`, `{"id":"\\ud800"}`)
+	want := []lambdaidem.Outcome{lambdaidem.OutcomeProcessed, lambdaidem.OutcomeDuplicate, lambdaidem.OutcomeProcessed}
+	for i, r := range reps {
+		if r.Outcome != want[i] {
+			t.Errorf("body %d: outcome %s (%v), want %s", i, r.Outcome, r.Err, want[i])
+		}
+	}
+	if got := b.record(t, `\ud800`).Key; got != `\ud800` {
+		t.Errorf("escaped backslash key stored as %q", got)
+	}
+}
+
+func TestTrailingDataIsMalformed(t *testing.T) {
+	t.Parallel()
+	reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField("a.b")},
+		`{"a":{"b":0}}0`, `000`, `{"a":{"b":1}} {"a":{"b":1}}`, `{"a":{"b":2}}x`)
+	for i, r := range reps {
+		if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) {
+			t.Errorf("body %d: error %v, want ErrMalformedBody", i, r.Err)
+		}
+	}
+	if n := b.calls.total(); n != 0 {
+		t.Errorf("handler ran %d times, want 0", n)
+	}
+	// Surrounding whitespace is not trailing data.
+	reps, _ = keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField("a.b")}, " \n{\"a\":{\"b\":0}}\n\t")
+	if reps[0].Outcome != lambdaidem.OutcomeProcessed || reps[0].Key != "0" {
+		t.Errorf("outcome %s, key %q, error %v", reps[0].Outcome, reps[0].Key, reps[0].Err)
+	}
+}
+
+// The stored form of a hashed key cannot be spelled as a raw key, and keys
+// that are not valid UTF-8 are hashed from their bytes: every pair here is
+// two keys, two records, two handler runs.
+func TestStoredKeysNeverCollide(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", lambdaidem.MaxKeyLength+1)
+	pairs := [][2]string{
+		{long, lambdaidem.StoredKey(long)},
+		{"\xff", "\xfe"},
+		{"\xff", "\ufffd"},
+		{"sha256:x", lambdaidem.StoredKey("sha256:x")},
+	}
+	for _, p := range pairs {
+		b := setup(t)
+		h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) { return m.Body, nil }))...)
+		resp, _ := h(context.Background(), batch(msg("m1", p[0]), msg("m2", p[1])))
+		wantFailed(t, resp)
+		if b.calls.get("m1") != 1 || b.calls.get("m2") != 1 {
+			t.Errorf("keys %q and %q: handler runs %d and %d, want 1 and 1", p[0], p[1], b.calls.get("m1"), b.calls.get("m2"))
+		}
+		for _, k := range p {
+			sk := lambdaidem.StoredKey(k)
+			if !utf8.ValidString(sk) || len(sk) > lambdaidem.MaxKeyLength {
+				t.Errorf("stored key %q of %q: not a valid short string", sk, k)
+			}
+			b.record(t, sk)
+		}
+	}
+	if got := lambdaidem.StoredKey("order-42"); got != "order-42" {
+		t.Errorf("StoredKey(order-42) = %q, want it unchanged", got)
+	}
+}
+
+func TestWrapRefusesInputsThatEncodeAlike(t *testing.T) {
+	t.Parallel()
+	type in struct{ S string }
+	runs := 0
+	f := lambdaidem.Wrap(memstore.New(), func(_ context.Context, v in) (string, error) { runs++; return v.S, nil }, lambdaidem.WithNamespace(ns))
+	for _, s := range []string{"\xff", "\xfe"} {
+		if _, err := f(context.Background(), in{S: s}); !errors.Is(err, lambdaidem.ErrMissingKey) {
+			t.Errorf("input %q: error %v, want ErrMissingKey", s, err)
+		}
+	}
+	// A real U+FFFD and a literal backslash-u text are fine, and distinct.
+	for _, s := range []string{"\ufffd", `\ufffd`} {
+		if got, err := f(context.Background(), in{S: s}); err != nil || got != s {
+			t.Errorf("input %q: %q, %v", s, got, err)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("ran %d times, want 2", runs)
+	}
+}
+
+func TestWrapKeysUseTheStoredKeyEncoding(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	long := strings.Repeat("w", lambdaidem.MaxKeyLength+1)
+	runs := 0
+	f := lambdaidem.Wrap(st, func(_ context.Context, k string) (string, error) { runs++; return k, nil },
+		lambdaidem.WithNamespace(ns), lambdaidem.WithWrapKey(func(k string) (string, error) { return k, nil }))
+	for _, k := range []string{long, lambdaidem.StoredKey(long)} {
+		if got, err := f(context.Background(), k); err != nil || got != k {
+			t.Fatalf("key %.20q…: %.20q…, %v", k, got, err)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("ran %d times, want 2: the long key and its hashed spelling share a record", runs)
+	}
+}
+
+// A stored result that does not decode into the output type (written by
+// hand, or by another version) is an error, never a zero value.
+func TestWrapStoredResultThatDoesNotDecodeIsAnError(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	key := lambdaidem.WithWrapKey(func(k string) (string, error) { return k, nil })
+	older := lambdaidem.Wrap(st, func(context.Context, string) (string, error) { return "not a number", nil }, lambdaidem.WithNamespace(ns), key)
+	if _, err := older(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	newer := lambdaidem.Wrap(st, func(context.Context, string) (int, error) { runs++; return 1, nil }, lambdaidem.WithNamespace(ns), key)
+	if got, err := newer(ctx, "k"); err == nil || !strings.Contains(err.Error(), "does not decode") || runs != 0 {
+		t.Fatalf("replay of an undecodable result = %d, %v (ran %d times); want an error", got, err, runs)
+	}
+}
+
+// Group and deduplication IDs may both hold "/": group "x" with ID "x/x"
+// and group "x/x" with ID "x" are two keys.
+func TestPerGroupDedupKeysNeverCollide(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyDeduplicationID(true), lambdaidem.WithPayloadHash(func([]byte) (string, error) { return "same", nil }))...)
+	m1, m2, m3 := fifo("m1", "x", "{}"), fifo("m2", "x/x", "{}"), fifo("m3", "g", "{}")
+	m1.Attributes["MessageDeduplicationId"] = "x/x"
+	m2.Attributes["MessageDeduplicationId"] = "x"
+	m3.Attributes["MessageDeduplicationId"] = "d"
+	resp, _ := h(context.Background(), batch(m1, m2, m3))
+	wantFailed(t, resp)
+	if b.calls.get("m1") != 1 || b.calls.get("m2") != 1 {
+		t.Errorf("handler runs %d and %d, want 1 and 1", b.calls.get("m1"), b.calls.get("m2"))
+	}
+	// An ordinary group keeps the plain "group/id" key.
+	b.record(t, "g/d")
+}
+
+// A payload hash that is not valid UTF-8 (from WithPayloadHash) is stored
+// hashed from its bytes: it fits any store, and two such hashes still
+// conflict instead of passing for one payload.
+func TestPayloadHashesThatAreNotUTF8StayApart(t *testing.T) {
+	t.Parallel()
+	reps, b := keyReports(t, []lambdaidem.Option{
+		lambdaidem.WithKeyFunc(func(events.SQSMessage) (string, error) { return "k", nil }),
+		lambdaidem.WithPayloadHash(func(body []byte) (string, error) { return string(body), nil }),
+	}, "\xff", "\xfe", "\xff")
+	want := []lambdaidem.Outcome{lambdaidem.OutcomeProcessed, lambdaidem.OutcomeDeadLettered, lambdaidem.OutcomeDuplicate}
+	for i, r := range reps {
+		if r.Outcome != want[i] {
+			t.Errorf("message %d: %s (%v), want %s", i, r.Outcome, r.Err, want[i])
+		}
+	}
+	if h := b.record(t, "k").PayloadHash; !utf8.ValidString(h) {
+		t.Errorf("stored payload hash %q is not valid UTF-8", h)
+	}
+}

@@ -13,6 +13,17 @@ type recordState struct {
 	lease  Lease
 	mu     sync.Mutex
 	writes []any
+	// ctxEnded is set when the handler returned an error after its context
+	// had ended (deadline, cancellation, lost lease): its outcome is unknown.
+	ctxEnded bool
+}
+
+// ran notes how the handler ended and passes its error on.
+func (st *recordState) ran(err error, ctx context.Context) error {
+	if err != nil && ctx.Err() != nil {
+		st.ctxEnded = true
+	}
+	return err
 }
 
 func withRecordState(ctx context.Context, st *recordState) context.Context {

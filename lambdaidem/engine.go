@@ -144,40 +144,55 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 }
 
 // runHandler runs f under the lease: its context ends a margin before the
-// deadline (or before the lease ends, with no deadline and no heartbeat), so
-// recording the outcome still fits; it carries the record state; and with a
-// heartbeat the lease is extended while f runs. A panic becomes a
+// lease ends or before the deadline, whichever is first, so recording the
+// outcome still fits; it carries the record state; and with a heartbeat the
+// lease is extended while f runs, each granted extension moving the
+// context's end with it. An extension that is not granted never moves it,
+// so the handler never runs past a lease it still holds. A panic becomes a
 // PanicError with its stack.
 func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
 	lease := st.lease
 	if t.shared != nil && e.c.heartbeat <= 0 && !lease.Until.Before(t.deadline) {
 		// The lease lasts as long as the invocation: the invocation's
 		// handler context bounds this record too.
-		return run(withRecordState(t.shared.handler, st), f)
+		return st.ran(run(withRecordState(t.shared.handler, st), f), t.shared.handler)
 	}
-	budget := time.Duration(-1)
-	if e.c.heartbeat <= 0 {
-		budget = lease.Until.Sub(now) - t.margin
-	}
-	if !t.deadline.IsZero() {
-		rem := t.deadline.Sub(now) - t.margin
-		if budget < 0 || rem < budget {
-			budget = rem
-		}
-	}
+	length := lease.Until.Sub(now)
+	lm := e.c.leaseMargin(t.margin, length)
+	end := e.handlerEnd(t, lease.Until, lm)
 	hctx, cancelCause := context.WithCancelCause(withRecordState(ctx, st))
 	defer cancelCause(nil)
-	if budget >= 0 {
+	if e.c.heartbeat <= 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = t.withTimeout(hctx, max(budget, 0))
+		hctx, cancel = t.withTimeout(hctx, max(end.Sub(now), 0))
 		defer cancel()
+		return st.ran(run(hctx, f), hctx)
 	}
-	if e.c.heartbeat > 0 {
-		hb := &heartbeat{e: e, t: t, lease: lease, length: lease.Until.Sub(now), cancel: cancelCause,
-			ctx: context.WithoutCancel(ctx)}
-		defer hb.start()()
+	// The deadline moves with each granted extension. Without a Runtime it
+	// is measured by real timers, the configured clock giving the durations.
+	toClock := func(at, now time.Time) time.Time {
+		if t.rt != nil {
+			return at
+		}
+		return time.Now().Add(at.Sub(now))
 	}
-	return run(hctx, f)
+	mctx, cancel := seam.WithDeadline(hctx, seam.ClockOf(t.rt), toClock(end, now))
+	defer cancel()
+	hb := &heartbeat{e: e, t: t, lease: lease, length: length, cancel: cancelCause, ctx: context.WithoutCancel(ctx),
+		granted: func(now, until time.Time) { mctx.Move(toClock(e.handlerEnd(t, until, lm), now)) }}
+	defer hb.start()()
+	return st.ran(run(mctx, f), mctx)
+}
+
+// handlerEnd is when a handler's context ends for a lease ending at until:
+// the lease margin before it, or the deadline margin before the
+// invocation's deadline if that is sooner.
+func (e *engine) handlerEnd(t timing, until time.Time, leaseMargin time.Duration) time.Time {
+	end := until.Add(-leaseMargin)
+	if !t.deadline.IsZero() {
+		end = minTime(end, t.deadline.Add(-t.margin))
+	}
+	return end
 }
 
 // heartbeat extends the lease every interval while the handler runs. A
@@ -190,6 +205,9 @@ type heartbeat struct {
 	lease  Lease
 	length time.Duration
 	cancel context.CancelCauseFunc
+	// granted is told each extension the store accepted: written at now,
+	// the lease now ends at until.
+	granted func(now, until time.Time)
 
 	mu      sync.Mutex
 	stopped bool
@@ -253,7 +271,8 @@ func (hb *heartbeat) beat() bool {
 	e := hb.e
 	now := hb.t.now()
 	rctx, rcancel := hb.t.withTimeout(hb.ctx, max(e.c.heartbeat, time.Second))
-	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: now.Add(hb.length)})
+	until := now.Add(hb.length)
+	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until})
 	rcancel()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
@@ -264,6 +283,8 @@ func (hb *heartbeat) beat() bool {
 	case err != nil:
 		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
 			slog.String("key", hb.lease.Key), slog.Any("error", err))
+	default:
+		hb.granted(now, until)
 	}
 	return true
 }

@@ -1,6 +1,7 @@
 package lambdaidem
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -109,7 +110,37 @@ func newConfig(opts []Option) *config {
 	if c.resultRetention <= 0 || c.resultRetention > c.retention {
 		c.resultRetention = c.retention
 	}
+	c.validate()
 	return c
+}
+
+// leaseMargin is the time kept back before a lease of the given length
+// ends: the deadline margin, or a quarter of the lease when the lease is
+// shorter than four margins and no margin was set.
+func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
+	if !c.marginSet && length < 4*margin {
+		return max(length/4, 0)
+	}
+	return margin
+}
+
+// validate rejects combinations of options that could never work, as the
+// constructors reject a nil store: at build time, with a panic.
+func (c *config) validate() {
+	if c.marginSet && c.margin >= c.maxLease {
+		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
+	}
+	if c.marginSet && c.margin >= c.leaseNoDeadline {
+		// Only the default lease outside Lambda is shorter (an explicit
+		// WithLease sets both): lengthen it rather than start dead.
+		c.leaseNoDeadline = 4 * c.margin
+	}
+	if c.heartbeat > 0 {
+		lease := min(c.maxLease, c.leaseNoDeadline)
+		if room := lease - c.leaseMargin(c.margin, lease); c.heartbeat >= room {
+			panic(fmt.Sprintf("lambdaidem: WithHeartbeat(%s) cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", c.heartbeat, lease, room))
+		}
+	}
 }
 
 // nowAt returns t if the clock is the real one (t was just read from it),
@@ -215,7 +246,10 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = ma
 
 // WithLease caps the lease (default DefaultMaxLease). The lease is the
 // invocation's remaining time, capped by d; with no deadline it is d (or
-// DefaultLeaseWithoutDeadline when unset).
+// DefaultLeaseWithoutDeadline when unset). The handler's context ends a
+// margin before the lease does; when d is shorter than four deadline
+// margins and no margin was set, that margin is a quarter of d. Combined
+// with an explicit WithDeadlineMargin of d or more, SQS and Wrap panic.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -229,9 +263,11 @@ func WithLease(d time.Duration) Option {
 func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = max(d, 0) } }
 
 // WithDeadlineMargin sets the time kept back before the invocation's
-// deadline for recording outcomes (default DefaultDeadlineMargin). The
-// handler's context ends this long before the deadline, and no record is
-// claimed once less than this remains.
+// deadline, and before the lease's end, for recording outcomes (default
+// DefaultDeadlineMargin). The handler's context ends this long before the
+// deadline, and no record is claimed once less than this remains. It must
+// be shorter than WithLease, or SQS and Wrap panic; outside Lambda, the
+// default lease is lengthened to four margins if it is not longer.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) { c.margin, c.marginSet = max(d, 0), true }
 }
@@ -361,9 +397,16 @@ func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
 // WithHeartbeat extends the lease every interval while the handler runs,
 // for handlers whose lease is shorter than their work (Wrap outside Lambda,
 // or WithLease below the invocation's timeout). Each extension moves the
-// lease's end to now plus the original lease length. If an extension is
-// refused (the lease was taken over), the handler's context is cancelled
-// and context.Cause reports ErrLeaseLost. Default: off.
+// lease's end to now plus the original lease length. The handler's context
+// ends a margin before the last lease end the store granted (and before the
+// invocation's deadline): if extensions fail, for a throttled or
+// unreachable store, the handler is stopped before its lease runs out
+// rather than keep running while another instance takes the key over. If
+// an extension is refused (the lease was taken over), the handler's context
+// is cancelled at once and context.Cause reports ErrLeaseLost. The interval
+// must be shorter than the lease minus the margin, or SQS and Wrap panic;
+// a third of the lease leaves room for a failed extension or two.
+// Default: off.
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) { c.heartbeat = max(interval, 0) }
 }

@@ -166,3 +166,159 @@ func TestRuntimeDrivesTheHeartbeat(t *testing.T) {
 		t.Fatalf("record %s, want COMPLETED", r.Status)
 	}
 }
+
+// extendFaults refuses to extend leases as unavailable while on.
+type extendFaults struct {
+	lambdaidem.Store
+	mu  sync.Mutex
+	off bool
+}
+
+func (s *extendFaults) Extend(ctx context.Context, r lambdaidem.ExtendRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.off {
+		return lambdaidem.ErrStoreUnavailable
+	}
+	return s.Store.Extend(ctx, r)
+}
+
+// The handler's context ends at the last granted lease end minus the margin,
+// whatever the heartbeat's luck: a handler must never outlive its lease.
+func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &extendFaults{Store: b.store}
+	w := newSimWorld()
+	hctx := make(chan context.Context, 1)
+	abandon := make(chan struct{})
+	t.Cleanup(func() { close(abandon) })
+	h := lambdaidem.SQS(store, func(ctx context.Context, _ events.SQSMessage) error {
+		hctx <- ctx
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-abandon:
+			return nil
+		}
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	ctx, cancel := w.ctx(0)
+	defer cancel()
+	start := w.Now()
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := h(ctx, batch(msg("m1", "x"))); done <- resp }()
+	c := <-hctx
+	if dl, ok := c.Deadline(); !ok || !dl.Equal(start.Add(time.Minute-lambdaidem.DefaultDeadlineMargin)) {
+		t.Fatalf("handler deadline %v %v, want the lease end minus the margin", dl, ok)
+	}
+	// Every extension fails: the context must still end with the first lease.
+	w.advance(57 * time.Second)
+	if c.Err() != nil {
+		t.Fatal("ended early")
+	}
+	w.advance(time.Second)
+	if !errors.Is(c.Err(), context.DeadlineExceeded) {
+		t.Fatalf("after every extension failed, the handler still runs past its lease (err %v)", c.Err())
+	}
+	wantFailed(t, <-done, "m1")
+
+	// Granted extensions move the end; a failing one leaves it where the
+	// last granted one put it.
+	b2 := setup(t)
+	store2 := &extendFaults{Store: b2.store, off: true}
+	h2 := lambdaidem.SQS(store2, func(ctx context.Context, _ events.SQSMessage) error {
+		hctx <- ctx
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-abandon:
+			return nil
+		}
+	}, b2.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	go func() { resp, _ := h2(ctx, batch(msg("m2", "x"))); done <- resp }()
+	c = <-hctx
+	start = w.Now()
+	w.advance(10 * time.Second)
+	if dl, _ := c.Deadline(); !dl.Equal(start.Add(70*time.Second - lambdaidem.DefaultDeadlineMargin)) {
+		t.Fatalf("after a granted extension the deadline is %v, want %v", dl, start.Add(68*time.Second))
+	}
+	store2.mu.Lock()
+	store2.off = false
+	store2.mu.Unlock()
+	w.advance(57 * time.Second)
+	if c.Err() != nil {
+		t.Fatal("ended before the granted lease")
+	}
+	w.advance(time.Second)
+	if !errors.Is(c.Err(), context.DeadlineExceeded) {
+		t.Fatalf("handler outlives its last granted lease (err %v)", c.Err())
+	}
+	wantFailed(t, <-done, "m2")
+}
+
+func TestHeartbeatThatCannotKeepTheLeaseIsRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, opts := range [][]lambdaidem.Option{
+		{lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(time.Minute)},
+		{lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(59 * time.Second)},
+		{lambdaidem.WithHeartbeat(2 * time.Minute)},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("a heartbeat that cannot keep the lease alive was accepted")
+				}
+			}()
+			lambdaidem.SQS(b.store, ok, b.opts(opts...)...)
+		}()
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Wrap accepted a heartbeat that cannot keep the lease alive")
+				}
+			}()
+			lambdaidem.Wrap(b.store, func(context.Context, int) (int, error) { return 0, nil }, b.opts(opts...)...)
+		}()
+	}
+	lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(20*time.Second))...)
+}
+
+// A lease at or below the default margin scales the margin to a quarter of
+// the lease; an explicit margin that leaves no time is rejected.
+func TestShortLeaseScalesTheMarginOrIsRejected(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	var left time.Duration
+	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
+		dl, _ := ctx.Deadline()
+		left = dl.Sub(w.Now())
+		return ctx.Err()
+	}, b.opts(lambdaidem.WithLease(time.Second))...)
+	ctx, cancel := w.ctx(30 * time.Second)
+	defer cancel()
+	wantFailed(t, mustHandle(t, h, ctx, batch(msg("m1", "x"))))
+	if left != 750*time.Millisecond {
+		t.Fatalf("handler had %v, want 750ms (a 1s lease less a quarter)", left)
+	}
+	for _, lease := range []time.Duration{time.Second, 5 * time.Second} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("WithDeadlineMargin(5s) with WithLease(%v) was accepted", lease)
+				}
+			}()
+			lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(lease), lambdaidem.WithDeadlineMargin(5*time.Second))...)
+		}()
+	}
+}
+
+func mustHandle(t *testing.T, h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
+	t.Helper()
+	resp, err := h(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}

@@ -390,8 +390,13 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // token, which fences the original owner's late completion), sends the
 // message to the dead-letter queue with ReasonOutcomeUnknown for
 // reconciliation, and then marks the record dead-lettered. Wrap marks the
-// record under the old token and returns ErrOutcomeUnknown. The default is
-// at-least-once: an abandoned lease is taken over and the handler runs again.
+// record under the old token and returns ErrOutcomeUnknown. A handler that
+// returns an error after its context ended (the deadline margin, a lost
+// lease, a cancelled invocation) is treated the same way: what it started
+// may have happened, so the message is dead-lettered with
+// ReasonOutcomeUnknown (Wrap returns ErrOutcomeUnknown) instead of being
+// recorded as a retryable failure. The default is at-least-once: an
+// abandoned lease is taken over and the handler runs again.
 func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
 
 // WithHeartbeat extends the lease every interval while the handler runs,

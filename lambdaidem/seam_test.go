@@ -322,3 +322,75 @@ func mustHandle(t *testing.T, h func(context.Context, events.SQSEvent) (events.S
 	}
 	return resp
 }
+
+// In at-most-once mode a handler that returns an error because its context
+// ended may have started its effect: it is dead-lettered as outcome unknown,
+// never made retryable.
+func TestAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	entered := make(chan struct{})
+	h := lambdaidem.SQS(b.store, b.counting(func(ctx context.Context, _ events.SQSMessage) error {
+		close(entered) // the payment is on its way
+		<-ctx.Done()
+		return ctx.Err()
+	}), b.opts(lambdaidem.WithAtMostOnce(), lambdaidem.WithDeadLetterSink(b.sink))...)
+	ctx, cancel := w.ctx(30 * time.Second)
+	defer cancel()
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := h(ctx, batch(msg("m1", "pay 10"))); done <- resp }()
+	<-entered
+	w.advance(28 * time.Second)
+	wantFailed(t, <-done)
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonOutcomeUnknown {
+		t.Fatalf("dead letters %v, want [outcome_unknown]", got)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonOutcomeUnknown {
+		t.Fatalf("record %s/%s, want DEAD_LETTERED/outcome_unknown", r.Status, r.DeadLetterReason)
+	}
+	// Without a sink the record stays IN_PROGRESS (never FAILED) and the
+	// message is reported failed.
+	b2 := setup(t)
+	entered2 := make(chan struct{})
+	h2 := lambdaidem.SQS(b2.store, func(ctx context.Context, _ events.SQSMessage) error {
+		close(entered2)
+		<-ctx.Done()
+		return ctx.Err()
+	}, b2.opts(lambdaidem.WithAtMostOnce())...)
+	ctx2, cancel2 := w.ctx(30 * time.Second)
+	defer cancel2()
+	go func() { resp, _ := h2(ctx2, batch(msg("m2", "pay 10"))); done <- resp }()
+	<-entered2
+	w.advance(28 * time.Second)
+	wantFailed(t, <-done, "m2")
+	if r := b2.record(t, "m2"); r.Status != lambdaidem.StatusInProgress {
+		t.Fatalf("record %s, want IN_PROGRESS: a FAILED record lets a retry run the payment again", r.Status)
+	}
+}
+
+func TestWrapAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	entered := make(chan struct{})
+	var runs int
+	f := lambdaidem.Wrap(b.store, func(ctx context.Context, id string) (string, error) {
+		runs++
+		close(entered)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}, b.opts(lambdaidem.WithAtMostOnce(), lambdaidem.WithWrapKey(func(id string) (string, error) { return id, nil }))...)
+	ctx, cancel := w.ctx(30 * time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { _, err := f(ctx, "pay-1"); errc <- err }()
+	<-entered
+	w.advance(28 * time.Second)
+	if err := <-errc; !errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
+		t.Fatalf("got %v, want ErrOutcomeUnknown", err)
+	}
+	if _, err := f(context.Background(), "pay-1"); !errors.Is(err, lambdaidem.ErrOutcomeUnknown) || runs != 1 {
+		t.Fatalf("repeat: %v after %d runs, want ErrOutcomeUnknown after 1", err, runs)
+	}
+}

@@ -364,6 +364,12 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	switch {
 	case errors.As(herr, &poison):
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
+	case p.c.atMostOnce && st.ctxEnded:
+		// The handler gave up because its context ended (the deadline,
+		// a lost lease): whatever it had started may have happened. That is
+		// as unknown as a crash, and this mode never runs it again.
+		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
 	case lease.Attempt >= p.c.maxAttempts:
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
 	}

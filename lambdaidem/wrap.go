@@ -85,7 +85,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if !cr.Claimed {
 		rec := cr.Record
 		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
-			return zero, w.outcomeUnknown(ctx, t, rec, key)
+			return zero, w.outcomeUnknown(ctx, t, rec, key, "lease ran out without a recorded outcome")
 		}
 		return w.replay(t, rec, hash, key)
 	}
@@ -137,6 +137,11 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 			}
 		}
 	}
+	if w.c.atMostOnce && st.ctxEnded {
+		// fn gave up because its context ended: its effect may have
+		// happened, so the key must never run again.
+		return zero, w.outcomeUnknown(ctx, t, cr.Record, key, fmt.Sprintf("returned after its context ended: %v", ferr))
+	}
 	done := t.now()
 	if err := retryStore(dctx, &calls, func(ctx context.Context) error {
 		return w.store.Fail(ctx, FailRequest{Lease: cr.Lease, Now: t.now(), Error: ferr.Error(), ExpiresAt: w.retentionUntil(done, false)})
@@ -174,14 +179,15 @@ func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, 
 	}
 }
 
-// outcomeUnknown marks an abandoned attempt in at-most-once mode, fencing
-// the original owner's late completion, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string) error {
+// outcomeUnknown marks an attempt whose outcome is unknown in at-most-once
+// mode (abandoned, or ended by its context), under that attempt's lease,
+// fencing its late completion, and reports ErrOutcomeUnknown.
+func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key, why string) error {
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	now := t.now()
-	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
+	cause := fmt.Errorf("%w: key %q: attempt %d %s", ErrOutcomeUnknown, key, rec.Attempts, why)
 	err := retryStore(dctx, &calls, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
 			Lease: leaseOf(rec), Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),

@@ -211,7 +211,9 @@ func WithKeyDeduplicationID(perGroup bool) Option {
 }
 
 // WithKeyFunc keys records by a function of the message. Return an error
-// wrapping ErrMissingKey when the message has no key.
+// wrapping ErrMissingKey when the message has no key. A panic in it (or in
+// a WithPayloadHash function) is that message's missing key: it alone is
+// dead-lettered with ReasonMissingKey, or reported failed without a sink.
 func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be
@@ -306,9 +308,11 @@ func WithResultRetention(d time.Duration) Option {
 func WithMaxResultBytes(n int) Option { return func(c *config) { c.maxResultBytes = n } }
 
 // WithCache keeps up to size completed keys in memory for ttl, so a repeated
-// duplicate in a warm container costs no store request. Off by default: a
-// cached key goes stale when an operator forgets or redrives it, for up to
-// ttl.
+// duplicate in a warm container costs no store request. An entry never
+// outlives the key's retention nor its result retention, so the cache never
+// answers "duplicate" where the store has forgotten the key or would answer
+// "late replay". Off by default: a cached key goes stale when an operator
+// forgets or redrives it, for up to ttl.
 func WithCache(size int, ttl time.Duration) Option {
 	return func(c *config) { c.cacheSize, c.cacheTTL = size, ttl }
 }

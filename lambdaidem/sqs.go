@@ -174,11 +174,7 @@ type derived struct {
 }
 
 func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
-	key, err := p.c.keyFunc(msg)
-	var hash string
-	if err == nil {
-		hash, err = p.c.hash(bodyBytes(msg.Body))
-	}
+	key, hash, err := p.keyAndHash(msg)
 	if err != nil {
 		if !errors.Is(err, ErrMissingKey) {
 			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
@@ -186,6 +182,21 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 		return derived{err: err}
 	}
 	return derived{key: storedKey(key), hash: hash}
+}
+
+// keyAndHash runs the key and hash functions; a panic in either is that
+// record's error, never the batch's crash.
+func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
+		}
+	}()
+	key, err = p.c.keyFunc(msg)
+	if err == nil {
+		hash, err = p.c.hash(bodyBytes(msg.Body))
+	}
+	return key, hash, err
 }
 
 // runGroup runs records in order; once one is not acknowledged, the rest of
@@ -300,9 +311,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	st := &recordState{lease: lease}
 	copyMsg := msg
 	copyMsg.Attributes = maps.Clone(msg.Attributes)
-	if len(msg.MessageAttributes) > 0 {
-		copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
-	}
+	copyMsg.MessageAttributes = cloneMessageAttributes(msg.MessageAttributes)
 	// Reading the clock costs about 0.1 µs here: with the real clock, the
 	// handler's start and end times double as "now".
 	start := p.wall(t)
@@ -330,7 +339,9 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		})
 		switch {
 		case err == nil:
-			p.cache.add(r.Key, hash, now, time.Time{})
+			// Never remember it longer than the store does, nor past the
+			// result's retention (a later repeat is a late replay).
+			p.cache.add(r.Key, hash, now, minNonZero(req.ExpiresAt, req.ResultUntil))
 			r.Outcome, r.Acked = OutcomeProcessed, true
 			return p.logged(ctx, slog.LevelDebug, r)
 		case errors.Is(err, ErrLeaseLost):
@@ -545,4 +556,37 @@ func minNonZero(a, b time.Time) time.Time {
 		return a
 	}
 	return minTime(a, b)
+}
+
+// cloneMessageAttributes copies message attributes deeply enough that a
+// handler changing any value (a byte slice's contents, a list's element)
+// cannot change the message the decorator keeps for the dead-letter copy.
+func cloneMessageAttributes(in map[string]events.SQSMessageAttribute) map[string]events.SQSMessageAttribute {
+	if len(in) == 0 {
+		return in
+	}
+	out := make(map[string]events.SQSMessageAttribute, len(in))
+	for k, a := range in {
+		if a.StringValue != nil {
+			v := *a.StringValue
+			a.StringValue = &v
+		}
+		if a.BinaryValue != nil {
+			a.BinaryValue = append([]byte(nil), a.BinaryValue...)
+		}
+		if a.StringListValues != nil {
+			a.StringListValues = append([]string(nil), a.StringListValues...)
+		}
+		if a.BinaryListValues != nil {
+			bl := make([][]byte, len(a.BinaryListValues))
+			for i, b := range a.BinaryListValues {
+				if b != nil {
+					bl[i] = append([]byte(nil), b...)
+				}
+			}
+			a.BinaryListValues = bl
+		}
+		out[k] = a
+	}
+	return out
 }

@@ -137,3 +137,64 @@ func TestAddCompletionWriteAfterReturnIsAnError(t *testing.T) {
 		t.Fatalf("late AddCompletionWrite: %v, want ErrHandlerReturned", err)
 	}
 }
+
+// A holder that lost its lease never sends a dead-letter copy: its key was
+// taken over and completed, and a copy of finished work in the DLQ would
+// run again on redrive.
+func TestStaleOwnerNeverDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(b.sink)}
+	stale := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		close(entered)
+		<-release
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(opts...)...)
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := stale(context.Background(), batch(msg("m1", "x"))); done <- resp }()
+	<-entered
+	b.clock.Advance(2 * time.Minute)
+	fresh := lambdaidem.SQS(b.store, ok, b.opts(opts...)...)
+	wantFailed(t, mustHandle(t, fresh, context.Background(), batch(redelivered(msg("m1", "x"), 2))))
+	close(release)
+	wantFailed(t, <-done, "m1")
+	if n := len(b.sink.reasons()); n != 0 {
+		t.Fatalf("%d dead-letter copies sent by a holder that lost its lease", n)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
+}
+
+// takeoverSink lets another holder take the key over while the copy is
+// being sent.
+type takeoverSink struct {
+	sink
+	during func()
+}
+
+func (s *takeoverSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, error) {
+	s.during()
+	return s.sink.Send(ctx, dl)
+}
+
+// A final dead-letter mark refused after the send is never acknowledged.
+func TestRefusedDeadLetterMarkIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &takeoverSink{}
+	s.during = func() {
+		b.clock.Advance(2 * time.Minute)
+		thief := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute))...)
+		_, _ = thief(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
+	}
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(s))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
+}

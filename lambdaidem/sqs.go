@@ -410,7 +410,10 @@ func (p *sqsProcessor) fail(ctx context.Context, t timing, lease Lease, herr err
 
 // deadLetter sends the message to the sink first and, only when that
 // succeeded, marks the record (if we hold its lease) and acknowledges. A
-// failed send leaves the message with SQS: nothing is lost.
+// failed send leaves the message with SQS: nothing is lost. Holding a
+// lease, it first confirms it with a pending mark, so a holder that lost
+// its lease sends nothing; a final mark refused after the send is reported
+// failed, never acknowledged as dead-lettered.
 func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, reason Reason, cause error, r RecordReport) RecordReport {
 	r.Reason, r.Err = reason, cause
 	dctx, cancel := p.detached(ctx, t)
@@ -436,6 +439,28 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
+	if lease != nil {
+		// Confirm the lease before sending: a holder that lost it (its
+		// key taken over and perhaps completed) must never put a copy of
+		// finished work in the DLQ.
+		now := t.now()
+		perr := retryStore(dctx, &r, func(ctx context.Context) error {
+			return p.store.DeadLetter(ctx, DeadLetterRequest{
+				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
+				MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
+			})
+		})
+		switch {
+		case errors.Is(perr, ErrLeaseLost):
+			r.Outcome, r.Err = OutcomeLeaseLost, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
+			return p.logged(ctx, slog.LevelWarn, r)
+		case perr != nil:
+			// Nothing sent, nothing recorded: SQS keeps the message and
+			// the lease decides later.
+			r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
+			return p.logged(ctx, slog.LevelError, r)
+		}
+	}
 	id, err := p.c.sink.Send(dctx, dl)
 	if err != nil {
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
@@ -455,8 +480,16 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
 			})
 		})
-		if merr != nil {
-			// The copy is in the DLQ; at worst a redelivery sends another.
+		switch {
+		case errors.Is(merr, ErrLeaseLost):
+			// The lease was confirmed before the send but lost since: the
+			// new holder decides the key. Never acknowledge this as
+			// dead-lettered; the redelivery sees the new holder's outcome.
+			r.Outcome, r.Err = OutcomeLeaseLost, errors.Join(cause, fmt.Errorf("dead-letter copy %s sent but the mark was refused: %w", id, merr))
+			return p.logged(ctx, slog.LevelWarn, r)
+		case merr != nil:
+			// The copy is in the DLQ and the record is marked as being
+			// dead-lettered; at worst a redelivery sends another copy.
 			p.log(ctx, slog.LevelWarn, "lambdaidem: dead-lettered but could not mark the record",
 				slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", merr))
 		}

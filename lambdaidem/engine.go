@@ -129,9 +129,15 @@ func (e *engine) nowAt(t timing, w time.Time) time.Time {
 	return e.c.nowAt(w)
 }
 
+// minClaimBudget is the least time beyond the margin a claim needs: a
+// claim cut off by the deadline may have applied in the store with its
+// answer lost, leaving the record IN_PROGRESS (an attempt counted) until
+// its lease and the grace run out.
+const minClaimBudget = 250 * time.Millisecond
+
 // canClaim reports whether there is time to claim and run a record.
 func (t timing) canClaim(now time.Time) bool {
-	return t.deadline.IsZero() || t.deadline.Sub(now) > t.margin
+	return t.deadline.IsZero() || t.deadline.Sub(now) > t.margin+minClaimBudget
 }
 
 // leaseUntil is the end of a lease claimed at now: the invocation's
@@ -272,7 +278,10 @@ func (hb *heartbeat) beat() bool {
 	now := hb.t.now()
 	rctx, rcancel := hb.t.withTimeout(hb.ctx, max(e.c.heartbeat, time.Second))
 	until := now.Add(hb.length)
-	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until})
+	// The record's expiry moves with the lease, so it is never forgotten
+	// while held (unfinished retention exceeds the lease plus the grace).
+	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
+		ExpiresAt: e.retentionUntil(now, false)})
 	rcancel()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
@@ -308,21 +317,34 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 
 // retryStore retries a store write that failed as unavailable, within ctx.
 // The Store is retry-safe: a write that applied but whose answer was lost
-// is recognised as ours on the retry. The waits between tries are the
+// is recognised as ours on the retry. A retry is started only while the
+// time left in ctx covers the wait and a try as slow as the slowest so far,
+// so the last try is not cut off by the deadline. The waits are the
 // Runtime's when ctx carries one.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
+	rt := seam.From(ctx)
+	clock := time.Now
+	if rt != nil {
+		clock = rt.Now
+	}
 	var err error
+	var slowest time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
 		r.StoreCalls++
+		start := clock()
 		err = write(ctx)
+		slowest = max(slowest, clock().Sub(start))
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			r.StoreErrors++
 		}
-		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) || attempt == 3 {
 			return err
 		}
 		wait := time.Duration(25<<attempt) * time.Millisecond
-		if rt := seam.From(ctx); rt != nil {
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(clock()) < wait+slowest {
+			return err
+		}
+		if rt != nil {
 			if !seam.Sleep(ctx, seam.ClockOf(rt), wait) {
 				return err
 			}

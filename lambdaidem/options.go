@@ -25,9 +25,13 @@ const (
 	// instance may take it over, to absorb clock skew.
 	DefaultGrace = 2 * time.Second
 	// DefaultDeadlineMargin is the time kept back before the invocation's
-	// deadline to record outcomes. For invocations shorter than four
-	// margins, a quarter of the remaining time is kept instead.
-	DefaultDeadlineMargin = 2 * time.Second
+	// deadline to record outcomes. It covers one store call at its slowest
+	// with the DynamoDB store's default client tuning (three tries of at
+	// most one second plus backoff: 3.4 s); the library retries a store
+	// write only while the time left covers another try as slow as the
+	// slowest so far. For invocations shorter than four margins, a quarter
+	// of the remaining time is kept instead.
+	DefaultDeadlineMargin = 4 * time.Second
 	// DefaultRetention is how long a completed key is remembered.
 	DefaultRetention = 24 * time.Hour
 	// DefaultUnfinishedRetention is how long an IN_PROGRESS, FAILED or
@@ -134,6 +138,12 @@ func (c *config) validate() {
 		// Only the default lease outside Lambda is shorter (an explicit
 		// WithLease sets both): lengthen it rather than start dead.
 		c.leaseNoDeadline = 4 * c.margin
+	}
+	// An unfinished record must outlive any lease on it, plus the grace,
+	// or a second claimer would find it gone and claim it afresh while the
+	// first still holds it.
+	if floor := max(c.maxLease, c.leaseNoDeadline) + c.grace; c.unfinishedRetention <= floor {
+		c.unfinishedRetention = floor + time.Minute
 	}
 	if c.heartbeat > 0 {
 		lease := min(c.maxLease, c.leaseNoDeadline)
@@ -286,7 +296,10 @@ func WithRetention(d time.Duration) Option {
 
 // WithUnfinishedRetention sets how long unfinished records are kept
 // (default DefaultUnfinishedRetention). Keep it at least the queue's message
-// retention plus any RetryAfter horizon.
+// retention plus any RetryAfter horizon. A value not longer than the lease
+// cap (WithLease) plus the grace is raised to that plus one minute, so a
+// record is never forgotten while it is leased; a heartbeat's extensions
+// move the record's expiry with the lease.
 func WithUnfinishedRetention(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {

@@ -19,6 +19,9 @@ type simWorld struct {
 	now    time.Time
 	seq    int
 	timers []*simTimer
+	// instantBelow, when set, makes shorter timers pass at once: time
+	// advances to them as they are set (a store retry's short waits).
+	instantBelow time.Duration
 }
 
 type simTimer struct {
@@ -35,10 +38,14 @@ func (w *simWorld) runtime() *seam.Runtime {
 		Now: func() time.Time { w.mu.Lock(); defer w.mu.Unlock(); return w.now },
 		AfterFunc: func(d time.Duration, f func()) func() bool {
 			w.mu.Lock()
-			defer w.mu.Unlock()
 			w.seq++
 			tm := &simTimer{at: w.now.Add(d), seq: w.seq, f: f}
 			w.timers = append(w.timers, tm)
+			instant := d < w.instantBelow
+			w.mu.Unlock()
+			if instant {
+				w.advance(d)
+			}
 			return func() bool {
 				w.mu.Lock()
 				defer w.mu.Unlock()
@@ -117,7 +124,7 @@ func TestRuntimeDrivesTheHandlersDeadline(t *testing.T) {
 	if want := start.Add(30*time.Second - lambdaidem.DefaultDeadlineMargin); !dl.Equal(want) {
 		t.Fatalf("handler deadline %v, want %v (the Runtime's deadline minus the margin)", dl, want)
 	}
-	w.advance(27 * time.Second)
+	w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin - time.Second)
 	select {
 	case <-done:
 		t.Fatal("the handler's context ended before the Runtime's deadline")
@@ -212,7 +219,7 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 		t.Fatalf("handler deadline %v %v, want the lease end minus the margin", dl, ok)
 	}
 	// Every extension fails: the context must still end with the first lease.
-	w.advance(57 * time.Second)
+	w.advance(time.Minute - lambdaidem.DefaultDeadlineMargin - time.Second)
 	if c.Err() != nil {
 		t.Fatal("ended early")
 	}
@@ -239,13 +246,13 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 	c = <-hctx
 	start = w.Now()
 	w.advance(10 * time.Second)
-	if dl, _ := c.Deadline(); !dl.Equal(start.Add(70*time.Second - lambdaidem.DefaultDeadlineMargin)) {
-		t.Fatalf("after a granted extension the deadline is %v, want %v", dl, start.Add(68*time.Second))
+	if dl, want := c.Deadline(); !dl.Equal(start.Add(70*time.Second-lambdaidem.DefaultDeadlineMargin)) || !want {
+		t.Fatalf("after a granted extension the deadline is %v, want %v", dl, start.Add(70*time.Second-lambdaidem.DefaultDeadlineMargin))
 	}
 	store2.mu.Lock()
 	store2.off = false
 	store2.mu.Unlock()
-	w.advance(57 * time.Second)
+	w.advance(time.Minute - lambdaidem.DefaultDeadlineMargin - time.Second)
 	if c.Err() != nil {
 		t.Fatal("ended before the granted lease")
 	}
@@ -341,7 +348,7 @@ func TestAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	done := make(chan events.SQSEventResponse, 1)
 	go func() { resp, _ := h(ctx, batch(msg("m1", "pay 10"))); done <- resp }()
 	<-entered
-	w.advance(28 * time.Second)
+	w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin)
 	wantFailed(t, <-done)
 	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonOutcomeUnknown {
 		t.Fatalf("dead letters %v, want [outcome_unknown]", got)
@@ -362,7 +369,7 @@ func TestAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	defer cancel2()
 	go func() { resp, _ := h2(ctx2, batch(msg("m2", "pay 10"))); done <- resp }()
 	<-entered2
-	w.advance(28 * time.Second)
+	w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin)
 	wantFailed(t, <-done, "m2")
 	if r := b2.record(t, "m2"); r.Status != lambdaidem.StatusInProgress {
 		t.Fatalf("record %s, want IN_PROGRESS: a FAILED record lets a retry run the payment again", r.Status)
@@ -386,11 +393,117 @@ func TestWrapAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { _, err := f(ctx, "pay-1"); errc <- err }()
 	<-entered
-	w.advance(28 * time.Second)
+	w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin)
 	if err := <-errc; !errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
 		t.Fatalf("got %v, want ErrOutcomeUnknown", err)
 	}
 	if _, err := f(context.Background(), "pay-1"); !errors.Is(err, lambdaidem.ErrOutcomeUnknown) || runs != 1 {
 		t.Fatalf("repeat: %v after %d runs, want ErrOutcomeUnknown after 1", err, runs)
+	}
+}
+
+// A retention for unfinished records shorter than the lease is raised, so
+// a held record is never forgotten and claimed afresh by another instance;
+// a heartbeat's extensions carry the expiry along.
+func TestUnfinishedRecordOutlivesItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	entered, release := make(chan struct{}), make(chan struct{})
+	opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithUnfinishedRetention(10 * time.Second), lambdaidem.WithHeartbeat(10 * time.Second)}
+	h := lambdaidem.SQS(b.store, b.counting(func(context.Context, events.SQSMessage) error {
+		close(entered)
+		<-release
+		return nil
+	}), b.opts(opts...)...)
+	ctx, cancel := w.ctx(0)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = h(ctx, batch(msg("m1", "x"))) }()
+	<-entered
+	rec, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.ExpiresAt.After(rec.LeaseUntil.Add(lambdaidem.DefaultGrace)) {
+		t.Fatalf("record expires %v, before its lease ends (%v) plus the grace", rec.ExpiresAt, rec.LeaseUntil)
+	}
+	w.advance(50 * time.Second) // five extensions
+	rec, err = b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
+	if err != nil {
+		t.Fatalf("the record was forgotten while its lease was being extended: %v", err)
+	}
+	if !rec.ExpiresAt.After(rec.LeaseUntil.Add(lambdaidem.DefaultGrace)) {
+		t.Fatalf("after extensions the record expires %v, before its lease ends (%v) plus the grace", rec.ExpiresAt, rec.LeaseUntil)
+	}
+	// Another instance is turned away.
+	other := lambdaidem.SQS(b.store, b.counting(ok), b.opts(opts...)...)
+	octx, ocancel := w.ctx(0)
+	defer ocancel()
+	resp, _ := other(octx, batch(redelivered(msg("m1", "x"), 2)))
+	wantFailed(t, resp, "m1")
+	close(release)
+	<-done
+	if n := b.calls.get("m1"); n != 1 {
+		t.Fatalf("handler ran %d times while one lease was held", n)
+	}
+}
+
+// No claim is started without time for its round trip beyond the margin.
+func TestNoClaimWithoutABudgetForItsRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithDeadlineMargin(100*time.Millisecond))...)
+	ctx, cancel := w.ctx(200 * time.Millisecond)
+	defer cancel()
+	resp, _ := h(ctx, batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1")
+	if _, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()}); !errors.Is(err, lambdaidem.ErrNotFound) {
+		t.Fatalf("claimed with 100ms left beyond the margin: %v", err)
+	}
+}
+
+// slowStore takes d of the world's time per Complete and answers
+// unavailable, as a DynamoDB whose every attempt times out.
+type slowStore struct {
+	lambdaidem.Store
+	w     *simWorld
+	d     time.Duration
+	mu    sync.Mutex
+	tries []time.Time // when each try ended
+}
+
+func (s *slowStore) Complete(context.Context, lambdaidem.CompleteRequest) error {
+	s.w.advance(s.d)
+	s.mu.Lock()
+	s.tries = append(s.tries, s.w.Now())
+	s.mu.Unlock()
+	return lambdaidem.ErrStoreUnavailable
+}
+
+// The completion's retries stop while the time left cannot hold another
+// try as slow as the last, instead of starting one the deadline cuts off.
+func TestCompletionRetriesFitBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := newSimWorld()
+	w.instantBelow = time.Second
+	s := &slowStore{Store: b.store, w: w, d: 1500 * time.Millisecond}
+	h := lambdaidem.SQS(s, func(ctx context.Context, _ events.SQSMessage) error {
+		w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin) // work until the margin
+		return nil
+	}, b.opts()...)
+	ctx, cancel := w.ctx(30 * time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	_, _ = h(ctx, batch(msg("m1", "x")))
+	if len(s.tries) != 2 {
+		t.Errorf("%d tries, want 2 (the third cannot finish before the deadline)", len(s.tries))
+	}
+	for i, end := range s.tries {
+		if end.After(deadline) {
+			t.Errorf("try %d ended %v after the deadline", i+1, end.Sub(deadline))
+		}
 	}
 }

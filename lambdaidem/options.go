@@ -349,7 +349,14 @@ func WithClock(now func() time.Time) Option {
 // WithFailBatchOnAnyFailure makes the SQS handler return an error whenever
 // any record failed. Use it when the event source mapping does not enable
 // ReportBatchItemFailures: Lambda then retries the whole batch, and records
-// that completed are skipped as duplicates.
+// whose completion was recorded are skipped as duplicates. A record whose
+// handler succeeded but whose completion could not be written (the store
+// was unavailable) is skipped too when the retry reaches the same warm
+// container: the completion is written then, fenced by that attempt's
+// lease, without running the handler. If the retry reaches another
+// container once the lease and grace are over, that container takes the
+// key over and runs the handler again, as after a crash (with
+// WithAtMostOnce, it dead-letters the message as outcome unknown instead).
 func WithFailBatchOnAnyFailure() Option { return func(c *config) { c.failOnAny = true } }
 
 // WithAllFailedError sets whether the SQS handler returns an error when

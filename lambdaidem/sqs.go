@@ -230,6 +230,11 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome = OutcomeNotStarted
 		return p.logged(ctx, slog.LevelWarn, r)
 	}
+	if req, ok := p.unrecorded.get(r.Key, hash); ok {
+		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
+			return rep
+		}
+	}
 	r.StoreCalls++
 	cr, err := p.store.Claim(ctx, ClaimRequest{
 		Namespace:   p.c.namespace,
@@ -360,7 +365,10 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 			return p.logged(ctx, slog.LevelError, r)
 		case errors.Is(err, ErrStoreUnavailable):
 			// Never record failure after success: the effect happened. The
-			// record stays IN_PROGRESS and its lease decides later.
+			// record stays IN_PROGRESS and its lease decides later; should
+			// the key come back to this container, the completion is
+			// written then instead of running the handler again.
+			p.unrecorded.add(r.Key, hash, req)
 			r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
 			return p.logged(ctx, slog.LevelError, r)
 		default:
@@ -393,6 +401,36 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		p.changeVisibility(ctx, t, msg, p.c.backoff(lease.Attempt), &r)
 	}
 	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// recordLate writes a completion this container could not write when the
+// handler succeeded, now that its key came back (WithFailBatchOnAnyFailure
+// returns the whole batch, say). The write is fenced by that attempt's
+// lease token: it applies only if nobody took the key over since. done is
+// false when the key must be claimed as usual.
+func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	r.Attempt = req.Lease.Attempt
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
+		req.Now = t.now()
+		return p.store.Complete(ctx, req)
+	})
+	switch {
+	case err == nil:
+		p.unrecorded.drop(r.Key)
+		p.cache.add(r.Key, hash, req.Now, minNonZero(req.ExpiresAt, req.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r), true
+	case errors.Is(err, ErrStoreUnavailable):
+		// Still cannot write it: keep the message, never run it again here.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r), true
+	default:
+		// Taken over, forgotten or refused: the store decides, as usual.
+		p.unrecorded.drop(r.Key)
+		return r, false
+	}
 }
 
 // fail records a retryable failure; if that cannot be written the lease

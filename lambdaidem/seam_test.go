@@ -200,7 +200,8 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 	hctx := make(chan context.Context, 1)
 	abandon := make(chan struct{})
 	t.Cleanup(func() { close(abandon) })
-	h := lambdaidem.SQS(store, func(ctx context.Context, _ events.SQSMessage) error {
+	// The handler hands its context over and runs until it ends.
+	waiting := func(ctx context.Context, _ events.SQSMessage) error {
 		hctx <- ctx
 		select {
 		case <-ctx.Done():
@@ -208,7 +209,8 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 		case <-abandon:
 			return nil
 		}
-	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	}
+	h := lambdaidem.SQS(store, waiting, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
 	ctx, cancel := w.ctx(0)
 	defer cancel()
 	start := w.Now()
@@ -233,15 +235,7 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 	// last granted one put it.
 	b2 := setup(t)
 	store2 := &extendFaults{Store: b2.store, off: true}
-	h2 := lambdaidem.SQS(store2, func(ctx context.Context, _ events.SQSMessage) error {
-		hctx <- ctx
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-abandon:
-			return nil
-		}
-	}, b2.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	h2 := lambdaidem.SQS(store2, waiting, b2.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
 	go func() { resp, _ := h2(ctx, batch(msg("m2", "x"))); done <- resp }()
 	c = <-hctx
 	start = w.Now()

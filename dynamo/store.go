@@ -377,6 +377,16 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 			return err
 		}
 	}
+	if req.Pending {
+		// Confirm the lease before the copy is sent: fenced like any
+		// write, it keeps the record IN_PROGRESS.
+		e := newExpr()
+		e.SetOrRemove(attrDLReason, string(req.Reason))
+		e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
+		e.SetOrRemove(attrDLSourceID, req.MessageID)
+		e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
+		return s.finish(ctx, "dead-letter (pending)", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
+	}
 	dl := strAV(string(lambdaidem.StatusDeadLettered))
 	e := newExpr()
 	e.Set(attrStatus, dl)
@@ -398,6 +408,9 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 	}
 	e := newExpr()
 	e.Set(attrLeaseUntil, numAV(ceilMillis(req.LeaseUntil)))
+	if !req.ExpiresAt.IsZero() {
+		setExpiry(e, req.ExpiresAt)
+	}
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	return s.finish(ctx, "extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
 }

@@ -320,7 +320,7 @@ func TestMetricsOfARealRun(t *testing.T) {
 		got := b.invoke(t, ctx, primary, batch(msg("a1", body("A", "ok")), msg("p1", body("P", "poison"))))
 		check(t, b, got, map[string]float64{
 			emf.MetricRecords: 2, emf.MetricHandlerRuns: 2, emf.MetricProcessed: 1, emf.MetricDeadLettered: 1,
-			emf.MetricStoreRequests: 4, // claim+complete, claim+dead-letter
+			emf.MetricStoreRequests: 5, // claim+complete, claim+pending dead-letter mark+dead-letter
 		}, 2, map[string]map[string]float64{emf.MetricDeadLettered: {"poison": 1}})
 	})
 

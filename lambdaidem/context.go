@@ -2,6 +2,7 @@ package lambdaidem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -13,6 +14,22 @@ type recordState struct {
 	lease  Lease
 	mu     sync.Mutex
 	writes []any
+	// returned is set once the handler returned: later writes are refused.
+	returned bool
+	// ctxEnded is set when the handler returned an error after its context
+	// had ended (deadline, cancellation, lost lease): its outcome is unknown.
+	ctxEnded bool
+}
+
+// ran notes how the handler ended and passes its error on.
+func (st *recordState) ran(err error, ctx context.Context) error {
+	st.mu.Lock()
+	st.returned = true
+	st.mu.Unlock()
+	if err != nil && ctx.Err() != nil {
+		st.ctxEnded = true
+	}
+	return err
 }
 
 func withRecordState(ctx context.Context, st *recordState) context.Context {
@@ -33,18 +50,27 @@ func LeaseFromContext(ctx context.Context) (lease Lease, ok bool) {
 // AddCompletionWrite adds a write the Store commits atomically with this
 // record's completion (for the DynamoDB store, a types.TransactWriteItem):
 // the effect and the "done" mark happen together or not at all. It fails
-// outside a decorated handler. The writes are dropped if the handler
-// returns an error.
+// outside a decorated handler, and once the handler has returned (from a
+// goroutine it left running, say): the completion may already be written,
+// so such a write could never join it. The writes are dropped if the
+// handler returns an error.
 func AddCompletionWrite(ctx context.Context, w any) error {
 	st, ok := ctx.Value(recordStateKey{}).(*recordState)
 	if !ok {
 		return fmt.Errorf("lambdaidem: AddCompletionWrite called outside a decorated handler")
 	}
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.returned {
+		return ErrHandlerReturned
+	}
 	st.writes = append(st.writes, w)
-	st.mu.Unlock()
 	return nil
 }
+
+// ErrHandlerReturned is returned by AddCompletionWrite once the handler it
+// belongs to has returned.
+var ErrHandlerReturned = errors.New("lambdaidem: AddCompletionWrite called after the handler returned")
 
 func (st *recordState) takeWrites() []any {
 	st.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
@@ -15,16 +16,84 @@ import (
 // engine is what SQS and Wrap share: the store, the options, the clock
 // arithmetic and the retry-safe recording of outcomes.
 type engine struct {
-	store Store
-	c     *config
-	cache *completedCache
+	store      Store
+	c          *config
+	cache      *completedCache
+	unrecorded *unrecordedCompletions
 }
 
 func newEngine(store Store, c *config) *engine {
 	if store == nil {
 		panic("lambdaidem: nil Store")
 	}
-	return &engine{store: store, c: c, cache: newCompletedCache(c.cacheSize, c.cacheTTL)}
+	return &engine{store: store, c: c, cache: newCompletedCache(c.cacheSize, c.cacheTTL), unrecorded: newUnrecorded()}
+}
+
+// maxUnrecorded bounds the completions a container remembers it could not
+// write; beyond it the oldest are forgotten (their keys then behave as
+// after a crash).
+const maxUnrecorded = 1024
+
+// unrecordedCompletions remembers, per key, a completion this container
+// could not write although the handler succeeded, so a redelivery of the
+// key to this container writes it (fenced by the lease token, so it
+// applies only if nobody took the key over) instead of running the
+// handler again.
+type unrecordedCompletions struct {
+	n     atomic.Int32 // len(items), read without the lock
+	mu    sync.Mutex
+	order []string
+	items map[string]unrecordedCompletion
+}
+
+type unrecordedCompletion struct {
+	hash string
+	req  CompleteRequest
+}
+
+func newUnrecorded() *unrecordedCompletions {
+	return &unrecordedCompletions{items: map[string]unrecordedCompletion{}}
+}
+
+func (u *unrecordedCompletions) add(key, hash string, req CompleteRequest) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.items[key]; !ok {
+		u.order = append(u.order, key)
+	}
+	u.items[key] = unrecordedCompletion{hash: hash, req: req}
+	for len(u.order) > maxUnrecorded {
+		delete(u.items, u.order[0])
+		u.order = u.order[1:]
+	}
+	u.n.Store(int32(len(u.items)))
+}
+
+// get returns the remembered completion of key with this payload hash.
+func (u *unrecordedCompletions) get(key, hash string) (CompleteRequest, bool) {
+	if u.n.Load() == 0 {
+		return CompleteRequest{}, false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	it, ok := u.items[key]
+	return it.req, ok && it.hash == hash
+}
+
+func (u *unrecordedCompletions) drop(key string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.items[key]; !ok {
+		return
+	}
+	delete(u.items, key)
+	u.n.Store(int32(len(u.items)))
+	for i, k := range u.order {
+		if k == key {
+			u.order = append(u.order[:i], u.order[i+1:]...)
+			break
+		}
+	}
 }
 
 // timing is one invocation's view of time: when it must stop claiming and
@@ -129,9 +198,15 @@ func (e *engine) nowAt(t timing, w time.Time) time.Time {
 	return e.c.nowAt(w)
 }
 
+// minClaimBudget is the least time beyond the margin a claim needs: a
+// claim cut off by the deadline may have applied in the store with its
+// answer lost, leaving the record IN_PROGRESS (an attempt counted) until
+// its lease and the grace run out.
+const minClaimBudget = 250 * time.Millisecond
+
 // canClaim reports whether there is time to claim and run a record.
 func (t timing) canClaim(now time.Time) bool {
-	return t.deadline.IsZero() || t.deadline.Sub(now) > t.margin
+	return t.deadline.IsZero() || t.deadline.Sub(now) > t.margin+minClaimBudget
 }
 
 // leaseUntil is the end of a lease claimed at now: the invocation's
@@ -144,40 +219,55 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 }
 
 // runHandler runs f under the lease: its context ends a margin before the
-// deadline (or before the lease ends, with no deadline and no heartbeat), so
-// recording the outcome still fits; it carries the record state; and with a
-// heartbeat the lease is extended while f runs. A panic becomes a
+// lease ends or before the deadline, whichever is first, so recording the
+// outcome still fits; it carries the record state; and with a heartbeat the
+// lease is extended while f runs, each granted extension moving the
+// context's end with it. An extension that is not granted never moves it,
+// so the handler never runs past a lease it still holds. A panic becomes a
 // PanicError with its stack.
 func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
 	lease := st.lease
 	if t.shared != nil && e.c.heartbeat <= 0 && !lease.Until.Before(t.deadline) {
 		// The lease lasts as long as the invocation: the invocation's
 		// handler context bounds this record too.
-		return run(withRecordState(t.shared.handler, st), f)
+		return st.ran(run(withRecordState(t.shared.handler, st), f), t.shared.handler)
 	}
-	budget := time.Duration(-1)
-	if e.c.heartbeat <= 0 {
-		budget = lease.Until.Sub(now) - t.margin
-	}
-	if !t.deadline.IsZero() {
-		rem := t.deadline.Sub(now) - t.margin
-		if budget < 0 || rem < budget {
-			budget = rem
-		}
-	}
+	length := lease.Until.Sub(now)
+	lm := e.c.leaseMargin(t.margin, length)
+	end := e.handlerEnd(t, lease.Until, lm)
 	hctx, cancelCause := context.WithCancelCause(withRecordState(ctx, st))
 	defer cancelCause(nil)
-	if budget >= 0 {
+	if e.c.heartbeat <= 0 {
 		var cancel context.CancelFunc
-		hctx, cancel = t.withTimeout(hctx, max(budget, 0))
+		hctx, cancel = t.withTimeout(hctx, max(end.Sub(now), 0))
 		defer cancel()
+		return st.ran(run(hctx, f), hctx)
 	}
-	if e.c.heartbeat > 0 {
-		hb := &heartbeat{e: e, t: t, lease: lease, length: lease.Until.Sub(now), cancel: cancelCause,
-			ctx: context.WithoutCancel(ctx)}
-		defer hb.start()()
+	// The deadline moves with each granted extension. Without a Runtime it
+	// is measured by real timers, the configured clock giving the durations.
+	toClock := func(at, now time.Time) time.Time {
+		if t.rt != nil {
+			return at
+		}
+		return time.Now().Add(at.Sub(now))
 	}
-	return run(hctx, f)
+	mctx, cancel := seam.WithDeadline(hctx, seam.ClockOf(t.rt), toClock(end, now))
+	defer cancel()
+	hb := &heartbeat{e: e, t: t, lease: lease, length: length, cancel: cancelCause, ctx: context.WithoutCancel(ctx),
+		granted: func(now, until time.Time) { mctx.Move(toClock(e.handlerEnd(t, until, lm), now)) }}
+	defer hb.start()()
+	return st.ran(run(mctx, f), mctx)
+}
+
+// handlerEnd is when a handler's context ends for a lease ending at until:
+// the lease margin before it, or the deadline margin before the
+// invocation's deadline if that is sooner.
+func (e *engine) handlerEnd(t timing, until time.Time, leaseMargin time.Duration) time.Time {
+	end := until.Add(-leaseMargin)
+	if !t.deadline.IsZero() {
+		end = minTime(end, t.deadline.Add(-t.margin))
+	}
+	return end
 }
 
 // heartbeat extends the lease every interval while the handler runs. A
@@ -190,6 +280,9 @@ type heartbeat struct {
 	lease  Lease
 	length time.Duration
 	cancel context.CancelCauseFunc
+	// granted is told each extension the store accepted: written at now,
+	// the lease now ends at until.
+	granted func(now, until time.Time)
 
 	mu      sync.Mutex
 	stopped bool
@@ -253,7 +346,11 @@ func (hb *heartbeat) beat() bool {
 	e := hb.e
 	now := hb.t.now()
 	rctx, rcancel := hb.t.withTimeout(hb.ctx, max(e.c.heartbeat, time.Second))
-	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: now.Add(hb.length)})
+	until := now.Add(hb.length)
+	// The record's expiry moves with the lease, so it is never forgotten
+	// while held (unfinished retention exceeds the lease plus the grace).
+	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
+		ExpiresAt: e.retentionUntil(now, false)})
 	rcancel()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
@@ -264,6 +361,8 @@ func (hb *heartbeat) beat() bool {
 	case err != nil:
 		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
 			slog.String("key", hb.lease.Key), slog.Any("error", err))
+	default:
+		hb.granted(now, until)
 	}
 	return true
 }
@@ -287,21 +386,34 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 
 // retryStore retries a store write that failed as unavailable, within ctx.
 // The Store is retry-safe: a write that applied but whose answer was lost
-// is recognised as ours on the retry. The waits between tries are the
+// is recognised as ours on the retry. A retry is started only while the
+// time left in ctx covers the wait and a try as slow as the slowest so far,
+// so the last try is not cut off by the deadline. The waits are the
 // Runtime's when ctx carries one.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
+	rt := seam.From(ctx)
+	clock := time.Now
+	if rt != nil {
+		clock = rt.Now
+	}
 	var err error
+	var slowest time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
 		r.StoreCalls++
+		start := clock()
 		err = write(ctx)
+		slowest = max(slowest, clock().Sub(start))
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			r.StoreErrors++
 		}
-		if err == nil || !errors.Is(err, ErrStoreUnavailable) {
+		if err == nil || !errors.Is(err, ErrStoreUnavailable) || attempt == 3 {
 			return err
 		}
 		wait := time.Duration(25<<attempt) * time.Millisecond
-		if rt := seam.From(ctx); rt != nil {
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(clock()) < wait+slowest {
+			return err
+		}
+		if rt != nil {
 			if !seam.Sleep(ctx, seam.ClockOf(rt), wait) {
 				return err
 			}

@@ -1,6 +1,7 @@
 package lambdaidem
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -24,9 +25,13 @@ const (
 	// instance may take it over, to absorb clock skew.
 	DefaultGrace = 2 * time.Second
 	// DefaultDeadlineMargin is the time kept back before the invocation's
-	// deadline to record outcomes. For invocations shorter than four
-	// margins, a quarter of the remaining time is kept instead.
-	DefaultDeadlineMargin = 2 * time.Second
+	// deadline to record outcomes. It covers one store call at its slowest
+	// with the DynamoDB store's default client tuning (three tries of at
+	// most one second plus backoff: 3.4 s); the library retries a store
+	// write only while the time left covers another try as slow as the
+	// slowest so far. For invocations shorter than four margins, a quarter
+	// of the remaining time is kept instead.
+	DefaultDeadlineMargin = 4 * time.Second
 	// DefaultRetention is how long a completed key is remembered.
 	DefaultRetention = 24 * time.Hour
 	// DefaultUnfinishedRetention is how long an IN_PROGRESS, FAILED or
@@ -109,7 +114,43 @@ func newConfig(opts []Option) *config {
 	if c.resultRetention <= 0 || c.resultRetention > c.retention {
 		c.resultRetention = c.retention
 	}
+	c.validate()
 	return c
+}
+
+// leaseMargin is the time kept back before a lease of the given length
+// ends: the deadline margin, or a quarter of the lease when the lease is
+// shorter than four margins and no margin was set.
+func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
+	if !c.marginSet && length < 4*margin {
+		return max(length/4, 0)
+	}
+	return margin
+}
+
+// validate rejects combinations of options that could never work, as the
+// constructors reject a nil store: at build time, with a panic.
+func (c *config) validate() {
+	if c.marginSet && c.margin >= c.maxLease {
+		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
+	}
+	if c.marginSet && c.margin >= c.leaseNoDeadline {
+		// Only the default lease outside Lambda is shorter (an explicit
+		// WithLease sets both): lengthen it rather than start dead.
+		c.leaseNoDeadline = 4 * c.margin
+	}
+	// An unfinished record must outlive any lease on it, plus the grace,
+	// or a second claimer would find it gone and claim it afresh while the
+	// first still holds it.
+	if floor := max(c.maxLease, c.leaseNoDeadline) + c.grace; c.unfinishedRetention <= floor {
+		c.unfinishedRetention = floor + time.Minute
+	}
+	if c.heartbeat > 0 {
+		lease := min(c.maxLease, c.leaseNoDeadline)
+		if room := lease - c.leaseMargin(c.margin, lease); c.heartbeat >= room {
+			panic(fmt.Sprintf("lambdaidem: WithHeartbeat(%s) cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", c.heartbeat, lease, room))
+		}
+	}
 }
 
 // nowAt returns t if the clock is the real one (t was just read from it),
@@ -189,7 +230,9 @@ func WithKeyDeduplicationID(perGroup bool) Option {
 // WithKeyFunc keys records by a function of the message. Return an error
 // wrapping ErrMissingKey when the message has no key. Any string is a valid
 // key: one that is long, not valid UTF-8 or starts with HashedKeyPrefix is
-// stored hashed (StoredKey), never merged with another.
+// stored hashed (StoredKey), never merged with another. A panic in it (or in
+// a WithPayloadHash function) is that message's missing key: it alone is
+// dead-lettered with ReasonMissingKey, or reported failed without a sink.
 func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be
@@ -226,7 +269,10 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = ma
 
 // WithLease caps the lease (default DefaultMaxLease). The lease is the
 // invocation's remaining time, capped by d; with no deadline it is d (or
-// DefaultLeaseWithoutDeadline when unset).
+// DefaultLeaseWithoutDeadline when unset). The handler's context ends a
+// margin before the lease does; when d is shorter than four deadline
+// margins and no margin was set, that margin is a quarter of d. Combined
+// with an explicit WithDeadlineMargin of d or more, SQS and Wrap panic.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -240,9 +286,11 @@ func WithLease(d time.Duration) Option {
 func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = max(d, 0) } }
 
 // WithDeadlineMargin sets the time kept back before the invocation's
-// deadline for recording outcomes (default DefaultDeadlineMargin). The
-// handler's context ends this long before the deadline, and no record is
-// claimed once less than this remains.
+// deadline, and before the lease's end, for recording outcomes (default
+// DefaultDeadlineMargin). The handler's context ends this long before the
+// deadline, and no record is claimed once less than this remains. It must
+// be shorter than WithLease, or SQS and Wrap panic; outside Lambda, the
+// default lease is lengthened to four margins if it is not longer.
 func WithDeadlineMargin(d time.Duration) Option {
 	return func(c *config) { c.margin, c.marginSet = max(d, 0), true }
 }
@@ -259,7 +307,10 @@ func WithRetention(d time.Duration) Option {
 
 // WithUnfinishedRetention sets how long unfinished records are kept
 // (default DefaultUnfinishedRetention). Keep it at least the queue's message
-// retention plus any RetryAfter horizon.
+// retention plus any RetryAfter horizon. A value not longer than the lease
+// cap (WithLease) plus the grace is raised to that plus one minute, so a
+// record is never forgotten while it is leased; a heartbeat's extensions
+// move the record's expiry with the lease.
 func WithUnfinishedRetention(d time.Duration) Option {
 	return func(c *config) {
 		if d > 0 {
@@ -281,9 +332,11 @@ func WithResultRetention(d time.Duration) Option {
 func WithMaxResultBytes(n int) Option { return func(c *config) { c.maxResultBytes = n } }
 
 // WithCache keeps up to size completed keys in memory for ttl, so a repeated
-// duplicate in a warm container costs no store request. Off by default: a
-// cached key goes stale when an operator forgets or redrives it, for up to
-// ttl.
+// duplicate in a warm container costs no store request. An entry never
+// outlives the key's retention nor its result retention, so the cache never
+// answers "duplicate" where the store has forgotten the key or would answer
+// "late replay". Off by default: a cached key goes stale when an operator
+// forgets or redrives it, for up to ttl.
 func WithCache(size int, ttl time.Duration) Option {
 	return func(c *config) { c.cacheSize, c.cacheTTL = size, ttl }
 }
@@ -307,7 +360,14 @@ func WithClock(now func() time.Time) Option {
 // WithFailBatchOnAnyFailure makes the SQS handler return an error whenever
 // any record failed. Use it when the event source mapping does not enable
 // ReportBatchItemFailures: Lambda then retries the whole batch, and records
-// that completed are skipped as duplicates.
+// whose completion was recorded are skipped as duplicates. A record whose
+// handler succeeded but whose completion could not be written (the store
+// was unavailable) is skipped too when the retry reaches the same warm
+// container: the completion is written then, fenced by that attempt's
+// lease, without running the handler. If the retry reaches another
+// container once the lease and grace are over, that container takes the
+// key over and runs the handler again, as after a crash (with
+// WithAtMostOnce, it dead-letters the message as outcome unknown instead).
 func WithFailBatchOnAnyFailure() Option { return func(c *config) { c.failOnAny = true } }
 
 // WithAllFailedError sets whether the SQS handler returns an error when
@@ -365,16 +425,28 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // token, which fences the original owner's late completion), sends the
 // message to the dead-letter queue with ReasonOutcomeUnknown for
 // reconciliation, and then marks the record dead-lettered. Wrap marks the
-// record under the old token and returns ErrOutcomeUnknown. The default is
-// at-least-once: an abandoned lease is taken over and the handler runs again.
+// record under the old token and returns ErrOutcomeUnknown. A handler that
+// returns an error after its context ended (the deadline margin, a lost
+// lease, a cancelled invocation) is treated the same way: what it started
+// may have happened, so the message is dead-lettered with
+// ReasonOutcomeUnknown (Wrap returns ErrOutcomeUnknown) instead of being
+// recorded as a retryable failure. The default is at-least-once: an
+// abandoned lease is taken over and the handler runs again.
 func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
 
 // WithHeartbeat extends the lease every interval while the handler runs,
 // for handlers whose lease is shorter than their work (Wrap outside Lambda,
 // or WithLease below the invocation's timeout). Each extension moves the
-// lease's end to now plus the original lease length. If an extension is
-// refused (the lease was taken over), the handler's context is cancelled
-// and context.Cause reports ErrLeaseLost. Default: off.
+// lease's end to now plus the original lease length. The handler's context
+// ends a margin before the last lease end the store granted (and before the
+// invocation's deadline): if extensions fail, for a throttled or
+// unreachable store, the handler is stopped before its lease runs out
+// rather than keep running while another instance takes the key over. If
+// an extension is refused (the lease was taken over), the handler's context
+// is cancelled at once and context.Cause reports ErrLeaseLost. The interval
+// must be shorter than the lease minus the margin, or SQS and Wrap panic;
+// a third of the lease leaves room for a failed extension or two.
+// Default: off.
 func WithHeartbeat(interval time.Duration) Option {
 	return func(c *config) { c.heartbeat = max(interval, 0) }
 }

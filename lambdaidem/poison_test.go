@@ -121,23 +121,27 @@ func TestCrashingMessageIsDeadLetteredAndInnocentsAreNot(t *testing.T) {
 				crashed    chan struct{}
 			}
 			var cur *round
-			h := lambdaidem.SQS(b.store, b.counting(func(ctx context.Context, m events.SQSMessage) error {
-				if m.Body == "crash" {
-					if cur.concurrent {
-						cur.entered.Wait()
+			// Each round is a fresh process: a crash takes the container's
+			// memory with it.
+			newProcess := func() func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+				return lambdaidem.SQS(b.store, b.counting(func(ctx context.Context, m events.SQSMessage) error {
+					if m.Body == "crash" {
+						if cur.concurrent {
+							cur.entered.Wait()
+						}
+						sim.crash()
+						close(cur.crashed)
+						return errors.New("killed")
 					}
-					sim.crash()
-					close(cur.crashed)
-					return errors.New("killed")
-				}
-				if cur.concurrent {
-					cur.entered.Done()
-					<-cur.crashed
-				}
-				return nil
-			}), b.opts(lambdaidem.WithMaxAttempts(3), lambdaidem.WithDeadLetterSink(b.sink),
-				lambdaidem.WithIsolateRedeliveries(isolate), lambdaidem.WithConcurrency(10),
-				lambdaidem.WithLease(time.Minute))...)
+					if cur.concurrent {
+						cur.entered.Done()
+						<-cur.crashed
+					}
+					return nil
+				}), b.opts(lambdaidem.WithMaxAttempts(3), lambdaidem.WithDeadLetterSink(b.sink),
+					lambdaidem.WithIsolateRedeliveries(isolate), lambdaidem.WithConcurrency(10),
+					lambdaidem.WithLease(time.Minute))...)
+			}
 
 			for receive := 1; receive <= 6 && b.status("crash") != lambdaidem.StatusDeadLettered; receive++ {
 				var recs []events.SQSMessage
@@ -149,7 +153,7 @@ func TestCrashingMessageIsDeadLetteredAndInnocentsAreNot(t *testing.T) {
 				}
 				cur = &round{concurrent: receive == 1 || !isolate, crashed: make(chan struct{})}
 				cur.entered.Add(len(recs) - 1)
-				_, _ = h(context.Background(), batch(recs...))
+				_, _ = newProcess()(context.Background(), batch(recs...))
 				sim.revive()
 				b.clock.Advance(2 * time.Minute) // every abandoned lease runs out
 			}

@@ -176,11 +176,7 @@ type derived struct {
 }
 
 func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
-	key, err := p.c.keyFunc(msg)
-	var hash string
-	if err == nil {
-		hash, err = p.c.hash(bodyBytes(msg.Body))
-	}
+	key, hash, err := p.keyAndHash(msg)
 	if err != nil {
 		if !errors.Is(err, ErrMissingKey) {
 			err = fmt.Errorf("%w: %w", ErrMissingKey, err)
@@ -188,6 +184,21 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 		return derived{err: err}
 	}
 	return derived{key: storedKey(key), hash: storedHash(hash)}
+}
+
+// keyAndHash runs the key and hash functions; a panic in either is that
+// record's error, never the batch's crash.
+func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
+		}
+	}()
+	key, err = p.c.keyFunc(msg)
+	if err == nil {
+		hash, err = p.c.hash(bodyBytes(msg.Body))
+	}
+	return key, hash, err
 }
 
 // runGroup runs records in order; once one is not acknowledged, the rest of
@@ -220,6 +231,11 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 	if !t.canClaim(now) {
 		r.Outcome = OutcomeNotStarted
 		return p.logged(ctx, slog.LevelWarn, r)
+	}
+	if req, ok := p.unrecorded.get(r.Key, hash); ok {
+		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
+			return rep
+		}
 	}
 	r.StoreCalls++
 	cr, err := p.store.Claim(ctx, ClaimRequest{
@@ -305,9 +321,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	st := &recordState{lease: lease}
 	copyMsg := msg
 	copyMsg.Attributes = maps.Clone(msg.Attributes)
-	if len(msg.MessageAttributes) > 0 {
-		copyMsg.MessageAttributes = maps.Clone(msg.MessageAttributes)
-	}
+	copyMsg.MessageAttributes = cloneMessageAttributes(msg.MessageAttributes)
 	// Reading the clock costs about 0.1 µs here: with the real clock, the
 	// handler's start and end times double as "now".
 	start := p.wall(t)
@@ -335,7 +349,9 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		})
 		switch {
 		case err == nil:
-			p.cache.add(r.Key, hash, now, time.Time{})
+			// Never remember it longer than the store does, nor past the
+			// result's retention (a later repeat is a late replay).
+			p.cache.add(r.Key, hash, now, minNonZero(req.ExpiresAt, req.ResultUntil))
 			r.Outcome, r.Acked = OutcomeProcessed, true
 			return p.logged(ctx, slog.LevelDebug, r)
 		case errors.Is(err, ErrLeaseLost):
@@ -354,7 +370,10 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 			return p.logged(ctx, slog.LevelError, r)
 		case errors.Is(err, ErrStoreUnavailable):
 			// Never record failure after success: the effect happened. The
-			// record stays IN_PROGRESS and its lease decides later.
+			// record stays IN_PROGRESS and its lease decides later; should
+			// the key come back to this container, the completion is
+			// written then instead of running the handler again.
+			p.unrecorded.add(r.Key, hash, req)
 			r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
 			return p.logged(ctx, slog.LevelError, r)
 		default:
@@ -369,6 +388,12 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	switch {
 	case errors.As(herr, &poison):
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
+	case p.c.atMostOnce && st.ctxEnded:
+		// The handler gave up because its context ended (the deadline,
+		// a lost lease): whatever it had started may have happened. That is
+		// as unknown as a crash, and this mode never runs it again.
+		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
 	case lease.Attempt >= p.c.maxAttempts:
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
 	}
@@ -381,6 +406,36 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		p.changeVisibility(ctx, t, msg, p.c.backoff(lease.Attempt), &r)
 	}
 	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// recordLate writes a completion this container could not write when the
+// handler succeeded, now that its key came back (WithFailBatchOnAnyFailure
+// returns the whole batch, say). The write is fenced by that attempt's
+// lease token: it applies only if nobody took the key over since. done is
+// false when the key must be claimed as usual.
+func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	r.Attempt = req.Lease.Attempt
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
+		req.Now = t.now()
+		return p.store.Complete(ctx, req)
+	})
+	switch {
+	case err == nil:
+		p.unrecorded.drop(r.Key)
+		p.cache.add(r.Key, hash, req.Now, minNonZero(req.ExpiresAt, req.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r), true
+	case errors.Is(err, ErrStoreUnavailable):
+		// Still cannot write it: keep the message, never run it again here.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r), true
+	default:
+		// Taken over, forgotten or refused: the store decides, as usual.
+		p.unrecorded.drop(r.Key)
+		return r, false
+	}
 }
 
 // fail records a retryable failure; if that cannot be written the lease
@@ -398,7 +453,10 @@ func (p *sqsProcessor) fail(ctx context.Context, t timing, lease Lease, herr err
 
 // deadLetter sends the message to the sink first and, only when that
 // succeeded, marks the record (if we hold its lease) and acknowledges. A
-// failed send leaves the message with SQS: nothing is lost.
+// failed send leaves the message with SQS: nothing is lost. Holding a
+// lease, it first confirms it with a pending mark, so a holder that lost
+// its lease sends nothing; a final mark refused after the send is reported
+// failed, never acknowledged as dead-lettered.
 func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, reason Reason, cause error, r RecordReport) RecordReport {
 	r.Reason, r.Err = reason, cause
 	dctx, cancel := p.detached(ctx, t)
@@ -424,6 +482,28 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
+	if lease != nil {
+		// Confirm the lease before sending: a holder that lost it (its
+		// key taken over and perhaps completed) must never put a copy of
+		// finished work in the DLQ.
+		now := t.now()
+		perr := retryStore(dctx, &r, func(ctx context.Context) error {
+			return p.store.DeadLetter(ctx, DeadLetterRequest{
+				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
+				MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
+			})
+		})
+		switch {
+		case errors.Is(perr, ErrLeaseLost):
+			r.Outcome, r.Err = OutcomeLeaseLost, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
+			return p.logged(ctx, slog.LevelWarn, r)
+		case perr != nil:
+			// Nothing sent, nothing recorded: SQS keeps the message and
+			// the lease decides later.
+			r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
+			return p.logged(ctx, slog.LevelError, r)
+		}
+	}
 	id, err := p.c.sink.Send(dctx, dl)
 	if err != nil && mutant.On("ack-before-dlq-send") {
 		r.Outcome, r.Acked = OutcomeDeadLettered, true
@@ -447,8 +527,16 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
 			})
 		})
-		if merr != nil {
-			// The copy is in the DLQ; at worst a redelivery sends another.
+		switch {
+		case errors.Is(merr, ErrLeaseLost):
+			// The lease was confirmed before the send but lost since: the
+			// new holder decides the key. Never acknowledge this as
+			// dead-lettered; the redelivery sees the new holder's outcome.
+			r.Outcome, r.Err = OutcomeLeaseLost, errors.Join(cause, fmt.Errorf("dead-letter copy %s sent but the mark was refused: %w", id, merr))
+			return p.logged(ctx, slog.LevelWarn, r)
+		case merr != nil:
+			// The copy is in the DLQ and the record is marked as being
+			// dead-lettered; at worst a redelivery sends another copy.
 			p.log(ctx, slog.LevelWarn, "lambdaidem: dead-lettered but could not mark the record",
 				slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", merr))
 		}
@@ -554,4 +642,37 @@ func minNonZero(a, b time.Time) time.Time {
 		return a
 	}
 	return minTime(a, b)
+}
+
+// cloneMessageAttributes copies message attributes deeply enough that a
+// handler changing any value (a byte slice's contents, a list's element)
+// cannot change the message the decorator keeps for the dead-letter copy.
+func cloneMessageAttributes(in map[string]events.SQSMessageAttribute) map[string]events.SQSMessageAttribute {
+	if len(in) == 0 {
+		return in
+	}
+	out := make(map[string]events.SQSMessageAttribute, len(in))
+	for k, a := range in {
+		if a.StringValue != nil {
+			v := *a.StringValue
+			a.StringValue = &v
+		}
+		if a.BinaryValue != nil {
+			a.BinaryValue = append([]byte(nil), a.BinaryValue...)
+		}
+		if a.StringListValues != nil {
+			a.StringListValues = append([]string(nil), a.StringListValues...)
+		}
+		if a.BinaryListValues != nil {
+			bl := make([][]byte, len(a.BinaryListValues))
+			for i, b := range a.BinaryListValues {
+				if b != nil {
+					bl[i] = append([]byte(nil), b...)
+				}
+			}
+			a.BinaryListValues = bl
+		}
+		out[k] = a
+	}
+	return out
 }

@@ -43,10 +43,15 @@ type Store interface {
 	Fail(ctx context.Context, req FailRequest) error
 
 	// DeadLetter moves a leased record to DEAD_LETTERED with its reason.
+	// With Pending set it only confirms the lease before the dead-letter
+	// copy is sent: it records the reason, error and message ID, and the
+	// record stays IN_PROGRESS under the same token (a refused pending mark
+	// yields ErrLeaseLost, and no copy is sent).
 	DeadLetter(ctx context.Context, req DeadLetterRequest) error
 
 	// Extend moves LeaseUntil of a record the caller still leases
-	// (heartbeat). A refused extension yields ErrLeaseLost.
+	// (heartbeat), and ExpiresAt when the request sets one. A refused
+	// extension yields ErrLeaseLost.
 	Extend(ctx context.Context, req ExtendRequest) error
 
 	// Get reads a record. An absent or expired record yields ErrNotFound.
@@ -156,6 +161,12 @@ type DeadLetterRequest struct {
 	// DeadLetterMessageID is the ID the dead-letter queue gave the copy.
 	DeadLetterMessageID string
 	ExpiresAt           time.Time
+	// Pending marks the record as being dead-lettered before the copy is
+	// sent: a write fenced by the lease token that records Reason, Error and
+	// MessageID but leaves the record IN_PROGRESS, its lease, expiry and
+	// DeadLetterMessageID unchanged. Only a holder whose pending mark
+	// applied sends the copy, so a holder that lost its lease never does.
+	Pending bool
 }
 
 // ExtendRequest moves a lease's end.
@@ -163,6 +174,10 @@ type ExtendRequest struct {
 	Lease      Lease
 	Now        time.Time
 	LeaseUntil time.Time
+	// ExpiresAt, when not zero, becomes the record's expiry, so a record
+	// whose lease is extended is never forgotten while it is held. Callers
+	// pass a time after LeaseUntil plus the grace.
+	ExpiresAt time.Time
 }
 
 // GetRequest reads one record.

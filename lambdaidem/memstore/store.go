@@ -143,6 +143,13 @@ func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
 // DeadLetter records that the message went to the dead-letter queue; see
 // [lambdaidem.Store].
 func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	if req.Pending {
+		return s.write(ctx, OpDeadLetter, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
+			r.DeadLetterReason = req.Reason
+			r.LastError = req.Error
+			r.DeadLetteredMessageID = req.MessageID
+		})
+	}
 	return s.write(ctx, OpDeadLetter, req.Lease, req.Now, lambdaidem.StatusDeadLettered, func(r *lambdaidem.Record) {
 		r.Status = lambdaidem.StatusDeadLettered
 		r.DeadLetterReason = req.Reason
@@ -158,6 +165,9 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
 	return s.write(ctx, OpExtend, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
 		r.LeaseUntil = req.LeaseUntil
+		if !req.ExpiresAt.IsZero() {
+			r.ExpiresAt = req.ExpiresAt
+		}
 	})
 }
 

@@ -39,6 +39,8 @@ var cases = []testCase{
 	{"WritesToExpiredRecord", testWritesToExpiredRecord},
 	{"DeadLetterRecordsReason", testDeadLetterRecordsReason},
 	{"ExtendMovesLease", testExtendMovesLease},
+	{"DeadLetterPendingConfirmsLease", testDeadLetterPendingConfirmsLease},
+	{"ExtendMovesExpiry", testExtendMovesExpiry},
 	{"Delete", testDelete},
 	{"ConcurrentClaims", testConcurrentClaims},
 	{"ConcurrentTakeovers", testConcurrentTakeovers},
@@ -858,5 +860,80 @@ func testTokensAreUnique(t *testing.T, f *fixture) {
 			t.Fatalf("re-claim %d reused token %q", i, c.Lease.Token)
 		}
 		seen[c.Lease.Token] = true
+	}
+}
+
+// pendingDeadLetter is a pending dead-letter mark at second now.
+func (f *fixture) pendingDeadLetter(l lambdaidem.Lease, now int) error {
+	return f.store.DeadLetter(f.ctx, lambdaidem.DeadLetterRequest{
+		Lease:     l,
+		Now:       f.at(now),
+		Reason:    lambdaidem.ReasonPoison,
+		Error:     "poison: bad input",
+		MessageID: "m1",
+		ExpiresAt: f.at(now + retentionSecs),
+		Pending:   true,
+	})
+}
+
+// A pending dead-letter mark confirms the lease and keeps the record
+// IN_PROGRESS; the final mark follows; a stale owner's pending mark is
+// refused and changes nothing.
+func testDeadLetterPendingConfirmsLease(t *testing.T, f *fixture) {
+	c := f.mustClaim(f.claimReq("k", 0))
+	f.ok("DeadLetter(Pending)", f.pendingDeadLetter(c.Lease, 4))
+	got := f.get("k", f.at(4))
+	want := c.Record
+	want.DeadLetterReason = lambdaidem.ReasonPoison
+	want.LastError = "poison: bad input"
+	want.DeadLetteredMessageID = "m1"
+	want.UpdatedAt = f.at(4)
+	if d := RecordDiff(want, got); d != "" {
+		t.Errorf("record after a pending DeadLetter (-want +got):\n%s", d)
+	}
+	// Retried, it still applies: the lease is still ours.
+	f.ok("DeadLetter(Pending) retried", f.pendingDeadLetter(c.Lease, 5))
+	f.ok("DeadLetter after pending", f.deadLetter(c.Lease, 6, lambdaidem.ReasonPoison))
+	if r := f.get("k", f.at(6)); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != "dlq-1" {
+		t.Errorf("after the final mark: %s, copy %q", r.Status, r.DeadLetterMessageID)
+	}
+	// Once the record is no longer IN_PROGRESS, even our own token cannot
+	// mark it pending again.
+	f.leaseLost("DeadLetter(Pending) on a DEAD_LETTERED record", f.pendingDeadLetter(c.Lease, 7))
+
+	// A stale owner: its lease was taken over and the new holder completed.
+	old := f.mustClaim(f.claimReq("s", 0))
+	now := leaseSecs + graceSecs + 1
+	nc := f.mustClaim(f.claimReq("s", now))
+	f.ok("Complete by the new holder", f.complete(nc.Lease, now+1, []byte(`"done"`)))
+	before := f.get("s", f.at(now+2))
+	f.leaseLost("stale DeadLetter(Pending)", f.pendingDeadLetter(old.Lease, now+2))
+	f.unchanged("stale DeadLetter(Pending)", before, f.at(now+2))
+	// And one still IN_PROGRESS under the new holder.
+	old2 := f.mustClaim(f.claimReq("u", 0))
+	f.mustClaim(f.claimReq("u", now))
+	before = f.get("u", f.at(now+2))
+	f.leaseLost("stale DeadLetter(Pending) under a new lease", f.pendingDeadLetter(old2.Lease, now+2))
+	f.unchanged("stale DeadLetter(Pending) under a new lease", before, f.at(now+2))
+}
+
+// An extension that sets ExpiresAt keeps the record past its old expiry.
+func testExtendMovesExpiry(t *testing.T, f *fixture) {
+	req := f.claimReq("k", 0)
+	req.ExpiresAt = f.at(60)
+	c := f.mustClaim(req)
+	f.ok("Extend", f.store.Extend(f.ctx, lambdaidem.ExtendRequest{
+		Lease: c.Lease, Now: f.at(20), LeaseUntil: f.at(80), ExpiresAt: f.at(200),
+	}))
+	got := f.get("k", f.at(120))
+	if !got.ExpiresAt.Equal(f.at(200)) || got.Status != lambdaidem.StatusInProgress || got.LeaseToken != c.Lease.Token {
+		t.Errorf("after Extend with ExpiresAt: expires %v (want %v), %s", got.ExpiresAt, f.at(200), got.Status)
+	}
+	// Still held: a claim after the old expiry is refused.
+	f.mustRefuse(f.claimReq("k", 70))
+	// An extension without ExpiresAt leaves the expiry alone.
+	f.ok("Extend", f.extend(c.Lease, 30, 90))
+	if got := f.get("k", f.at(30)); !got.ExpiresAt.Equal(f.at(200)) {
+		t.Errorf("Extend without ExpiresAt moved the expiry to %v", got.ExpiresAt)
 	}
 }

@@ -1,0 +1,256 @@
+package lambdaidem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// A key completed in this container is cached no longer than the store
+// keeps it: once the store forgot it, a new message runs.
+func TestCacheNeverOutlivesRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithRetention(time.Minute), lambdaidem.WithCache(100, time.Hour), reportsOf(&reps, &mu))...)
+	_, _ = h(context.Background(), batch(msg("m1", "a")))
+	b.clock.Advance(2 * time.Minute)
+	_, _ = h(context.Background(), batch(msg("m1", "a")))
+	mu.Lock()
+	defer mu.Unlock()
+	if got := reps[1].Records[0].Outcome; got != lambdaidem.OutcomeProcessed || b.calls.get("m1") != 2 {
+		t.Fatalf("outcome %s after the store forgot the key, want processed", got)
+	}
+}
+
+// After the result retention, the cache must not answer where the store
+// would say late replay.
+func TestCacheDoesNotHideALateReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithResultRetention(time.Minute), lambdaidem.WithCache(100, time.Hour), reportsOf(&reps, &mu))...)
+	_, _ = h(context.Background(), batch(msg("m1", "a")))
+	b.clock.Advance(2 * time.Minute)
+	_, _ = h(context.Background(), batch(msg("m1", "a")))
+	mu.Lock()
+	defer mu.Unlock()
+	if got := reps[1].Records[0].Outcome; got != lambdaidem.OutcomeLateReplay {
+		t.Fatalf("outcome %s after the result retention, want late_replay", got)
+	}
+}
+
+// A panicking key function fails only its own record.
+func TestPanickingKeyFunctionFailsOnlyItsRecord(t *testing.T) {
+	t.Parallel()
+	for _, withSink := range []bool{true, false} {
+		b := setup(t)
+		opts := []lambdaidem.Option{lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) {
+			if m.Body == "bad" {
+				panic("malformed")
+			}
+			return m.Body, nil
+		})}
+		if withSink {
+			opts = append(opts, lambdaidem.WithDeadLetterSink(b.sink))
+		}
+		h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(opts...)...)
+		resp, err := h(context.Background(), batch(msg("m1", "good"), msg("m2", "bad"), msg("m3", "fine")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.calls.get("m1") != 1 || b.calls.get("m3") != 1 {
+			t.Fatal("batch-mates of a message whose key function panicked did not run")
+		}
+		if withSink {
+			wantFailed(t, resp)
+			if b.sink.reasons()[0] != lambdaidem.ReasonMissingKey || !strings.Contains(b.sink.sent[0].Error, "malformed") {
+				t.Fatalf("dead letter %v %q, want missing_key with the panic", b.sink.reasons(), b.sink.sent[0].Error)
+			}
+		} else {
+			wantFailed(t, resp, "m2")
+		}
+	}
+	// The hash function too.
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithPayloadHash(func(body []byte) (string, error) {
+		if string(body) == "bad" {
+			panic("hash")
+		}
+		return string(body), nil
+	}))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "good"), msg("m2", "bad")))
+	wantFailed(t, resp, "m2")
+}
+
+// Changing the contents of a message attribute in the handler does not
+// change the dead-letter copy.
+func TestHandlerCannotChangeTheDeadLetterCopysAttributes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := "v"
+	m := msg("m1", "x")
+	m.MessageAttributes = map[string]events.SQSMessageAttribute{
+		"s":  {StringValue: &s, DataType: "String"},
+		"b":  {BinaryValue: []byte("bin"), DataType: "Binary"},
+		"sl": {StringListValues: []string{"a"}, DataType: "String"},
+		"bl": {BinaryListValues: [][]byte{[]byte("x")}, DataType: "Binary"},
+	}
+	h := lambdaidem.SQS(b.store, func(_ context.Context, m events.SQSMessage) error {
+		*m.MessageAttributes["s"].StringValue = "changed"
+		m.MessageAttributes["b"].BinaryValue[0] = 'X'
+		m.MessageAttributes["sl"].StringListValues[0] = "changed"
+		m.MessageAttributes["bl"].BinaryListValues[0][0] = 'Y'
+		return lambdaidem.Poison(errors.New("bad"))
+	}, b.opts(lambdaidem.WithDeadLetterSink(b.sink))...)
+	if _, err := h(context.Background(), batch(m)); err != nil {
+		t.Fatal(err)
+	}
+	a := b.sink.sent[0].Message.MessageAttributes
+	if *a["s"].StringValue != "v" || string(a["b"].BinaryValue) != "bin" || a["sl"].StringListValues[0] != "a" || string(a["bl"].BinaryListValues[0]) != "x" {
+		t.Fatalf("the handler changed the dead-letter copy: %+v", a)
+	}
+}
+
+// A completion write added after the handler returned is refused, not
+// silently dropped.
+func TestAddCompletionWriteAfterReturnIsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var saved context.Context
+	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
+		saved = ctx
+		return nil
+	}, b.opts()...)
+	if _, err := h(context.Background(), batch(msg("m1", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := lambdaidem.AddCompletionWrite(saved, "late"); !errors.Is(err, lambdaidem.ErrHandlerReturned) {
+		t.Fatalf("late AddCompletionWrite: %v, want ErrHandlerReturned", err)
+	}
+}
+
+// A holder that lost its lease never sends a dead-letter copy: its key was
+// taken over and completed, and a copy of finished work in the DLQ would
+// run again on redrive.
+func TestStaleOwnerNeverDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(b.sink)}
+	stale := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		close(entered)
+		<-release
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(opts...)...)
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := stale(context.Background(), batch(msg("m1", "x"))); done <- resp }()
+	<-entered
+	b.clock.Advance(2 * time.Minute)
+	fresh := lambdaidem.SQS(b.store, ok, b.opts(opts...)...)
+	wantFailed(t, mustHandle(t, fresh, context.Background(), batch(redelivered(msg("m1", "x"), 2))))
+	close(release)
+	wantFailed(t, <-done, "m1")
+	if n := len(b.sink.reasons()); n != 0 {
+		t.Fatalf("%d dead-letter copies sent by a holder that lost its lease", n)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
+}
+
+// takeoverSink lets another holder take the key over while the copy is
+// being sent.
+type takeoverSink struct {
+	sink
+	during func()
+}
+
+func (s *takeoverSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, error) {
+	s.during()
+	return s.sink.Send(ctx, dl)
+}
+
+// A final dead-letter mark refused after the send is never acknowledged.
+func TestRefusedDeadLetterMarkIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &takeoverSink{}
+	s.during = func() {
+		b.clock.Advance(2 * time.Minute)
+		thief := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute))...)
+		_, _ = thief(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
+	}
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(s))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
+}
+
+// completeFaults answers Complete for one key as unavailable while on.
+type completeFaults struct {
+	lambdaidem.Store
+	mu  sync.Mutex
+	key string
+	on  bool
+}
+
+func (s *completeFaults) Complete(ctx context.Context, r lambdaidem.CompleteRequest) error {
+	s.mu.Lock()
+	on := s.on && r.Lease.Key == s.key
+	s.mu.Unlock()
+	if on {
+		return lambdaidem.ErrStoreUnavailable
+	}
+	return s.Store.Complete(ctx, r)
+}
+
+func (s *completeFaults) set(on bool) { s.mu.Lock(); s.on = on; s.mu.Unlock() }
+
+// With WithFailBatchOnAnyFailure, a record whose handler succeeded but
+// whose completion could not be written is not run again when the batch
+// comes back to this container: the completion is written instead.
+func TestFailBatchRetryRecordsAnUnrecordedCompletion(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &completeFaults{Store: b.store, key: "m1", on: true}
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(store, b.counting(func(_ context.Context, m events.SQSMessage) error {
+		if m.MessageId == "m2" {
+			return errors.New("downstream down")
+		}
+		return nil
+	}), b.opts(lambdaidem.WithFailBatchOnAnyFailure(), lambdaidem.WithLease(time.Minute), reportsOf(&reps, &mu))...)
+	ev := batch(msg("m1", "a"), msg("m2", "b"))
+	if _, err := h(context.Background(), ev); err == nil {
+		t.Fatal("want the batch failed")
+	}
+	store.set(false)
+	// Lambda retries the whole batch once the lease and grace are over.
+	b.clock.Advance(2 * time.Minute)
+	_, _ = h(context.Background(), batch(redelivered(msg("m1", "a"), 2), redelivered(msg("m2", "b"), 2)))
+	if n := b.calls.get("m1"); n != 1 {
+		t.Fatalf("m1's handler ran %d times, want 1: the retry re-ran a record whose effect happened", n)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted || r.Attempts != 1 {
+		t.Fatalf("m1 record %s after %d attempts, want COMPLETED after 1", r.Status, r.Attempts)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := reps[1].Records[0].Outcome; got != lambdaidem.OutcomeDuplicate {
+		t.Fatalf("m1 outcome on the retry %s, want duplicate", got)
+	}
+}

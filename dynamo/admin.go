@@ -130,7 +130,7 @@ func (a *Admin) Release(ctx context.Context, req ReleaseRequest) (lambdaidem.Rec
 	case old == nil || old.expiredAt(req.Now):
 		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
 	case old.str(attrToken) == newToken:
-		// A retried request whose first try applied (DESIGN §3a.1).
+		// A retried request whose first try applied (docs/design.md, rule 1).
 		return old.record(), nil
 	case old.str(attrToken) != req.Token:
 		r := old.record()

@@ -31,7 +31,7 @@ const (
 )
 
 // Tuning shapes the SDK client for a Lambda function that must fail closed
-// quickly (DESIGN §3a.7). Zero fields take the defaults above.
+// quickly (docs/design.md, rule 7). Zero fields take the defaults above.
 type Tuning struct {
 	// Concurrency is how many requests the function makes at once (the
 	// decorator's record concurrency). The transport keeps that many idle

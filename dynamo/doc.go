@@ -92,7 +92,7 @@
 // hash, unexpired". Takeovers are left out of it on purpose: DynamoDB's
 // update expressions cannot add to takeovers on one branch of a condition
 // only, and takeovers must stay exact (the decorator tells crashes from
-// handler failures by it, DESIGN §3a.4). A takeover happens only after an
+// handler failures by it, see "Poison by crash" in docs/design.md). A takeover happens only after an
 // instance crashed or timed out, so it may take a second request; the
 // common paths take one.
 //
@@ -109,7 +109,7 @@
 // have applied, and its retry then fails its own condition. A refused claim
 // whose returned item carries the claim's fresh token, and a refused
 // complete, fail or dead-letter whose item carries our token and already
-// has the target state, are our own success (DESIGN §3a.1).
+// has the target state, are our own success (docs/design.md, rule 1).
 //
 // # Errors
 //
@@ -137,7 +137,7 @@
 //
 // # Tuning the SDK client
 //
-// [ClientOptions] shapes a client to fail closed quickly (DESIGN §3a.7): a
+// [ClientOptions] shapes a client to fail closed quickly (docs/design.md, rule 7): a
 // per-attempt timeout (default 1s), the standard retryer with 3 attempts
 // and at most 200ms of jittered backoff, no client-side retry quota (the
 // SDK's default token bucket would keep refusing retries for a while after

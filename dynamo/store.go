@@ -116,7 +116,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		if old != nil && old.str(attrToken) == c.token {
 			// The SDK retried a request whose first try applied but whose
 			// response was lost: the token is fresh, so only our own write
-			// can have put it there (DESIGN §3a.1).
+			// can have put it there (docs/design.md, rule 1).
 			return c.claimed(step, old), nil
 		}
 		next, claimable := c.decide(old)
@@ -447,7 +447,7 @@ func (s *Store) finish(ctx context.Context, op, pk string, l lambdaidem.Lease, n
 
 // refused explains a failed lease condition. An item that carries our token
 // and already has the target state is our own write, applied by a try whose
-// response was lost (DESIGN §3a.1): success. Anything else is a lost lease.
+// response was lost (docs/design.md, rule 1): success. Anything else is a lost lease.
 func refused(op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, old item) error {
 	var why string
 	switch {

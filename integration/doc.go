@@ -1,7 +1,7 @@
 // Package integration holds end-to-end tests of the decorator (package
 // lambdaidem) on the real DynamoDB store (package dynamo) and, where a
 // dead-letter queue is involved, a real SQS queue (package sqsqueue): one
-// test per exactly-once extra of DESIGN §5 — transactional completion,
+// test per exactly-once extra of docs/design.md ("Beyond the basics") — transactional completion,
 // at-most-once mode, the two retention windows, the lease heartbeat and the
 // fencing number used in a handler's own conditional writes.
 //

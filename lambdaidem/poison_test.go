@@ -104,7 +104,7 @@ func (c crashSim) revive() { c.b.store.SetFault(nil) }
 
 // A message that kills the process every time is dead-lettered by its
 // attempt count, without the handler ever running past the maximum, and its
-// batch-mates are not dragged along (DESIGN §3a.4). Without isolation they
+// batch-mates are not dragged along (docs/design.md, rule 4). Without isolation they
 // would be: the subtest with isolation off shows the failure it prevents.
 func TestCrashingMessageIsDeadLetteredAndInnocentsAreNot(t *testing.T) {
 	t.Parallel()

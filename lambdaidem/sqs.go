@@ -260,7 +260,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 	return p.claimed(ctx, t, msg, hash, cr, r)
 }
 
-// refused decides what a refused claim means (DESIGN §4).
+// refused decides what a refused claim means (the outcome table of docs/design.md).
 func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.Attempt = rec.Attempts

@@ -427,7 +427,8 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // reconciliation, and then marks the record dead-lettered. Wrap marks the
 // record under the old token and returns ErrOutcomeUnknown. A handler that
 // returns an error after its context ended (the deadline margin, a lost
-// lease, a cancelled invocation) is treated the same way: what it started
+// lease, a cancelled invocation), or that panics, is treated the same way:
+// what it started
 // may have happened, so the message is dead-lettered with
 // ReasonOutcomeUnknown (Wrap returns ErrOutcomeUnknown) instead of being
 // recorded as a retryable failure. The default is at-least-once: an

@@ -501,3 +501,29 @@ func TestCompletionRetriesFitBeforeTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// In at-most-once mode a handler that panics may have had its effect before
+// the panic: it is dead-lettered as outcome unknown and never runs again,
+// as Wrap does with a panicking function.
+func TestAtMostOncePanicIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runs := 0
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		runs++
+		panic("charged, then crashed")
+	}, b.opts(lambdaidem.WithAtMostOnce(), lambdaidem.WithDeadLetterSink(b.sink))...)
+	for range 2 {
+		resp, _ := h(context.Background(), batch(msg("m1", "pay 10")))
+		wantFailed(t, resp)
+	}
+	if runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonOutcomeUnknown {
+		t.Fatalf("dead letters %v, want [outcome_unknown]", got)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonOutcomeUnknown {
+		t.Fatalf("record %s/%s, want DEAD_LETTERED/outcome_unknown", r.Status, r.DeadLetterReason)
+	}
+}

@@ -385,6 +385,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 
 	r.Err = herr
 	var poison *PoisonError
+	var panicked *PanicError
 	switch {
 	case errors.As(herr, &poison):
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
@@ -393,6 +394,11 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		// a lost lease): whatever it had started may have happened. That is
 		// as unknown as a crash, and this mode never runs it again.
 		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
+	case p.c.atMostOnce && errors.As(herr, &panicked):
+		// A panic stops the handler wherever it was, possibly after its
+		// effect: as unknown as a crash.
+		cause := fmt.Errorf("%w: attempt %d panicked: %w", ErrOutcomeUnknown, lease.Attempt, herr)
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
 	case lease.Attempt >= p.c.maxAttempts:
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)

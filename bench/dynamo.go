@@ -97,6 +97,8 @@ type PathResult struct {
 	Path     string
 	Variants []string // in display order
 	Dists    map[string]*Dist
+	// carry holds the samples by predecessor (WriteCarryOver).
+	carry carry
 }
 
 // DynamoResult is the outcome of RunDynamo.
@@ -108,6 +110,9 @@ type DynamoResult struct {
 	// NodeVersion is the harness's Node.js version; empty without
 	// Powertools.
 	NodeVersion string
+	// Breakdown splits the first deliveries of lambdaidem and its floor
+	// into phases (breakdown.go), by variant.
+	Breakdown map[string]*Breakdown
 }
 
 // Path returns the result of the named path, or nil.
@@ -131,8 +136,10 @@ func ClientConfig(region string) aws.Config {
 // and a per-attempt timeout long enough that a busy machine does not turn
 // slow answers into retries (a retry would be measured, not hidden, but it
 // is noise).
-func NewClient(endpoint, region string, concurrency int) *dynamodb.Client {
-	return dynamodb.NewFromConfig(ClientConfig(region),
+//
+// Further options apply after those.
+func NewClient(endpoint, region string, concurrency int, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(ClientConfig(region), append([]func(*dynamodb.Options){
 		dynamo.ClientOptions(dynamo.Tuning{Concurrency: concurrency, AttemptTimeout: 10 * time.Second}),
 		func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
@@ -140,7 +147,7 @@ func NewClient(endpoint, region string, concurrency int) *dynamodb.Client {
 			// error answers, and the SDK logs a warning for each; on
 			// loopback the check guards against nothing.
 			o.DisableValidateResponseChecksum = true
-		})
+		}}, opts...)...)
 }
 
 // quietLogger drops the decorator's per-record lines below WARN, as a
@@ -192,6 +199,8 @@ type sqsHandler = func(context.Context, events.SQSEvent) (events.SQSEventRespons
 type outcomes struct {
 	mu   sync.Mutex
 	last []lambdaidem.RecordReport
+	// started is when run last started its clock.
+	started time.Time
 }
 
 func (o *outcomes) hook(r *lambdaidem.InvocationReport) {
@@ -222,6 +231,7 @@ func (o *outcomes) run(ctx context.Context, h sqsHandler, ev events.SQSEvent, wa
 	ictx, cancel := invocation(ctx)
 	defer cancel()
 	t0 := time.Now()
+	o.started = t0
 	resp, err := h(ictx, ev)
 	d := time.Since(t0)
 	var be *lambdaidem.BatchError
@@ -276,7 +286,8 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	if cfg.Endpoint == "" {
 		return nil, errors.New("bench: the DynamoDB endpoint is required")
 	}
-	client := NewClient(cfg.Endpoint, cfg.Region, cfg.Concurrency)
+	rec := &wire{}
+	client := NewClient(cfg.Endpoint, cfg.Region, cfg.Concurrency, rec.option())
 	table := uniqueName("lambdaidem-bench")
 	fmt.Fprintf(cfg.Progress, "creating table %s\n", table)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
@@ -285,7 +296,8 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	defer func() { _ = deleteTable(client, table) }()
 
 	res := &DynamoResult{N: cfg.N, Concurrency: cfg.Concurrency}
-	b := &dynamoBench{cfg: cfg, client: client, table: table}
+	b := &dynamoBench{cfg: cfg, client: client, table: table, wire: rec, breakdown: map[string]*Breakdown{}}
+	res.Breakdown = b.breakdown
 	b.flr = &floor{client: client, table: table, ns: Namespace + "-floor", hash: lambdaidem.MessageIDHash}
 	b.store = dynamo.New(client, table)
 	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
@@ -335,15 +347,19 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 }
 
 type dynamoBench struct {
-	cfg     DynamoConfig
-	client  *dynamodb.Client
-	table   string
-	store   *dynamo.Store
-	h       sqsHandler
-	out     outcomes
-	flr     *floor
-	node    *node
-	ptProxy *faultproxy.Proxy
+	cfg    DynamoConfig
+	client *dynamodb.Client
+	table  string
+	store  *dynamo.Store
+	h      sqsHandler
+	out    outcomes
+	flr    *floor
+	node   *node
+	// wire records the first-delivery path's HTTP attempts; breakdown
+	// holds them split into phases, per variant.
+	wire      *wire
+	breakdown map[string]*Breakdown
+	ptProxy   *faultproxy.Proxy
 
 	// Keys completed on each side, for duplicates.
 	doneIDs      []string
@@ -364,19 +380,21 @@ func (b *dynamoBench) variants(path string) []variant {
 		vs = []variant{
 			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
+				b.wire.arm()
 				d, err := b.out.run(ctx, b.h, event(id), lambdaidem.OutcomeProcessed)
 				b.doneIDs = append(b.doneIDs, id)
-				return d, err
+				return d, b.split(VariantLambdaidem, b.out.started, d, err)
 			}},
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				ictx, cancel := invocation(ctx)
 				defer cancel()
+				b.wire.arm()
 				t0 := time.Now()
 				err := b.flr.first(ictx, id)
 				d := time.Since(t0)
 				b.doneFloorIDs = append(b.doneFloorIDs, id)
-				return d, err
+				return d, b.split(VariantFloor, t0, d, err)
 			}},
 		}
 	case PathDuplicate:
@@ -422,6 +440,21 @@ func (b *dynamoBench) variants(path string) []variant {
 	return vs
 }
 
+// split files one first delivery's recorded HTTP attempts into its
+// variant's breakdown.
+func (b *dynamoBench) split(variant string, t0 time.Time, d time.Duration, err error) error {
+	evs := b.wire.take()
+	if err != nil {
+		return err
+	}
+	bd := b.breakdown[variant]
+	if bd == nil {
+		bd = &Breakdown{}
+		b.breakdown[variant] = bd
+	}
+	return bd.add(evs, t0, d)
+}
+
 func (b *dynamoBench) nodeVariant(name, op string) variant {
 	return variant{name, func(context.Context) (time.Duration, error) {
 		s, err := b.node.samples(op, 1)
@@ -451,9 +484,11 @@ func (b *dynamoBench) bareBatch(ctx context.Context, ids []string) error {
 	return errors.Join(errs...)
 }
 
-// latency warms a path up, then measures it: iteration i runs every
-// variant once, starting at variant i mod len, so that machine noise and
-// any advantage of going first or last fall on all of them alike.
+// latency warms a path up, then measures it. The variants run in the
+// repeated cycle of serialOrder (order.go), in which every variant follows
+// every other equally often, so that machine noise, any advantage of going
+// first or last, and whatever the previous variant leaves behind fall on
+// all of them alike. Each variant keeps its first N measured samples.
 func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, error) {
 	vs := b.variants(path)
 	pr := PathResult{Path: path, Dists: map[string]*Dist{}}
@@ -461,20 +496,33 @@ func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, err
 		pr.Variants = append(pr.Variants, v.name)
 		pr.Dists[v.name] = &Dist{}
 	}
-	fmt.Fprintf(b.cfg.Progress, "%s: %d warm-up and %d measured iterations of %d variants, interleaved\n", path, b.cfg.Warmup, b.cfg.N, len(vs))
-	for i := range b.cfg.Warmup + b.cfg.N {
-		for k := range vs {
-			v := vs[(i+k)%len(vs)]
+	fmt.Fprintf(b.cfg.Progress, "%s: %d warm-up and %d measured runs of each of %d variants, interleaved\n", path, b.cfg.Warmup, b.cfg.N, len(vs))
+	seq := serialOrder(len(vs))
+	perCycle := max(len(vs)-1, 1)
+	warm := (b.cfg.Warmup + perCycle - 1) / perCycle
+	cycles := warm + (b.cfg.N+perCycle-1)/perCycle
+	started, prev := time.Now(), ""
+	for c := range cycles {
+		if c == warm && path == PathFirst {
+			clear(b.breakdown) // warm-up samples are not measured
+		}
+		for _, k := range seq {
+			v := vs[k]
 			d, err := v.run(ctx)
 			if err != nil {
 				return pr, fmt.Errorf("%s, %s: %w", path, v.name, err)
 			}
-			if i >= b.cfg.Warmup {
+			if c >= warm && pr.Dists[v.name].N() < b.cfg.N {
 				pr.Dists[v.name].Add(d)
+				pr.carry.add(v.name, prev, d)
 			}
+			prev = v.name
 		}
 		if err := ctx.Err(); err != nil {
 			return pr, err
+		}
+		if done := c + 1; done%max(cycles/10, 1) == 0 && done < cycles {
+			fmt.Fprintf(b.cfg.Progress, "%s: %d%% done, %s\n", path, 100*done/cycles, time.Since(started).Round(time.Second))
 		}
 	}
 	return pr, nil

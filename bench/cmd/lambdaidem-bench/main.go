@@ -106,6 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(w, "; run took %s.\n\n", time.Since(started).Round(time.Second))
 	res.WriteLatency(w)
+	fmt.Fprintf(w, "\n### Where a first delivery's time goes (p50 per phase)\n\n")
+	res.WriteBreakdown(w)
+	if res.NodeVersion != "" {
+		fmt.Fprintf(w, "\n### What the previous variant leaves behind\n\n")
+		res.WriteCarryOver(w)
+	}
 	fmt.Fprintf(w, "\n### Targets\n\n")
 	res.WriteTargets(w)
 	fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")

@@ -31,7 +31,7 @@ func TestDynamoSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch} {
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch, bench.PathFIFO} {
 		p := res.Path(path)
 		if p == nil {
 			t.Fatalf("no result for %s", path)

@@ -331,7 +331,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 		res.NodeVersion = r.Node
 	}
 
-	for _, path := range []string{PathFirst, PathDuplicate, PathBatch} {
+	for _, path := range []string{PathFirst, PathDuplicate, PathBatch, PathFIFO} {
 		pr, err := b.latency(ctx, path)
 		if err != nil {
 			return nil, err
@@ -415,6 +415,8 @@ func (b *dynamoBench) variants(path string) []variant {
 				return time.Since(t0), err
 			}},
 		}
+	case PathFIFO:
+		vs = b.fifoVariants()
 	case PathBatch:
 		vs = []variant{
 			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
@@ -431,7 +433,7 @@ func (b *dynamoBench) variants(path string) []variant {
 		}
 	}
 	if b.node != nil {
-		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch"}[path]
+		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch", PathFIFO: "fifo"}[path]
 		vs = append(vs, b.nodeVariant(VariantPowertools, op))
 		if path == PathFirst {
 			vs = append(vs, b.nodeVariant(VariantPowertoolsBare, "floor"))

@@ -454,6 +454,9 @@ func (b *dynamoBench) split(variant string, t0 time.Time, d time.Duration, err e
 		bd = &Breakdown{}
 		b.breakdown[variant] = bd
 	}
+	if bd.Deliveries >= b.cfg.N {
+		return nil // past the measured samples (latency keeps N)
+	}
 	return bd.add(evs, t0, d)
 }
 

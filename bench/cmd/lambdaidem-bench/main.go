@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	install := fs.Bool("install", true, "install the Powertools harness (npm ci --ignore-scripts) when it is missing")
 	e2e := fs.Int("e2e", 10000, "`messages` for the end-to-end run through the local runner; 0 skips it")
 	e2eConc := fs.Int("e2e-concurrency", 4, "MaxConcurrency of the end-to-end run's event source mapping")
+	cold := fs.Int("cold", 20, "cold `starts` of the orders bootstrap and its Powertools counterpart; 0 skips them")
+	coldMessages := fs.Int("cold-messages", 1000, "`messages` each function handles before its memory is read")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -87,6 +89,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	var coldRes *bench.ColdResult
+	if *cold > 0 {
+		coldCfg := bench.ColdConfig{DynamoDBEndpoint: ddbEndpoint, Region: region, Starts: *cold, Messages: *coldMessages,
+			Bootstrap: *bootstrap, Progress: progress}
+		if *pt {
+			coldCfg.PowertoolsDir = *ptDir
+		}
+		if coldRes, err = bench.RunColdStart(ctx, coldCfg); err != nil {
+			return fail(err)
+		}
+	}
 	var e2eRes *bench.E2EResult
 	if *e2e > 0 {
 		e2eRes, err = bench.RunE2E(ctx, bench.E2EConfig{
@@ -116,6 +129,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res.WriteTargets(w)
 	fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")
 	res.WriteRequests(w)
+	if coldRes != nil {
+		fmt.Fprintf(w, "\n## Cold start and memory (the orders job, under a local Runtime API)\n\n")
+		coldRes.Write(w)
+	}
 	if e2eRes != nil {
 		fmt.Fprintf(w, "\n## End to end: the orders bootstrap under the local runner\n\n")
 		e2eRes.Write(w)

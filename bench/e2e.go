@@ -249,6 +249,30 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	}()
 	wait := time.NewTimer(cfg.Timeout)
 	defer wait.Stop()
+	// A progress line every 10 seconds: this part runs for minutes.
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-tick.C:
+				mu.Lock()
+				n, inv := len(deleted), res.Invocations
+				mu.Unlock()
+				fmt.Fprintf(cfg.Progress, "end to end: %d of %d messages deleted in %d invocations, %s\n",
+					n, cfg.Messages, inv, time.Since(sendStart).Round(time.Second))
+			}
+		}
+	}()
+	defer func() {
+		close(stopProgress)
+		<-progressDone
+	}()
 	var runErr error
 	select {
 	case <-drained:

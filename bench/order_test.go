@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestSerialOrderBalanced checks the property the interleaving relies on:
 // in the cycle, read cyclically, every ordered pair of distinct variants
@@ -25,5 +28,16 @@ func TestSerialOrderBalanced(t *testing.T) {
 		if len(pairs) != k*(k-1) {
 			t.Errorf("k=%d: %d distinct pairs in %v, want %d", k, len(pairs), seq, k*(k-1))
 		}
+	}
+}
+
+func TestSelfRatio(t *testing.T) {
+	var d Dist
+	for i := range 100 {
+		d.Add(time.Duration(i+1) * time.Millisecond)
+	}
+	// Halves 1,3,…,99 and 2,4,…,100: p50 49 and 50 ms.
+	if got, want := selfRatio(&d, 0.5), 50.0/49.0; got != want {
+		t.Errorf("selfRatio p50 = %v, want %v", got, want)
 	}
 }

@@ -100,6 +100,15 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.What, m, met)
 	}
+	fmt.Fprintf(w, "\nThe noise a gate must sit above: each Go floor against itself, its samples split alternately into two halves (an A/A comparison, larger half over smaller).\n\n")
+	fmt.Fprintf(w, "| path | floor against itself, p50 | p99 |\n|---|---:|---:|\n")
+	for _, p := range r.Paths {
+		f := p.Dists[VariantFloor]
+		if f == nil || f.N() < 2 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f |\n", p.Path, selfRatio(f, 0.5), selfRatio(f, 0.99))
+	}
 	if r.NodeVersion == "" {
 		return
 	}
@@ -128,4 +137,23 @@ func (r *DynamoResult) WriteRequests(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", row.Impl, row.Path, num(row.PerMessage()), row.OpsText(), want)
 	}
+}
+
+// selfRatio splits d's samples alternately into two halves and returns the
+// ratio of their q-quantiles, the larger over the smaller: how far apart
+// two measurements of the same thing land in the same run.
+func selfRatio(d *Dist, q float64) float64 {
+	var a, b Dist
+	for i, v := range d.Samples {
+		if i%2 == 0 {
+			a.Add(v)
+		} else {
+			b.Add(v)
+		}
+	}
+	x, y := a.Quantile(q), b.Quantile(q)
+	if x < y {
+		x, y = y, x
+	}
+	return ratio(x, y)
 }

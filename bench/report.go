@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"time"
 )
 
@@ -100,7 +101,7 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.What, m, met)
 	}
-	fmt.Fprintf(w, "\nThe noise a gate must sit above: each Go floor against itself, its samples split alternately into two halves (an A/A comparison, larger half over smaller).\n\n")
+	fmt.Fprintf(w, "\nThe noise a gate must sit above: each Go floor against itself, its samples split at random into two halves (an A/A comparison, larger half over smaller).\n\n")
 	fmt.Fprintf(w, "| path | floor against itself, p50 | p99 |\n|---|---:|---:|\n")
 	for _, p := range r.Paths {
 		f := p.Dists[VariantFloor]
@@ -139,13 +140,16 @@ func (r *DynamoResult) WriteRequests(w io.Writer) {
 	}
 }
 
-// selfRatio splits d's samples alternately into two halves and returns the
-// ratio of their q-quantiles, the larger over the smaller: how far apart
-// two measurements of the same thing land in the same run.
+// selfRatio splits d's samples at random (a fixed seed) into two halves
+// and returns the ratio of their q-quantiles, the larger over the smaller:
+// how far apart two measurements of the same thing land in the same run.
+// The split is random, not alternate: in the bench's balanced order a
+// variant's alternate samples can all follow the same kind of variant.
 func selfRatio(d *Dist, q float64) float64 {
 	var a, b Dist
-	for i, v := range d.Samples {
-		if i%2 == 0 {
+	rnd := rand.New(rand.NewPCG(15, 15))
+	for _, v := range d.Samples {
+		if rnd.IntN(2) == 0 {
 			a.Add(v)
 		} else {
 			b.Add(v)

@@ -95,23 +95,16 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	bootstrap := cfg.Bootstrap
-	if bootstrap == "" {
-		dir, err := os.MkdirTemp("", "lambdaidem-cold-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(cfg.Progress, "cold start: building examples/orders\n")
-		if bootstrap, err = BuildOrders(ctx, dir); err != nil {
-			return nil, err
-		}
+	bootstrap, cleanup, err := ordersBootstrap(ctx, cfg.Bootstrap, cfg.Progress)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	ddb := NewClient(cfg.DynamoDBEndpoint, cfg.Region, 10)
 	prefix := uniqueName("lambdaidem-cold")
 	tables := map[string]string{"idem": prefix + "-idempotency", "effects": prefix + "-effects", "pt": prefix + "-powertools"}
 	fmt.Fprintf(cfg.Progress, "cold start: creating tables %s-{idempotency,effects,powertools}\n", prefix)
-	if err := dynamo.CreateTable(ctx, ddb, tables["idem"], dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
+	if err = dynamo.CreateTable(ctx, ddb, tables["idem"], dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
 		return nil, err
 	}
 	defer func() { _ = deleteTable(ddb, tables["idem"]) }()
@@ -396,4 +389,22 @@ func (r *ColdResult) Write(w io.Writer) {
 	for _, f := range r.Functions {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", f.Name, f.Init.N(), ms(f.Init.P50()), ms(f.Init.Quantile(0.9)), mib(f.RSSKiB), mib(f.PeakKiB))
 	}
+}
+
+// ordersBootstrap returns the orders bootstrap to run: given, or one built
+// into a temporary directory that cleanup removes.
+func ordersBootstrap(ctx context.Context, given string, progress io.Writer) (path string, cleanup func(), err error) {
+	if given != "" {
+		return given, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "lambdaidem-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	fmt.Fprintf(progress, "building examples/orders\n")
+	if path, err = BuildOrders(ctx, dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return path, func() { _ = os.RemoveAll(dir) }, nil
 }

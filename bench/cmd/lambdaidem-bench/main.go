@@ -89,6 +89,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	if *bootstrap == "" && (*cold > 0 || *e2e > 0) {
+		// One build for the cold starts and the end-to-end run.
+		dir, err := os.MkdirTemp("", "lambdaidem-bench-")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "building examples/orders\n")
+		if *bootstrap, err = bench.BuildOrders(ctx, dir); err != nil {
+			return fail(err)
+		}
+	}
 	var coldRes *bench.ColdResult
 	if *cold > 0 {
 		coldCfg := bench.ColdConfig{DynamoDBEndpoint: ddbEndpoint, Region: region, Starts: *cold, Messages: *coldMessages,

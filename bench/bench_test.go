@@ -31,7 +31,7 @@ func TestDynamoSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch} {
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch, bench.PathFIFO} {
 		p := res.Path(path)
 		if p == nil {
 			t.Fatalf("no result for %s", path)
@@ -97,6 +97,38 @@ func TestE2ESmoke(t *testing.T) {
 	}
 	if res.Effects != 20 || res.Invocations == 0 {
 		t.Errorf("%d effects in %d invocations, want 20 effects", res.Effects, res.Invocations)
+	}
+	var buf bytes.Buffer
+	res.Write(&buf)
+	t.Logf("\n%s", buf.String())
+}
+
+// TestColdStartSmoke starts the orders bootstrap (and its Powertools
+// counterpart, when installed) twice under the bench's Runtime API and
+// feeds each 20 messages; it checks that every start and every message
+// was counted, never how fast.
+func TestColdStartSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/orders")
+	}
+	t.Parallel()
+	cfg := bench.ColdConfig{DynamoDBEndpoint: testenv.Endpoint(t, testenv.DynamoDBEndpointVar), Starts: 2, Messages: 20}
+	want := 1
+	if bench.PowertoolsInstalled(powertoolsDir) {
+		cfg.PowertoolsDir = powertoolsDir
+		want = 2
+	}
+	res, err := bench.RunColdStart(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Functions) != want {
+		t.Fatalf("%d functions measured, want %d", len(res.Functions), want)
+	}
+	for _, f := range res.Functions {
+		if f.Init.N() != 2 || f.RSSKiB <= 0 {
+			t.Errorf("%s: %d starts, RSS %d KiB", f.Name, f.Init.N(), f.RSSKiB)
+		}
 	}
 	var buf bytes.Buffer
 	res.Write(&buf)

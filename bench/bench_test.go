@@ -134,3 +134,44 @@ func TestColdStartSmoke(t *testing.T) {
 	res.Write(&buf)
 	t.Logf("\n%s", buf.String())
 }
+
+// TestRedisSmoke runs the Redis store's benchmark with a tiny N: every
+// path and variant counted, the commands per message as documented.
+func TestRedisSmoke(t *testing.T) {
+	t.Parallel()
+	cfg := bench.RedisConfig{Addr: testenv.RedisAddr(t), N: 4, Warmup: 2, CountRuns: 1}
+	withPT := bench.PowertoolsInstalled(powertoolsDir)
+	if withPT {
+		cfg.PowertoolsDir = powertoolsDir
+	}
+	res, err := bench.RunRedis(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate} {
+		p := res.Path(path)
+		if p == nil {
+			t.Fatalf("no result for %s", path)
+		}
+		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor}
+		if withPT {
+			want = append(want, bench.VariantPowertoolsRedis)
+		}
+		for _, v := range want {
+			if d := p.Dists[v]; d == nil || d.N() != cfg.N {
+				t.Errorf("%s, %s: %v samples, want %d", path, v, d, cfg.N)
+			}
+		}
+	}
+	for _, row := range res.Requests {
+		if row.Want >= 0 && row.PerMessage() != row.Want {
+			t.Errorf("%s %s: %v commands per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
+		}
+	}
+	var buf bytes.Buffer
+	res.WriteLatency(&buf)
+	res.WriteCarryOver(&buf)
+	res.WriteTargets(&buf)
+	res.WriteRequests(&buf)
+	t.Logf("\n%s", buf.String())
+}

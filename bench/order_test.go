@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -46,5 +47,47 @@ func TestSelfRatio(t *testing.T) {
 	}
 	if got := selfRatio(&same, 0.99); got != 1 {
 		t.Errorf("selfRatio of equal samples = %v, want 1", got)
+	}
+}
+
+// TestMeasureBalanced checks that the shared loop both stores' benches run
+// through keeps N samples per variant, discards the warm-up (telling the
+// caller when it ends), and gives every variant every other one as a
+// predecessor equally often.
+func TestMeasureBalanced(t *testing.T) {
+	const n, warmup = 30, 6
+	var runs []string
+	warmedAt := -1
+	mk := func(name string) variant {
+		return variant{name, func(context.Context) (time.Duration, error) {
+			runs = append(runs, name)
+			return time.Millisecond, nil
+		}}
+	}
+	vs := []variant{mk("a"), mk("b"), mk("c"), mk("d")}
+	cfg := DynamoConfig{N: n, Warmup: warmup}
+	cfg.defaults()
+	pr, err := measure(t.Context(), cfg, "p", vs, func() { warmedAt = len(runs) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four variants: a cycle of 12 runs, each variant 3 times; 6 warm-up
+	// runs per variant take 2 cycles.
+	if warmedAt != 24 {
+		t.Errorf("warm-up ended after %d runs, want 24", warmedAt)
+	}
+	for _, v := range vs {
+		if got := pr.Dists[v.name].N(); got != n {
+			t.Errorf("%s: %d samples, want %d", v.name, got, n)
+		}
+		preds := pr.carry.by[v.name]
+		for _, w := range vs {
+			if w.name == v.name {
+				continue
+			}
+			if got := preds[w.name].N(); got != n/3 {
+				t.Errorf("%s after %s: %d samples, want %d", v.name, w.name, got, n/3)
+			}
+		}
 	}
 }

@@ -104,7 +104,7 @@ BENCH_COUNT ?= 6
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
 .PHONY: bench
-bench: ## Benchmarks: in-process overhead; DynamoDB Local latency and requests per message next to the bare floor and Powertools (TypeScript); end to end through the local runner
+bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplicate, batch, FIFO group) and requests per message next to the bare floor and Powertools (TypeScript); the same for the Redis store when the stack has redis; cold start and memory; end to end through the local runner
 	@mkdir -p .tools
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./... | tee .tools/bench-inprocess.txt
 	$(GO) run $(BENCHSTAT) .tools/bench-inprocess.txt

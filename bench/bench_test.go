@@ -31,7 +31,7 @@ func TestDynamoSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch} {
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch, bench.PathFIFO} {
 		p := res.Path(path)
 		if p == nil {
 			t.Fatalf("no result for %s", path)
@@ -100,5 +100,78 @@ func TestE2ESmoke(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	res.Write(&buf)
+	t.Logf("\n%s", buf.String())
+}
+
+// TestColdStartSmoke starts the orders bootstrap (and its Powertools
+// counterpart, when installed) twice under the bench's Runtime API and
+// feeds each 20 messages; it checks that every start and every message
+// was counted, never how fast.
+func TestColdStartSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds examples/orders")
+	}
+	t.Parallel()
+	cfg := bench.ColdConfig{DynamoDBEndpoint: testenv.Endpoint(t, testenv.DynamoDBEndpointVar), Starts: 2, Messages: 20}
+	want := 1
+	if bench.PowertoolsInstalled(powertoolsDir) {
+		cfg.PowertoolsDir = powertoolsDir
+		want = 2
+	}
+	res, err := bench.RunColdStart(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Functions) != want {
+		t.Fatalf("%d functions measured, want %d", len(res.Functions), want)
+	}
+	for _, f := range res.Functions {
+		if f.Init.N() != 2 || f.RSSKiB <= 0 {
+			t.Errorf("%s: %d starts, RSS %d KiB", f.Name, f.Init.N(), f.RSSKiB)
+		}
+	}
+	var buf bytes.Buffer
+	res.Write(&buf)
+	t.Logf("\n%s", buf.String())
+}
+
+// TestRedisSmoke runs the Redis store's benchmark with a tiny N: every
+// path and variant counted, the commands per message as documented.
+func TestRedisSmoke(t *testing.T) {
+	t.Parallel()
+	cfg := bench.RedisConfig{Addr: testenv.RedisAddr(t), N: 4, Warmup: 2, CountRuns: 1}
+	withPT := bench.PowertoolsInstalled(powertoolsDir)
+	if withPT {
+		cfg.PowertoolsDir = powertoolsDir
+	}
+	res, err := bench.RunRedis(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{bench.PathFirst, bench.PathDuplicate} {
+		p := res.Path(path)
+		if p == nil {
+			t.Fatalf("no result for %s", path)
+		}
+		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor}
+		if withPT {
+			want = append(want, bench.VariantPowertoolsRedis)
+		}
+		for _, v := range want {
+			if d := p.Dists[v]; d == nil || d.N() != cfg.N {
+				t.Errorf("%s, %s: %v samples, want %d", path, v, d, cfg.N)
+			}
+		}
+	}
+	for _, row := range res.Requests {
+		if row.Want >= 0 && row.PerMessage() != row.Want {
+			t.Errorf("%s %s: %v commands per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
+		}
+	}
+	var buf bytes.Buffer
+	res.WriteLatency(&buf)
+	res.WriteCarryOver(&buf)
+	res.WriteTargets(&buf)
+	res.WriteRequests(&buf)
 	t.Logf("\n%s", buf.String())
 }

@@ -97,6 +97,8 @@ type PathResult struct {
 	Path     string
 	Variants []string // in display order
 	Dists    map[string]*Dist
+	// carry holds the samples by predecessor (WriteCarryOver).
+	carry carry
 }
 
 // DynamoResult is the outcome of RunDynamo.
@@ -110,6 +112,9 @@ type DynamoResult struct {
 	NodeVersion string
 	// Store is "redis" for RunRedis's result, "" for DynamoDB's.
 	Store string
+	// Breakdown splits the first deliveries of lambdaidem and its floor
+	// into phases (breakdown.go), by variant; DynamoDB only.
+	Breakdown map[string]*Breakdown
 }
 
 // Path returns the result of the named path, or nil.
@@ -133,12 +138,14 @@ func ClientConfig(region string) aws.Config {
 // and a per-attempt timeout long enough that a busy machine does not turn
 // slow answers into retries (a retry would be measured, not hidden, but it
 // is noise).
-func NewClient(endpoint, region string, concurrency int) *dynamodb.Client {
-	return dynamodb.NewFromConfig(ClientConfig(region),
+//
+// Further options apply after those.
+func NewClient(endpoint, region string, concurrency int, opts ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.NewFromConfig(ClientConfig(region), append([]func(*dynamodb.Options){
 		dynamo.ClientOptions(dynamo.Tuning{Concurrency: concurrency, AttemptTimeout: 10 * time.Second}),
 		func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(endpoint)
-		})
+		}}, opts...)...)
 }
 
 // quietLogger drops the decorator's per-record lines below WARN, as a
@@ -190,6 +197,8 @@ type sqsHandler = func(context.Context, events.SQSEvent) (events.SQSEventRespons
 type outcomes struct {
 	mu   sync.Mutex
 	last []lambdaidem.RecordReport
+	// started is when run last started its clock.
+	started time.Time
 }
 
 func (o *outcomes) hook(r *lambdaidem.InvocationReport) {
@@ -220,6 +229,7 @@ func (o *outcomes) run(ctx context.Context, h sqsHandler, ev events.SQSEvent, wa
 	ictx, cancel := invocation(ctx)
 	defer cancel()
 	t0 := time.Now()
+	o.started = t0
 	resp, err := h(ictx, ev)
 	d := time.Since(t0)
 	var be *lambdaidem.BatchError
@@ -274,7 +284,8 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	if cfg.Endpoint == "" {
 		return nil, errors.New("bench: the DynamoDB endpoint is required")
 	}
-	client := NewClient(cfg.Endpoint, cfg.Region, cfg.Concurrency)
+	rec := &wire{}
+	client := NewClient(cfg.Endpoint, cfg.Region, cfg.Concurrency, rec.option())
 	table := uniqueName("lambdaidem-bench")
 	fmt.Fprintf(cfg.Progress, "creating table %s\n", table)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
@@ -283,7 +294,8 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	defer func() { _ = deleteTable(client, table) }()
 
 	res := &DynamoResult{N: cfg.N, Concurrency: cfg.Concurrency}
-	b := &dynamoBench{cfg: cfg, client: client, table: table}
+	b := &dynamoBench{cfg: cfg, client: client, table: table, wire: rec, breakdown: map[string]*Breakdown{}}
+	res.Breakdown = b.breakdown
 	b.flr = &floor{client: client, table: table, ns: Namespace + "-floor", hash: lambdaidem.MessageIDHash}
 	b.store = dynamo.New(client, table)
 	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
@@ -317,7 +329,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 		res.NodeVersion = r.Node
 	}
 
-	for _, path := range []string{PathFirst, PathDuplicate, PathBatch} {
+	for _, path := range []string{PathFirst, PathDuplicate, PathBatch, PathFIFO} {
 		pr, err := b.latency(ctx, path)
 		if err != nil {
 			return nil, err
@@ -333,15 +345,19 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 }
 
 type dynamoBench struct {
-	cfg     DynamoConfig
-	client  *dynamodb.Client
-	table   string
-	store   *dynamo.Store
-	h       sqsHandler
-	out     outcomes
-	flr     *floor
-	node    *node
-	ptProxy *faultproxy.Proxy
+	cfg    DynamoConfig
+	client *dynamodb.Client
+	table  string
+	store  *dynamo.Store
+	h      sqsHandler
+	out    outcomes
+	flr    *floor
+	node   *node
+	// wire records the first-delivery path's HTTP attempts; breakdown
+	// holds them split into phases, per variant.
+	wire      *wire
+	breakdown map[string]*Breakdown
+	ptProxy   *faultproxy.Proxy
 
 	// Keys completed on each side, for duplicates.
 	doneIDs      []string
@@ -360,16 +376,17 @@ func (b *dynamoBench) variants(path string) []variant {
 	switch path {
 	case PathFirst:
 		vs = []variant{
-			decoratorFirst(&b.out, b.h, &b.doneIDs),
+			b.splitFirst(decoratorFirst(&b.out, b.h, &b.doneIDs)),
 			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				ictx, cancel := invocation(ctx)
 				defer cancel()
+				b.wire.arm()
 				t0 := time.Now()
 				err := b.flr.first(ictx, id)
 				d := time.Since(t0)
 				b.doneFloorIDs = append(b.doneFloorIDs, id)
-				return d, err
+				return d, b.split(VariantFloor, t0, d, err)
 			}},
 		}
 	case PathDuplicate:
@@ -386,6 +403,8 @@ func (b *dynamoBench) variants(path string) []variant {
 				return time.Since(t0), err
 			}},
 		}
+	case PathFIFO:
+		vs = b.fifoVariants()
 	case PathBatch:
 		vs = []variant{
 			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
@@ -402,13 +421,43 @@ func (b *dynamoBench) variants(path string) []variant {
 		}
 	}
 	if b.node != nil {
-		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch"}[path]
+		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch", PathFIFO: "fifo"}[path]
 		vs = append(vs, b.nodeVariant(VariantPowertools, op))
 		if path == PathFirst {
 			vs = append(vs, b.nodeVariant(VariantPowertoolsBare, "floor"))
 		}
 	}
 	return vs
+}
+
+// splitFirst wraps the decorator's first delivery so that its HTTP
+// attempts are recorded and split into phases.
+func (b *dynamoBench) splitFirst(v variant) variant {
+	run := v.run
+	v.run = func(ctx context.Context) (time.Duration, error) {
+		b.wire.arm()
+		d, err := run(ctx)
+		return d, b.split(v.name, b.out.started, d, err)
+	}
+	return v
+}
+
+// split files one first delivery's recorded HTTP attempts into its
+// variant's breakdown.
+func (b *dynamoBench) split(variant string, t0 time.Time, d time.Duration, err error) error {
+	evs := b.wire.take()
+	if err != nil {
+		return err
+	}
+	bd := b.breakdown[variant]
+	if bd == nil {
+		bd = &Breakdown{}
+		b.breakdown[variant] = bd
+	}
+	if bd.Deliveries >= b.cfg.N {
+		return nil // past the measured samples (latency keeps N)
+	}
+	return bd.add(evs, t0, d)
 }
 
 func (b *dynamoBench) nodeVariant(name, op string) variant {
@@ -445,34 +494,56 @@ func (b *dynamoBench) bareBatch(ctx context.Context, ids []string) error {
 	return errors.Join(errs...)
 }
 
-// latency warms a path up, then measures it: iteration i runs every
-// variant once, starting at variant i mod len, so that machine noise and
-// any advantage of going first or last fall on all of them alike.
+// latency warms a path up, then measures it (measure); a first delivery's
+// breakdown keeps only the measured runs.
 func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, error) {
-	return measure(ctx, b.cfg, path, b.variants(path))
+	var warmedUp func()
+	if path == PathFirst {
+		warmedUp = func() { clear(b.breakdown) }
+	}
+	return measure(ctx, b.cfg, path, b.variants(path), warmedUp)
 }
 
-// measure warms up and measures the variants of one path, interleaved.
-func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant) (PathResult, error) {
+// measure warms up and measures the variants of one path, interleaved:
+// they run in the repeated cycle of serialOrder (order.go), in which every
+// variant follows every other equally often, so that machine noise, any
+// advantage of going first or last, and whatever the previous variant
+// leaves behind fall on all of them alike. Each variant keeps its first
+// cfg.N measured samples. warmedUp, if not nil, is called once between the
+// warm-up and the measured runs.
+func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant, warmedUp func()) (PathResult, error) {
 	pr := PathResult{Path: path, Dists: map[string]*Dist{}}
 	for _, v := range vs {
 		pr.Variants = append(pr.Variants, v.name)
 		pr.Dists[v.name] = &Dist{}
 	}
-	fmt.Fprintf(cfg.Progress, "%s: %d warm-up and %d measured iterations of %d variants, interleaved\n", path, cfg.Warmup, cfg.N, len(vs))
-	for i := range cfg.Warmup + cfg.N {
-		for k := range vs {
-			v := vs[(i+k)%len(vs)]
+	fmt.Fprintf(cfg.Progress, "%s: %d warm-up and %d measured runs of each of %d variants, interleaved\n", path, cfg.Warmup, cfg.N, len(vs))
+	seq := serialOrder(len(vs))
+	perCycle := max(len(vs)-1, 1)
+	warm := (cfg.Warmup + perCycle - 1) / perCycle
+	cycles := warm + (cfg.N+perCycle-1)/perCycle
+	started, prev := time.Now(), ""
+	for c := range cycles {
+		if c == warm && warmedUp != nil {
+			warmedUp() // what the warm-up recorded is not measured
+		}
+		for _, k := range seq {
+			v := vs[k]
 			d, err := v.run(ctx)
 			if err != nil {
 				return pr, fmt.Errorf("%s, %s: %w", path, v.name, err)
 			}
-			if i >= cfg.Warmup {
+			if c >= warm && pr.Dists[v.name].N() < cfg.N {
 				pr.Dists[v.name].Add(d)
+				pr.carry.add(v.name, prev, d)
 			}
+			prev = v.name
 		}
 		if err := ctx.Err(); err != nil {
 			return pr, err
+		}
+		if done := c + 1; done%max(cycles/10, 1) == 0 && done < cycles {
+			fmt.Fprintf(cfg.Progress, "%s: %d%% done, %s\n", path, 100*done/cycles, time.Since(started).Round(time.Second))
 		}
 	}
 	return pr, nil

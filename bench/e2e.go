@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -128,18 +127,11 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	bootstrap := cfg.Bootstrap
-	if bootstrap == "" {
-		dir, err := os.MkdirTemp("", "lambdaidem-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(cfg.Progress, "building examples/orders\n")
-		if bootstrap, err = BuildOrders(ctx, dir); err != nil {
-			return nil, err
-		}
+	bootstrap, cleanup, err := ordersBootstrap(ctx, cfg.Bootstrap, cfg.Progress)
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 
 	awsCfg := ClientConfig(cfg.Region)
 	ddb := NewClient(cfg.DynamoDBEndpoint, cfg.Region, 10)
@@ -152,7 +144,7 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 		return nil, err
 	}
 	defer func() { _ = deleteTable(ddb, idemTable) }()
-	_, err := ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
+	_, err = ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(effectsTable),
 		BillingMode:          dbtypes.BillingModePayPerRequest,
 		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
@@ -249,6 +241,30 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	}()
 	wait := time.NewTimer(cfg.Timeout)
 	defer wait.Stop()
+	// A progress line every 10 seconds: this part runs for minutes.
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		tick := time.NewTicker(10 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-tick.C:
+				mu.Lock()
+				n, inv := len(deleted), res.Invocations
+				mu.Unlock()
+				fmt.Fprintf(cfg.Progress, "end to end: %d of %d messages deleted in %d invocations, %s\n",
+					n, cfg.Messages, inv, time.Since(sendStart).Round(time.Second))
+			}
+		}
+	}()
+	defer func() {
+		close(stopProgress)
+		<-progressDone
+	}()
 	var runErr error
 	select {
 	case <-drained:

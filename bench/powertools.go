@@ -21,7 +21,7 @@ import (
 // the bench installs and runs them from any directory: the script must sit
 // next to its node_modules for Node's ES module resolution.
 //
-//go:embed powertools/package.json powertools/package-lock.json powertools/bench.mjs
+//go:embed powertools/package.json powertools/package-lock.json powertools/bench.mjs powertools/coldstart.mjs
 var powertoolsFiles embed.FS
 
 // ErrPowertoolsNotInstalled is returned when the Powertools harness is
@@ -78,17 +78,22 @@ func InstallPowertools(ctx context.Context, dir string, log io.Writer) error {
 	return os.WriteFile(filepath.Join(dir, stampName), lock, 0o644)
 }
 
-// writeHarness (re)writes the script, so an edit of bench.mjs is picked up
+// writeHarness (re)writes the scripts, so an edit of them is picked up
 // without reinstalling the packages.
 func writeHarness(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	b, err := powertoolsFiles.ReadFile("powertools/bench.mjs")
-	if err != nil {
-		return err
+	for _, f := range []string{"bench.mjs", "coldstart.mjs"} {
+		b, err := powertoolsFiles.ReadFile("powertools/" + f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(filepath.Join(dir, "bench.mjs"), b, 0o644)
+	return nil
 }
 
 // node is a running harness, driven one JSON line at a time.

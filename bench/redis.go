@@ -207,7 +207,7 @@ func decoratorDuplicate(o *outcomes, h sqsHandler, done []string) variant {
 }
 
 func (b *redisBench) latency(ctx context.Context, path string) (PathResult, error) {
-	return measure(ctx, b.cfg, path, b.variants(path))
+	return measure(ctx, b.cfg, path, b.variants(path), nil)
 }
 
 // requests counts the store's commands per message by path through a

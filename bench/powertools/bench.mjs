@@ -7,6 +7,7 @@
 //   -> {"op":"first","n":1}        <- {"ms":[1.9]}
 //   -> {"op":"duplicate","n":1}    <- {"ms":[1.1]}
 //   -> {"op":"batch","n":1}        <- {"ms":[7.2]}
+//   -> {"op":"fifo","n":1}         <- {"ms":[15.0]}  one FIFO message group of 10
 //   -> {"op":"floor","n":1}        <- {"ms":[1.4]}   two bare requests of Powertools' shape
 //   -> {"op":"count","path":"first"}  <- {"ok":true}  once through the counting endpoint
 //   -> {"op":"quit"}
@@ -33,7 +34,12 @@ import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { performance } from 'node:perf_hooks';
 
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import {
+  BatchProcessor,
+  EventType,
+  processPartialResponse,
+  SqsFifoPartialProcessorAsync,
+} from '@aws-lambda-powertools/batch';
 import { IdempotencyConfig, makeIdempotent } from '@aws-lambda-powertools/idempotency';
 import { CachePersistenceLayer } from '@aws-lambda-powertools/idempotency/cache';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
@@ -107,9 +113,24 @@ async function redisClient(url) {
   return createClient({ url }).connect();
 }
 
+// fifoRecords is a FIFO queue's batch of one message group.
+function fifoRecords(ids) {
+  const group = 'g-' + randomUUID();
+  return ids.map((id, i) => {
+    const r = record(id);
+    r.eventSourceARN = queueArn + '.fifo';
+    r.attributes.MessageGroupId = group;
+    r.attributes.MessageDeduplicationId = id;
+    r.attributes.SequenceNumber = String(10000000000000000000n + BigInt(i));
+    return r;
+  });
+}
+
 // fn builds one "function": a handler as Powertools documents it, on
 // DynamoDB (a DynamoDBClient) or on Redis (a connected @redis/client).
-function fn(storeClient) {
+// With fifo, its processor is the FIFO one (records in order, one at a
+// time, the rest of the group failed after a failure).
+function fn(storeClient, { fifo = false } = {}) {
   const persistenceStore = onRedis
     ? new CachePersistenceLayer({ client: storeClient })
     : new DynamoDBPersistenceLayer({ tableName: table, awsSdkV3Client: storeClient });
@@ -123,7 +144,7 @@ function fn(storeClient) {
   const idempotent = makeIdempotent(recordHandler, { persistenceStore, config });
   const handler = async (event, context) => {
     config.registerLambdaContext(context);
-    const processor = new BatchProcessor(EventType.SQS);
+    const processor = fifo ? new SqsFifoPartialProcessorAsync() : new BatchProcessor(EventType.SQS);
     const res = await processPartialResponse(event, idempotent, processor, { context, throwOnFullBatchFailure: false });
     return { res, errors: processor.errors };
   };
@@ -135,13 +156,15 @@ const counted = fn(onRedis
   ? await redisClient(process.env.BENCH_REDIS_COUNT_URL || need('BENCH_REDIS_URL'))
   : client(process.env.BENCH_COUNT_ENDPOINT || need('BENCH_ENDPOINT')));
 const bare = onRedis ? await redisClient(need('BENCH_REDIS_URL')) : client(need('BENCH_ENDPOINT'));
+// The FIFO group is measured on DynamoDB only.
+const timedFifo = onRedis ? null : fn(client(need('BENCH_ENDPOINT')), { fifo: true });
 
 // Message IDs completed before, for duplicates; filled on first use.
 const done = [];
 let dupNext = 0;
 
-async function invoke(f, ids, { expectFailures = 0 } = {}) {
-  const { res, errors } = await f.handler({ Records: ids.map(record) }, lambdaContext());
+async function invoke(f, ids, { expectFailures = 0, records = ids.map(record) } = {}) {
+  const { res, errors } = await f.handler({ Records: records }, lambdaContext());
   const failures = res.batchItemFailures.length;
   if (failures !== expectFailures) {
     throw new Error(`${failures} batch item failures, want ${expectFailures}; first error: ${errors[0]?.stack ?? errors[0]}`);
@@ -175,6 +198,17 @@ async function batch() {
   const ids = fresh(10);
   const t0 = performance.now();
   await invoke(timed, ids);
+  return performance.now() - t0;
+}
+
+async function fifo() {
+  if (!timedFifo) {
+    throw new Error('fifo: measured on DynamoDB only');
+  }
+  const ids = fresh(10);
+  const records = fifoRecords(ids);
+  const t0 = performance.now();
+  await invoke(timedFifo, ids, { records });
   return performance.now() - t0;
 }
 
@@ -272,6 +306,8 @@ async function handle(cmd) {
       return run(duplicate);
     case 'batch':
       return run(batch);
+    case 'fifo':
+      return run(fifo);
     case 'floor':
       return run(floor);
     case 'prepare-duplicate':

@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	install := fs.Bool("install", true, "install the Powertools harness (npm ci --ignore-scripts) when it is missing")
 	e2e := fs.Int("e2e", 10000, "`messages` for the end-to-end run through the local runner; 0 skips it")
 	e2eConc := fs.Int("e2e-concurrency", 4, "MaxConcurrency of the end-to-end run's event source mapping")
+	cold := fs.Int("cold", 20, "cold `starts` of the orders bootstrap and its Powertools counterpart; 0 skips them")
+	coldMessages := fs.Int("cold-messages", 1000, "`messages` each function handles before its memory is read")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
 	withDynamo := fs.Bool("dynamodb", true, "run the DynamoDB Local latency and request benchmarks")
 	withRedis := fs.Bool("redis", true, "run the Redis store's benchmarks when LAMBDAIDEM_REDIS_ADDR is set")
@@ -86,11 +88,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var res *bench.DynamoResult
+	var dynamoTook time.Duration
 	if *withDynamo {
 		var err error
 		if res, err = bench.RunDynamo(ctx, cfg); err != nil {
 			return fail(err)
 		}
+		dynamoTook = time.Since(started)
 	}
 	var redisRes *bench.DynamoResult
 	if addr := os.Getenv("LAMBDAIDEM_REDIS_ADDR"); *withRedis && addr != "" {
@@ -99,6 +103,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			Addr: addr, N: *n, Warmup: *warmup, Concurrency: *concurrency, PowertoolsDir: cfg.PowertoolsDir, Progress: progress,
 		})
 		if err != nil {
+			return fail(err)
+		}
+	}
+	if *bootstrap == "" && (*cold > 0 || *e2e > 0) {
+		// One build for the cold starts and the end-to-end run.
+		dir, err := os.MkdirTemp("", "lambdaidem-bench-")
+		if err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "building examples/orders\n")
+		if *bootstrap, err = bench.BuildOrders(ctx, dir); err != nil {
+			return fail(err)
+		}
+	}
+	var coldRes *bench.ColdResult
+	if *cold > 0 {
+		coldCfg := bench.ColdConfig{DynamoDBEndpoint: ddbEndpoint, Region: region, Starts: *cold, Messages: *coldMessages,
+			Bootstrap: *bootstrap, Progress: progress}
+		if *pt {
+			coldCfg.PowertoolsDir = *ptDir
+		}
+		var err error
+		if coldRes, err = bench.RunColdStart(ctx, coldCfg); err != nil {
 			return fail(err)
 		}
 	}
@@ -121,8 +149,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if res.NodeVersion != "" {
 			fmt.Fprintf(w, ", Node.js %s, @aws-lambda-powertools/idempotency and /batch 2.35.0", res.NodeVersion)
 		}
-		fmt.Fprintf(w, "; run took %s.\n\n", time.Since(started).Round(time.Second))
+		fmt.Fprintf(w, "; this part took %s.\n\n", dynamoTook.Round(time.Second))
 		res.WriteLatency(w)
+		fmt.Fprintf(w, "\n### Where a first delivery's time goes (p50 per phase)\n\n")
+		res.WriteBreakdown(w)
+		if res.NodeVersion != "" {
+			fmt.Fprintf(w, "\n### What the previous variant leaves behind\n\n")
+			res.WriteCarryOver(w)
+		}
 		fmt.Fprintf(w, "\n### Targets\n\n")
 		res.WriteTargets(w)
 		fmt.Fprintf(w, "\n## DynamoDB requests per message, by path\n\n")
@@ -136,10 +170,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(w, ".\n\n")
 		redisRes.WriteLatency(w)
+		if redisRes.NodeVersion != "" {
+			fmt.Fprintf(w, "\n### What the previous variant leaves behind\n\n")
+			redisRes.WriteCarryOver(w)
+		}
 		fmt.Fprintf(w, "\n### Targets\n\n")
 		redisRes.WriteTargets(w)
 		fmt.Fprintf(w, "\n## Redis commands per message, by path\n\n")
 		redisRes.WriteRequests(w)
+	}
+	if coldRes != nil {
+		fmt.Fprintf(w, "\n## Cold start and memory (the orders job, under a local Runtime API)\n\n")
+		coldRes.Write(w)
 	}
 	if e2eRes != nil {
 		fmt.Fprintf(w, "\n## End to end: the orders bootstrap under the local runner\n\n")

@@ -70,7 +70,8 @@ end
 // reply was lost) or 'refused' (with the record that refused it). A
 // refusal that is a replay (COMPLETED, the same payload hash, the result
 // not expired) of a record whose result is kept apart adds the token and
-// the result the apart hash holds: {'refused', '', record, token, result}.
+// the result the apart hash holds: {'refused', previous, record, token,
+// result}, previous being empty.
 // Any other refusal leaves a result kept apart out, so a conflicting or
 // late duplicate gets a small reply.
 var claimScript = redis.NewScript(prelude + `

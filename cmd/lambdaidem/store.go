@@ -109,4 +109,3 @@ func (r redisAdmin) Count(ctx context.Context, req dynamo.CountRequest) (int, er
 	}
 	return n, err
 }
-

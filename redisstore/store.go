@@ -368,35 +368,32 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 	if err != nil {
 		return lambdaidem.Record{}, unavailable("get", k.record, err)
 	}
-	if len(h) == 0 || expiredAt(h, req.Now) {
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+	var apart []any // the result hash, once read with the record
+	for {
+		if len(h) == 0 || expiredAt(h, req.Now) {
+			return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+		}
+		rec := decode(req.Namespace, req.Key, h)
+		switch {
+		case !resultApart(h, rec, req.Now):
+			return rec, nil
+		case apart != nil:
+			if rec, err = withApart(rec, apart[0], apart[1]); err != nil {
+				return lambdaidem.Record{}, unavailable("get", k.record, err)
+			}
+			return rec, nil
+		}
+		var hc *redis.MapStringStringCmd
+		var rc *redis.SliceCmd
+		if _, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			hc = p.HGetAll(ctx, k.record)
+			rc = p.HMGet(ctx, k.result, "t", "r")
+			return nil
+		}); err != nil {
+			return lambdaidem.Record{}, unavailable("get", k.record, err)
+		}
+		h, apart = hc.Val(), rc.Val()
 	}
-	rec := decode(req.Namespace, req.Key, h)
-	if !resultApart(h, rec, req.Now) {
-		return rec, nil
-	}
-	var hc *redis.MapStringStringCmd
-	var rc *redis.SliceCmd
-	if _, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		hc = p.HGetAll(ctx, k.record)
-		rc = p.HMGet(ctx, k.result, "t", "r")
-		return nil
-	}); err != nil {
-		return lambdaidem.Record{}, unavailable("get", k.record, err)
-	}
-	h = hc.Val()
-	if len(h) == 0 || expiredAt(h, req.Now) {
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
-	}
-	rec = decode(req.Namespace, req.Key, h)
-	if !resultApart(h, rec, req.Now) {
-		return rec, nil
-	}
-	apart := rc.Val()
-	if rec, err = withApart(rec, apart[0], apart[1]); err != nil {
-		return lambdaidem.Record{}, unavailable("get", k.record, err)
-	}
-	return rec, nil
 }
 
 // resultApart reports whether a record's hash says its result is kept

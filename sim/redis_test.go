@@ -43,12 +43,19 @@ func TestSimulationRedis(t *testing.T) {
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	budget := *flagRedisBudget
+	exploreStore(t, "redis-server", *flagRedisBudget, store)
+}
+
+// exploreStore runs the generator against one real store for budget (at
+// most three seconds under -short) from a fresh seed, and fails the test
+// with the report of the first failure, shrunk.
+func exploreStore(t *testing.T, what string, budget time.Duration, store lambdaidem.Store) {
+	t.Helper()
 	if testing.Short() {
 		budget = min(budget, 3*time.Second)
 	}
 	seed := freshSeed()
-	t.Logf("exploring redis-server from seed %d for %s", seed, budget)
+	t.Logf("exploring %s from seed %d for %s", what, seed, budget)
 	st := Explore(Options{Budget: budget, Seed: seed, Known: known(), Filter: *flagFilter, Shrink: true,
 		Store: func() lambdaidem.Store { return store }})
 	t.Logf("%d scenarios, %d messages, %d invocations in %s (seeds %d..%d)",

@@ -262,8 +262,9 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 
 // Complete moves a leased record to COMPLETED with its result, in one
 // script call. A result larger than Options.InlineResultBytes is written
-// apart from the record by the same script. Extra Writes are refused with lambdaidem.ErrUnsupportedWrite
-// and nothing is recorded: Redis has no transaction with other stores.
+// apart from the record by the same script. Extra Writes are refused with
+// lambdaidem.ErrUnsupportedWrite and nothing is recorded: Redis has no
+// transaction with other stores.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
 	if err != nil {

@@ -196,8 +196,9 @@ type DeleteRequest struct {
 // DeadLetterResetter is implemented by stores that can undo a dead-letter
 // mark for a redrive. Redrive (package sqsqueue) and the operator CLI need
 // it; the decorator does not. It is a separate interface so that a Store
-// written before it still compiles; the in-memory and DynamoDB stores
-// implement it, and the conformance suite checks every store that does.
+// written before it still compiles; the in-memory, DynamoDB and Redis
+// stores implement it, and the conformance suite checks every store that
+// does.
 type DeadLetterResetter interface {
 	// ResetDeadLetter makes a dead-lettered key claimable again, in one
 	// conditional write that applies only when the record is

@@ -34,6 +34,8 @@
 // namespace as the cluster hash tag:
 //
 //	PREFIX:{NS}:r:KEY                   the record, a hash
+//	PREFIX:{NS}:res:KEY                 its result when kept apart, a hash: t (the
+//	                                    completion's token) and r (the result)
 //	PREFIX:{NS}:open:IN_PROGRESS        sorted sets of the namespace's open records:
 //	PREFIX:{NS}:open:FAILED             member KEY, score its expires_at in Unix ms
 //	PREFIX:{NS}:open:DEAD_LETTERED      (+inf when it never expires)
@@ -50,6 +52,23 @@
 //	dr  dead-letter reason      ds  dead-lettered (source) message ID
 //	dc  dead-letter copy's ID   fa  first attempt at
 //	ua  updated at              ps  status the latest claim replaced
+//	rl  length of the result kept apart (absent: none apart)
+//	rd  redrives                rf  the DLQ copy the latest redrive was for
+//
+// # Results
+//
+// A result of at most Options.InlineResultBytes (default 1 KiB) is the
+// record's field r. A larger one, up to Options.MaxResultBytes (default 1
+// MiB, well over the decorator's 350 KiB), is kept apart under the res
+// key, with the same hash tag, written by the completion's own script and
+// expiring at its ResultUntil (or the record's expiry). Every script reads
+// the whole record and a refused claim returns it, so a large inline
+// result would ride along on every duplicate and every conflicting claim;
+// kept apart, it is read only by a claim that replays it (the record
+// COMPLETED with the claim's payload hash and the result unexpired), in the
+// same script, and by Get (one MULTI more). A new generation, Delete and
+// Forget delete it with the record, and a reader checks that it carries
+// the record's token, so no generation ever sees another's result.
 //
 // # Expiry
 //
@@ -72,14 +91,26 @@
 // # Requests per transition
 //
 //	claim (any outcome, refusals included)    1 EVALSHA
-//	complete, fail, dead-letter, extend       1 EVALSHA
-//	get                                       1 HGETALL
-//	delete, release, forget                   1 EVALSHA
+//	complete, fail, dead-letter, extend       1 EVALSHA (a pending dead-letter mark too)
+//	get                                       1 HGETALL (+1 MULTI for a result kept apart)
+//	delete, release, forget, reset            1 EVALSHA
 //	count                                     1 ZCOUNT (stuck records: a listing)
 //	list, per page                            1 ZRANGE BYSCORE + 1 pipelined HGETALL batch
 //
 // The first call of a script on a server that has not cached it costs one
 // more (NOSCRIPT, then EVAL); [Store.LoadScripts] at cold start avoids it.
+//
+// # Dead letters and redrive
+//
+// A pending dead-letter mark (DeadLetterRequest.Pending) is the same
+// fenced script with IN_PROGRESS as its target: it records the reason,
+// error and message ID and leaves the status, token, lease, expiry and
+// dead-letter copy's ID as they are. The store implements
+// [lambdaidem.DeadLetterResetter]: [Store.ResetDeadLetter] is one script
+// that applies only to a DEAD_LETTERED record carrying the redriven copy's
+// ID, and leaves it FAILED with attempts 0, one more redrive and a new
+// token, as the in-memory and DynamoDB stores do; sqsqueue's Redrive and
+// the operator CLI's redrive use it.
 //
 // # What it does not do
 //

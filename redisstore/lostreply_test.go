@@ -159,3 +159,29 @@ func TestLostReplyWithoutRetry(t *testing.T) {
 		t.Fatalf("second Claim = %+v, %v; want refused by the IN_PROGRESS record", res, err)
 	}
 }
+
+// TestLostPendingDeadLetterReply: a pending dead-letter mark whose reply
+// was lost is re-sent and applies again under the same lease, changing
+// nothing more: the record stays IN_PROGRESS with the reason recorded, so
+// the holder goes on to send the copy.
+func TestLostPendingDeadLetterReply(t *testing.T) {
+	b := setup(t, 2)
+	c, err := b.direct.Claim(t.Context(), b.claimReq("k", 0))
+	if err != nil || !c.Claimed {
+		t.Fatal(c, err)
+	}
+	b.dropNextReply()
+	err = b.store.DeadLetter(t.Context(), lambdaidem.DeadLetterRequest{Lease: c.Lease, Now: b.at(1), Reason: lambdaidem.ReasonPoison,
+		Error: "bad input", MessageID: "m-k", ExpiresAt: b.at(5000), Pending: true})
+	if err != nil {
+		t.Fatalf("pending DeadLetter after a lost reply: %v", err)
+	}
+	if n := b.proxy.Count("EVALSHA"); n != 2 {
+		t.Errorf("proxy saw %d EVALSHA, want 2 (one re-send)", n)
+	}
+	got := b.get(t, "k", 1)
+	if got.Status != lambdaidem.StatusInProgress || got.LeaseToken != c.Lease.Token || got.DeadLetterReason != lambdaidem.ReasonPoison ||
+		got.DeadLetteredMessageID != "m-k" || got.DeadLetterMessageID != "" || !got.ExpiresAt.Equal(b.at(3600)) {
+		t.Errorf("after the pending mark: %+v", got)
+	}
+}

@@ -13,37 +13,43 @@ import (
 // The fields of a record's hash; the package documentation lists them with
 // their meaning. Short, because every claim returns them all.
 const (
-	fSchema      = "v"
-	fStatus      = "s"
-	fToken       = "t"
-	fLeaseUntil  = "lu"
-	fAttempts    = "a"
-	fTakeovers   = "to"
-	fGeneration  = "g"
-	fClaim       = "c"
-	fHash        = "h"
-	fMessageID   = "m"
-	fResult      = "r"
-	fResultUntil = "ru"
-	fExpiresAt   = "ea"
-	fLastError   = "e"
-	fDLReason    = "dr"
-	fDLSourceID  = "ds"
-	fDLCopyID    = "dc"
-	fFirst       = "fa"
-	fUpdated     = "ua"
+	fSchema       = "v"
+	fStatus       = "s"
+	fToken        = "t"
+	fLeaseUntil   = "lu"
+	fAttempts     = "a"
+	fTakeovers    = "to"
+	fGeneration   = "g"
+	fClaim        = "c"
+	fHash         = "h"
+	fMessageID    = "m"
+	fResult       = "r"
+	fResultUntil  = "ru"
+	fExpiresAt    = "ea"
+	fLastError    = "e"
+	fDLReason     = "dr"
+	fDLSourceID   = "ds"
+	fDLCopyID     = "dc"
+	fFirst        = "fa"
+	fUpdated      = "ua"
+	fResultApart  = "rl"
+	fRedrives     = "rd"
+	fRedrivenFrom = "rf"
 )
 
-// keys names the keys of one record: its hash and its namespace's open
-// sets, all with the namespace as hash tag.
+// keys names the keys of one record: its hash, its namespace's open sets
+// and the string that holds a large result apart, all with the namespace
+// as hash tag.
 type keys struct {
 	record string
 	open   [3]string // IN_PROGRESS, FAILED, DEAD_LETTERED
+	result string    // a result larger than Options.InlineResultBytes
 	member string    // the record's member in the open sets: its key
 }
 
+// all is the KEYS of every script, in the order the scripts expect.
 func (k keys) all() []string {
-	return []string{k.record, k.open[0], k.open[1], k.open[2]}
+	return []string{k.record, k.open[0], k.open[1], k.open[2], k.result}
 }
 
 // openStatuses are the statuses with an open set, in the order of keys.open.
@@ -68,6 +74,7 @@ func (s *Store) keysOf(op, namespace, key string) (keys, error) {
 	return keys{
 		record: t + "r:" + key,
 		open:   [3]string{t + "open:" + string(openStatuses[0]), t + "open:" + string(openStatuses[1]), t + "open:" + string(openStatuses[2])},
+		result: t + "res:" + key,
 		member: key,
 	}, nil
 }
@@ -133,6 +140,8 @@ func decode(namespace, key string, h map[string]string) lambdaidem.Record {
 		DeadLetterMessageID:   h[fDLCopyID],
 		FirstAttemptAt:        ms(fFirst),
 		UpdatedAt:             ms(fUpdated),
+		Redrives:              int(num(fRedrives)),
+		RedrivenFrom:          h[fRedrivenFrom],
 	}
 	if v, ok := h[fResult]; ok && v != "" {
 		r.Result = []byte(v)

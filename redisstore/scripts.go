@@ -9,15 +9,16 @@ import "github.com/redis/go-redis/v9"
 // store whatever the server's clock says.
 //
 // KEYS of every script: the record's hash, then the open sets of
-// IN_PROGRESS, FAILED and DEAD_LETTERED records of its namespace (see
-// keys.go); all four carry the same hash tag, so they live in one cluster
-// slot. No script writes anything before it has decided to apply: a
+// IN_PROGRESS, FAILED and DEAD_LETTERED records of its namespace, then the
+// hash that holds the record's result apart when it is large (see
+// record.go); all five carry the same hash tag, so they live in one
+// cluster slot. No script writes anything before it has decided to apply: a
 // refused or failed script leaves the record as it was.
 
 // prelude is shared by the scripts: reading the record, telling whether it
 // expired, keeping the key's expiry and the open sets in step with it.
 const prelude = `
-local rec = KEYS[1]
+local rec, res = KEYS[1], KEYS[5]
 local sets = {IN_PROGRESS = KEYS[2], FAILED = KEYS[3], DEAD_LETTERED = KEYS[4]}
 
 -- load returns the record as a table and as the flat list HGETALL gave,
@@ -66,7 +67,13 @@ end
 //
 // It returns {outcome, previous status, record as HGETALL}: outcome is
 // 'claimed', 'own' (our token is already there: a retry of a claim whose
-// reply was lost) or 'refused' (with the record that refused it).
+// reply was lost) or 'refused' (with the record that refused it). A
+// refusal that is a replay (COMPLETED, the same payload hash, the result
+// not expired) of a record whose result is kept apart adds the token and
+// the result the apart hash holds: {'refused', previous, record, token,
+// result}, previous being empty.
+// Any other refusal leaves a result kept apart out, so a conflicting or
+// late duplicate gets a small reply.
 var claimScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local token, hash, ea, member = ARGV[2], ARGV[4], ARGV[8], ARGV[12]
@@ -81,11 +88,20 @@ if live and r.t == token then return {'own', r.ps or '', flat} end
 local prev, old = '', nil
 if not live then
   -- Absent or expired: a fresh generation, whatever was there before.
+  -- The result of an earlier generation goes with it, even when the
+  -- server has already deleted the record's key.
+  redis.call('DEL', res)
   if r ~= nil then
     redis.call('DEL', rec)
     if sets[r.s] ~= nil then redis.call('ZREM', sets[r.s], member) end
   end
   redis.call('HSET', rec, 'v', ARGV[11], 'g', ARGV[3], 'fa', ARGV[1], 'a', 0, 'to', 0, 'c', 0)
+elseif r.s == 'COMPLETED' then
+  if r.h == hash and r.rl ~= nil and (r.ru == nil or r.ru == '' or num(r.ru) >= now) then
+    local apart = redis.call('HMGET', res, 't', 'r')
+    return {'refused', '', flat, apart[1], apart[2]}
+  end
+  return {'refused', '', flat}
 elseif r.h ~= hash then
   return {'refused', '', flat}
 elseif r.s == 'FAILED' then
@@ -109,16 +125,20 @@ return {'claimed', prev, redis.call('HGETALL', rec)}
 `)
 
 // finishScript is every write fenced by a lease token: complete, fail,
-// dead-letter, extend.
+// dead-letter (final and pending), extend.
 //
 //	ARGV: now ms, token, target status, member, expires at ms ('' none,
-//	      '-' keep), key expiry ms ('' none, '-' keep), number of field
-//	      pairs to set n, n field/value pairs, fields to delete...
+//	      '-' keep), key expiry ms ('' none, '-' keep), result apart
+//	      ('set', 'del' or '' to leave it), the apart result's key expiry
+//	      ms ('' none), the apart result, number of field pairs to set n,
+//	      n field/value pairs, fields to delete...
 //
 // It returns {'ok'}; {'done'} when the record already has the target
 // status under our token (a retry whose first reply was lost); or a
 // refusal: {'gone'}, {'expired'}, {'taken', status, generation, claim},
-// {'status', status}.
+// {'status', status}. A write whose target is IN_PROGRESS (extend, a
+// pending dead-letter mark) applies again when re-sent, which changes
+// nothing, and is refused once the record has left IN_PROGRESS.
 var finishScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local token, target = ARGV[2], ARGV[3]
@@ -131,9 +151,18 @@ if r.s ~= 'IN_PROGRESS' then
   return {'status', r.s}
 end
 
-local n = tonumber(ARGV[7])
-if n > 0 then redis.call('HSET', rec, unpack(ARGV, 8, 7 + 2 * n)) end
-if #ARGV >= 8 + 2 * n then redis.call('HDEL', rec, unpack(ARGV, 8 + 2 * n)) end
+local n = tonumber(ARGV[10])
+if n > 0 then redis.call('HSET', rec, unpack(ARGV, 11, 10 + 2 * n)) end
+if #ARGV >= 11 + 2 * n then redis.call('HDEL', rec, unpack(ARGV, 11 + 2 * n)) end
+if ARGV[7] ~= '' then
+  redis.call('DEL', res)
+  if ARGV[7] == 'set' then
+    -- The completion's token goes with the result, so a reader can tell
+    -- it belongs to this record.
+    redis.call('HSET', res, 't', token, 'r', ARGV[9])
+    if ARGV[8] ~= '' then redis.call('PEXPIREAT', res, ARGV[8]) end
+  end
+end
 local ea = r.ea
 if ARGV[5] ~= '-' then
   ea = ARGV[5]
@@ -149,7 +178,7 @@ return {'ok'}
 //
 //	ARGV: member
 var deleteScript = redis.NewScript(prelude + `
-redis.call('DEL', rec)
+redis.call('DEL', rec, res)
 for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
 `)
@@ -188,10 +217,38 @@ local r, flat = load()
 if r ~= nil and not expired(r, now) and ARGV[2] ~= '1' and r.s == 'IN_PROGRESS' and num(r.lu) >= now then
   return {'valid', flat}
 end
-redis.call('DEL', rec)
+redis.call('DEL', rec, res)
 for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[3]) end
 if r == nil or expired(r, now) then return {'gone', {}} end
 return {'deleted', flat}
 `)
 
-var allScripts = []*redis.Script{claimScript, finishScript, deleteScript, releaseScript, forgetScript}
+// resetScript undoes a dead-letter mark for a redrive: it applies only to
+// an unexpired DEAD_LETTERED record whose dead-letter copy is the one
+// being redriven, below the redrive limit, and leaves it FAILED with
+// attempts 0, one more redrive and a new token (which fences off every
+// older lease). The expiry stays.
+//
+//	ARGV: now ms, the copy's message ID, new token, max redrives (0 no
+//	      limit), note, member
+//
+// It returns {outcome, record as HGETALL}: 'reset', 'own' (the new token
+// is already there: a retry whose reply was lost), 'gone' (absent or
+// expired) or 'refused' (with the record that refused it).
+var resetScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local r, flat = load()
+if r == nil or expired(r, now) then return {'gone', {}} end
+if r.t == ARGV[3] then return {'own', flat} end
+local limit = tonumber(ARGV[4])
+if r.s ~= 'DEAD_LETTERED' or r.dc ~= ARGV[2] or (limit > 0 and num(r.rd) >= limit) then
+  return {'refused', flat}
+end
+redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'a', 0, 'rf', ARGV[2], 'e', ARGV[5], 'ua', ARGV[1])
+redis.call('HINCRBY', rec, 'rd', 1)
+redis.call('HDEL', rec, 'dr', 'ds', 'dc')
+index(ARGV[6], 'DEAD_LETTERED', 'FAILED', r.ea)
+return {'reset', redis.call('HGETALL', rec)}
+`)
+
+var allScripts = []*redis.Script{claimScript, finishScript, deleteScript, releaseScript, forgetScript, resetScript}

@@ -23,6 +23,9 @@ const (
 	DefaultLastErrorBytes = 4096
 	DefaultMaxResultBytes = 1 << 20
 	DefaultExpirySlack    = time.Minute
+	// DefaultInlineResultBytes is the largest result kept in the record's
+	// own hash; see Options.InlineResultBytes.
+	DefaultInlineResultBytes = 1024
 )
 
 // Options configure a Store. The zero value is the defaults.
@@ -36,6 +39,15 @@ type Options struct {
 	// MaxResultBytes bounds a stored result (default 1 MiB): a larger one
 	// fails Complete with lambdaidem.ErrResultTooLarge, recording nothing.
 	MaxResultBytes int
+	// InlineResultBytes is the largest result kept in the record's hash
+	// (default DefaultInlineResultBytes; a negative value keeps every
+	// non-empty result apart). A larger result is kept apart, in a hash of
+	// its own under the same hash tag, written by the same script as the
+	// completion: every script reads the whole record, and a refused claim
+	// returns it, so a record that holds a large result would make every
+	// duplicate and every conflicting claim carry it. A claim that replays
+	// the result reads it in the same script, still one round trip.
+	InlineResultBytes int
 	// ExpirySlack is how long after a record's ExpiresAt the server
 	// deletes its key (default one minute). The scripts treat a record as
 	// absent from ExpiresAt on by the caller's clock; the slack keeps a
@@ -51,6 +63,7 @@ type Store struct {
 	prefix   string
 	errLimit int
 	maxRes   int
+	inline   int
 	slack    time.Duration
 }
 
@@ -64,6 +77,7 @@ func New(client redis.UniversalClient, opts Options) *Store {
 		prefix:   opts.Prefix,
 		errLimit: opts.LastErrorBytes,
 		maxRes:   opts.MaxResultBytes,
+		inline:   opts.InlineResultBytes,
 		slack:    opts.ExpirySlack,
 	}
 	if s.prefix == "" {
@@ -75,6 +89,12 @@ func New(client redis.UniversalClient, opts Options) *Store {
 	s.errLimit = max(s.errLimit, 64)
 	if s.maxRes <= 0 {
 		s.maxRes = DefaultMaxResultBytes
+	}
+	switch {
+	case s.inline == 0:
+		s.inline = DefaultInlineResultBytes
+	case s.inline < 0:
+		s.inline = 0
 	}
 	if s.slack == 0 {
 		s.slack = DefaultExpirySlack
@@ -103,7 +123,9 @@ func unavailable(op, key string, err error) error {
 }
 
 // Claim takes the lease on a key in one script call. A refused claim
-// returns the record that refused it, read by the same script.
+// returns the record that refused it, read by the same script; a result
+// kept apart comes with it only when the claim is a replay (the record is
+// COMPLETED with the claim's payload hash and its result has not expired).
 func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
 	k, err := s.keysOf("claim", req.Namespace, req.Key)
 	if err != nil {
@@ -122,8 +144,8 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	if err != nil {
 		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
 	}
-	if len(v) != 3 {
-		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, fmt.Errorf("unexpected reply %v", v))
+	if len(v) != 3 && len(v) != 5 {
+		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
 	}
 	h, err := fromFlat(v[2])
 	if err != nil {
@@ -138,8 +160,28 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		prev, _ := v[1].(string)
 		return lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Previous: lambdaidem.Status(prev), Record: rec}, nil
 	default:
+		if len(v) == 5 {
+			if rec, err = withApart(rec, v[3], v[4]); err != nil {
+				return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+			}
+		}
 		return lambdaidem.ClaimResult{Record: rec}, nil
 	}
+}
+
+// withApart is rec with the result its apart hash holds (token and result
+// as HMGET gave them). The completion wrote both in one script, and a new
+// generation deletes the hash, so a token that is not the record's means
+// someone changed the keys by hand: that is an error, never another
+// generation's result.
+func withApart(rec lambdaidem.Record, token, result any) (lambdaidem.Record, error) {
+	t, _ := token.(string)
+	r, ok := result.(string)
+	if !ok || t != rec.LeaseToken {
+		return lambdaidem.Record{}, errors.New("the result of this completion is missing")
+	}
+	rec.Result = []byte(r)
+	return rec, nil
 }
 
 // leaseOf is the lease of a record's latest claim.
@@ -155,13 +197,24 @@ func leaseOf(r lambdaidem.Record) lambdaidem.Lease {
 }
 
 // write is a fenced write's changes: fields to set and to delete, the
-// status it leaves, and the record's new expiry (keep: unchanged).
+// status it leaves, the record's new expiry (keep: unchanged), and what
+// becomes of the result kept apart.
 type write struct {
 	target    lambdaidem.Status
 	set       []any // field, value, field, value...
 	del       []any
 	expiresAt time.Time
 	keep      bool
+	apart     apartOp
+}
+
+// apartOp is what a write does to the hash that holds a result apart:
+// leave it (""), delete it ("del"), or write result into it ("set"),
+// expiring at until (never when zero).
+type apartOp struct {
+	op     string
+	until  time.Time
+	result []byte
 }
 
 // finish runs the fenced write script.
@@ -174,8 +227,9 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 	if !w.keep {
 		ea, exp = msArg(w.expiresAt), s.keyExpiry(w.expiresAt)
 	}
-	args := make([]any, 0, 7+len(w.set)+len(w.del))
-	args = append(args, strconv.FormatInt(ceilMillis(now), 10), l.Token, string(w.target), k.member, ea, exp, len(w.set)/2)
+	args := make([]any, 0, 10+len(w.set)+len(w.del))
+	args = append(args, strconv.FormatInt(ceilMillis(now), 10), l.Token, string(w.target), k.member, ea, exp,
+		w.apart.op, s.keyExpiry(w.apart.until), w.apart.result, len(w.set)/2)
 	args = append(args, w.set...)
 	args = append(args, w.del...)
 	v, err := finishScript.Run(ctx, s.client, k.all(), args...).StringSlice()
@@ -207,8 +261,10 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 }
 
 // Complete moves a leased record to COMPLETED with its result, in one
-// script call. Extra Writes are refused with lambdaidem.ErrUnsupportedWrite
-// and nothing is recorded: Redis has no transaction with other stores.
+// script call. A result larger than Options.InlineResultBytes is written
+// apart from the record by the same script. Extra Writes are refused with
+// lambdaidem.ErrUnsupportedWrite and nothing is recorded: Redis has no
+// transaction with other stores.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
@@ -222,10 +278,18 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
 	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt}
-	if len(req.Result) > 0 {
-		w.set = append(w.set, fResult, req.Result)
-	} else {
+	switch {
+	case len(req.Result) > s.inline:
+		w.set = append(w.set, fResultApart, len(req.Result))
 		w.del = append(w.del, fResult)
+		w.apart = apartOp{op: "set", until: earliest(req.ResultUntil, req.ExpiresAt), result: req.Result}
+	case len(req.Result) > 0:
+		w.set = append(w.set, fResult, req.Result)
+		w.del = append(w.del, fResultApart)
+		w.apart.op = "del"
+	default:
+		w.del = append(w.del, fResult, fResultApart)
+		w.apart.op = "del"
 	}
 	if req.ResultUntil.IsZero() {
 		w.del = append(w.del, fResultUntil)
@@ -233,6 +297,14 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 		w.set = append(w.set, fResultUntil, msArg(req.ResultUntil))
 	}
 	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+}
+
+// earliest is the earlier of two times, a zero time counting as never.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // Fail moves a leased record to FAILED, keeping the token.
@@ -244,8 +316,22 @@ func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
 	})
 }
 
-// DeadLetter moves a leased record to DEAD_LETTERED with its reason.
+// DeadLetter moves a leased record to DEAD_LETTERED with its reason. With
+// req.Pending it records the reason, error and source message ID under the
+// caller's token and leaves the record IN_PROGRESS, its lease, expiry and
+// dead-letter copy's ID as they were; see [lambdaidem.Store].
 func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	if req.Pending {
+		return s.finish(ctx, "dead-letter", req.Lease, req.Now, write{
+			target: lambdaidem.StatusInProgress,
+			set: []any{
+				fDLReason, string(req.Reason),
+				fLastError, truncate(req.Error, s.errLimit),
+				fDLSourceID, req.MessageID,
+			},
+			keep: true,
+		})
+	}
 	return s.finish(ctx, "dead-letter", req.Lease, req.Now, write{
 		target: lambdaidem.StatusDeadLettered,
 		set: []any{
@@ -258,17 +344,22 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 	})
 }
 
-// Extend moves the end of a lease the caller still holds.
+// Extend moves the end of a lease the caller still holds, and with
+// req.ExpiresAt the record's expiry, its key's PEXPIREAT and its score in
+// the open set.
 func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
 	return s.finish(ctx, "extend", req.Lease, req.Now, write{
-		target: lambdaidem.StatusInProgress,
-		set:    []any{fLeaseUntil, msArg(req.LeaseUntil)},
-		keep:   true,
+		target:    lambdaidem.StatusInProgress,
+		set:       []any{fLeaseUntil, msArg(req.LeaseUntil)},
+		expiresAt: req.ExpiresAt,
+		keep:      req.ExpiresAt.IsZero(),
 	})
 }
 
 // Get reads a record with one HGETALL. An absent or expired record yields
-// lambdaidem.ErrNotFound.
+// lambdaidem.ErrNotFound. A COMPLETED record whose unexpired result is
+// kept apart is read again with its result in one MULTI (HGETALL and
+// HMGET): one more round trip, and the two always from the same moment.
 func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
 	k, err := s.keysOf("get", req.Namespace, req.Key)
 	if err != nil {
@@ -278,10 +369,39 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 	if err != nil {
 		return lambdaidem.Record{}, unavailable("get", k.record, err)
 	}
-	if len(h) == 0 || expiredAt(h, req.Now) {
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+	var apart []any // the result hash, once read with the record
+	for {
+		if len(h) == 0 || expiredAt(h, req.Now) {
+			return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+		}
+		rec := decode(req.Namespace, req.Key, h)
+		switch {
+		case !resultApart(h, rec, req.Now):
+			return rec, nil
+		case apart != nil:
+			if rec, err = withApart(rec, apart[0], apart[1]); err != nil {
+				return lambdaidem.Record{}, unavailable("get", k.record, err)
+			}
+			return rec, nil
+		}
+		var hc *redis.MapStringStringCmd
+		var rc *redis.SliceCmd
+		if _, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			hc = p.HGetAll(ctx, k.record)
+			rc = p.HMGet(ctx, k.result, "t", "r")
+			return nil
+		}); err != nil {
+			return lambdaidem.Record{}, unavailable("get", k.record, err)
+		}
+		h, apart = hc.Val(), rc.Val()
 	}
-	return decode(req.Namespace, req.Key, h), nil
+}
+
+// resultApart reports whether a record's hash says its result is kept
+// apart and may still be replayed at now.
+func resultApart(h map[string]string, rec lambdaidem.Record, now time.Time) bool {
+	_, apart := h[fResultApart]
+	return apart && rec.Status == lambdaidem.StatusCompleted && !rec.ResultExpired(now)
 }
 
 // Delete removes a record and its open-set entries in one script call.

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 var flagDynamoBudget = flag.Duration("sim.dynamo-budget", 20*time.Second, "how long TestSimulationDynamoDB explores")
@@ -32,18 +31,5 @@ func TestSimulationDynamoDB(t *testing.T) {
 			t.Logf("delete table %s: %v", table, err)
 		}
 	})
-	store := dynamo.New(client, table)
-	budget := *flagDynamoBudget
-	if testing.Short() {
-		budget = min(budget, 3*time.Second)
-	}
-	seed := freshSeed()
-	t.Logf("exploring DynamoDB Local from seed %d for %s", seed, budget)
-	st := Explore(Options{Budget: budget, Seed: seed, Known: known(), Filter: *flagFilter, Shrink: true,
-		Store: func() lambdaidem.Store { return store }})
-	t.Logf("%d scenarios, %d messages, %d invocations in %s (seeds %d..%d)",
-		st.Scenarios, st.Messages, st.Invocations, st.Elapsed.Round(time.Millisecond), seed, seed+uint64(st.Scenarios)-1)
-	if st.Failure != nil {
-		t.Fatal(st.Report())
-	}
+	exploreStore(t, "DynamoDB Local", *flagDynamoBudget, dynamo.New(client, table))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -82,8 +83,10 @@ func TestRedisStore(t *testing.T) {
 	b.cli(t, 300, "get", "k", "-store", "memcached://x").want(t, exitUsage)
 }
 
-// TestRedisRedrive: redrive's reset forgets the dead-lettered record on the
-// Redis store, and the key claims afresh.
+// TestRedisRedrive: redrive's conditional reset on the Redis store leaves
+// the dead-lettered record FAILED, redriven once from the copy, and get
+// shows it; the key is claimed again from attempt one. A copy reset once
+// is not reset again.
 func TestRedisRedrive(t *testing.T) {
 	t.Parallel()
 	b := setupRedis(t)
@@ -94,15 +97,31 @@ func TestRedisRedrive(t *testing.T) {
 	rb.dlq, _ = rb.newQueue(t, "cli-redis-dlq")
 	rb.deadLetter(t, "order-9", `{"order":9}`)
 
-	moved := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0", "-json").want(t, exitOK))
-	if moved.Moved != 1 || moved.Failed != 0 {
+	// Without -source or -to redrive does not know where copies may go.
+	rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-wait", "0").want(t, exitUsage)
+	moved := decode[redriveJSON](t, rb.cli(t, 100, "redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json").want(t, exitOK))
+	if moved.Moved != 1 || moved.Failed != 0 || len(moved.Messages) != 1 {
 		t.Fatalf("redrive: %+v", moved)
 	}
-	rb.cli(t, 100, "get", "order-9").want(t, exitNotFound)
-	if back := rb.receive(t, rb.src); len(back) != 1 || *back[0].Body != `{"order":9}` {
+	g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-9", "-json").want(t, exitOK))
+	if g.Status != "FAILED" || g.Attempts != 0 || g.Redrives != 1 || g.RedrivenFrom != moved.Messages[0].DLQMessageID || g.DeadLetterReason != "" {
+		t.Errorf("record after redrive: %+v; want FAILED, 0 attempts, redriven once from the copy", g)
+	}
+	if out := rb.cli(t, 100, "get", "order-9").want(t, exitOK).stdout; !strings.Contains(out, "redrives         1 ") {
+		t.Errorf("get does not show the redrive:\n%s", out)
+	}
+	back := rb.receive(t, rb.src)
+	if len(back) != 1 || *back[0].Body != `{"order":9}` {
 		t.Fatalf("source queue after redrive: %v", back)
 	}
-	if l := rb.claim(t, rb.ns, "order-9", 200, 30); l.Attempt != 1 {
+	// The same copy cannot reset the record twice.
+	if _, err := b.store.(lambdaidem.DeadLetterResetter).ResetDeadLetter(t.Context(), lambdaidem.ResetRequest{
+		Namespace: rb.ns, Key: "order-9", DeadLetterMessageID: moved.Messages[0].DLQMessageID, Now: at(150),
+	}); !errors.Is(err, lambdaidem.ErrResetRefused) {
+		t.Errorf("second reset by the same copy = %v, want ErrResetRefused", err)
+	}
+	l := rb.claim(t, rb.ns, "order-9", 200, 30)
+	if l.Attempt != 1 {
 		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
 	}
 }

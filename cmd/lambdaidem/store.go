@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"iter"
 	"net/url"
 	"strings"
@@ -81,7 +80,8 @@ func (a *app) redisAdmin(c *common) (adminStore, error) {
 	return redisAdmin{redisstore.New(client, redisstore.Options{Prefix: a.env("LAMBDAIDEM_REDIS_PREFIX")})}, nil
 }
 
-// redisAdmin adapts the Redis store to the subcommands' requests.
+// redisAdmin adapts the Redis store to the subcommands' requests. Get and
+// ResetDeadLetter (redrive's conditional reset) are the store's own.
 type redisAdmin struct{ *redisstore.Store }
 
 func (r redisAdmin) ListOpen(ctx context.Context, req dynamo.ListOpenRequest) iter.Seq2[lambdaidem.Record, error] {
@@ -108,14 +108,4 @@ func (r redisAdmin) Count(ctx context.Context, req dynamo.CountRequest) (int, er
 		req.Progress(dynamo.CountProgress{Pages: 1, Counted: n})
 	}
 	return n, err
-}
-
-// ResetDeadLetter is redrive's reset; the Redis store does not have the
-// conditional reset yet, so redrive refuses to reset on it rather than
-// fall back to a delete.
-func (r redisAdmin) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
-	if rs, ok := any(r.Store).(lambdaidem.DeadLetterResetter); ok {
-		return rs.ResetDeadLetter(ctx, req)
-	}
-	return lambdaidem.Record{}, errors.New("lambdaidem: the Redis store has no conditional reset yet")
 }

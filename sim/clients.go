@@ -63,7 +63,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}
-	if c.Lease > 0 {
+	if c.Lease > c.Margin {
+		// (A lease not longer than the margin is refused when built; the
+		// SQS side of the scenario checks that.)
 		opts = append(opts, lambdaidem.WithLease(c.Lease))
 	}
 	if c.Heartbeat > 0 {

@@ -25,7 +25,8 @@ type Config struct {
 	SendOver            time.Duration
 
 	// Decorator options.
-	Tx             bool // effects committed with the completion
+	Tx             bool    // effects committed with the completion
+	TxRefuse       float64 // chance such an effect's own condition fails
 	Cache          time.Duration
 	Heartbeat      time.Duration
 	Lease          time.Duration
@@ -182,6 +183,9 @@ func Draw(seed uint64, known []string, filter string) Config {
 	c.BadKey = frac(0.05)
 	if p(0.2) {
 		c.Forget = 1 + r.IntN(3)
+	}
+	if c.Tx {
+		c.TxRefuse = frac(0.2)
 	}
 	if p(0.5) || want("wrap") {
 		c.Requests = 1 + r.IntN(20)

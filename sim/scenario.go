@@ -67,8 +67,10 @@ type keyFacts struct {
 	// unrecorded completion to the container (poller) that remembers it.
 	unrecorded map[int]string
 	gens       map[string]int // plain effects per generation
-	lastDelete time.Time
-	runs       int
+	// completions holds, per completion that applied, when its record or
+	// its result expires (zero: never).
+	completions []time.Time
+	runs        int
 }
 
 type running struct {
@@ -186,14 +188,25 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	var inner lambdaidem.Store = s.raw
 	if c.Tx {
-		inner = &TxStore{Store: inner, Ledger: s.ledger}
+		tx := &TxStore{Store: inner, Ledger: s.ledger}
+		if c.TxRefuse > 0 {
+			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+		}
+		inner = tx
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
 		s.store.Kill = func(string, bool) bool { return w.rng.Float64() < c.Kill }
 	}
 	s.store.OnClaim = s.onClaim
-	s.store.OnDelete = func(_, key string) { s.key(key).lastDelete = w.now }
+	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
+		f := s.key(req.Lease.Key)
+		until := req.ExpiresAt
+		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
+			until = req.ResultUntil
+		}
+		f.completions = append(f.completions, until)
+	}
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
@@ -490,6 +503,17 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lamb
 	return nil
 }
 
+// completedUntilAfter reports whether a completion of the key had its
+// record and result still kept at t.
+func (f *keyFacts) completedUntilAfter(t time.Time) bool {
+	for _, until := range f.completions {
+		if until.IsZero() || until.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
@@ -535,19 +559,19 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
-			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: start})
-			// A delete since the invocation started (or within the TTL
-			// before) may not have reached this environment's cache yet.
-			del := s.key(r.Key).lastDelete
-			stale := s.Cfg.Cache > 0 && !del.IsZero() && del.After(start.Add(-s.Cfg.Cache))
+			// The answer came at some moment of this invocation: a
+			// completion of the key must have applied by now, with its
+			// record and result not yet expired when the invocation
+			// started. An operator's delete may not reach this
+			// environment's cache within its TTL (documented staleness),
+			// and the completions the checker saw still count then.
+			f := s.key(r.Key)
 			switch {
-			case stale:
-			case err != nil:
-				s.violate("message %s answered from the cache, but the store has no record of %s (%v)", r.MessageID, r.Key, err)
-			case rec.Status != lambdaidem.StatusCompleted:
-				s.violate("message %s answered from the cache, but %s is %s in the store", r.MessageID, r.Key, rec.Status)
-			case rec.ResultExpired(start):
-				s.violate("message %s answered from the cache after %s's result retention ended (a late replay)", r.MessageID, r.Key)
+			case len(f.completions) == 0:
+				rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
+				s.violate("message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
+			case !f.completedUntilAfter(start):
+				s.violate("message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
 			}
 		}
 	}
@@ -626,15 +650,21 @@ func (s *Scenario) redrive() {
 		sources = append(sources, arn)
 	}
 	slices.Sort(sources)
+	rc := &resetChecker{s: s, run: run, sent: map[string]bool{}}
 	_, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
 		Client:             s.svc,
 		DeadLetterQueueURL: s.dlq.URL,
 		SourceQueues:       sources,
 		QueueURLs:          urls,
 		WaitTime:           -1,
-		Resetter:           &resetChecker{s: s, run: run, resets: map[string]int{}},
-		MaxRedrives:        s.Cfg.MaxRedrives,
-		Now:                func() time.Time { return s.w.now },
+		Resetter:           rc,
+		Progress: func(ev sqsqueue.RedriveEvent) {
+			if ev.NewMessageID != "" {
+				rc.sent[ev.Metadata.Key] = true
+			}
+		},
+		MaxRedrives: s.Cfg.MaxRedrives,
+		Now:         func() time.Time { return s.w.now },
 	})
 	if err != nil {
 		w.Logf("redrive: %v", err)
@@ -643,13 +673,13 @@ func (s *Scenario) redrive() {
 
 // resetChecker is redrive's reset step: the store's conditional reset. It
 // checks that a reset that applied only ever cleared a record this very
-// DLQ copy dead-lettered, that one run resets each key at most once (so a
-// run ends even on a message that is still poison), and that the record
-// counts its redrives within the limit.
+// DLQ copy dead-lettered, that a run never resets a key it already sent
+// back (so it ends even on a message that is still poison), and that the
+// record counts its redrives within the limit.
 type resetChecker struct {
-	s      *Scenario
-	run    int
-	resets map[string]int // resets that applied in this run, per key
+	s    *Scenario
+	run  int
+	sent map[string]bool // keys this run sent back to their queue
 }
 
 func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
@@ -672,11 +702,10 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	}
 	f := s.key(req.Key)
 	f.redrives++
-	r.resets[req.Key]++
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
-	case r.resets[req.Key] > 1:
-		s.violate("redrive run %d reset key %s %d times: a run must handle each message once, or it never ends on a message that is still poison", r.run, req.Key, r.resets[req.Key])
+	case r.sent[req.Key]:
+		s.violate("redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
 	case gerr == nil && rec.Redrives != before.Redrives+1:
 		s.violate("redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
 	case req.MaxRedrives > 0 && rec.Redrives > req.MaxRedrives:

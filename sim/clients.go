@@ -219,6 +219,7 @@ func (s *Scenario) answered(rq request, out reply, err error) {
 	if err != nil {
 		return
 	}
+	s.answeredOK++
 	k, ok := s.reqStored[rq.Key]
 	if !ok {
 		return

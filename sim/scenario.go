@@ -37,6 +37,9 @@ type Result struct {
 	Violations []string
 	Trace      string
 	SimTime    time.Duration
+	// Answered counts successful answers to Wrap and httpidem clients;
+	// Resets the redrive resets that applied.
+	Answered, Resets int
 }
 
 // Failed reports whether an invariant broke.
@@ -112,6 +115,7 @@ type Scenario struct {
 	// redriveRuns counts operator redrive runs started and ended.
 	redriveRuns, redriveEnded int
 	sent                      int
+	answeredOK, resets        int
 	// Request streams (Wrap, httpidem).
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
@@ -244,7 +248,8 @@ func (s *Scenario) run1(tracing bool) *Result {
 		s.violate("panic: %v", w.Panic)
 	}
 	s.final()
-	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch)}
+	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
+		Answered: s.answeredOK, Resets: s.resets}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -702,6 +707,7 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	}
 	f := s.key(req.Key)
 	f.redrives++
+	s.resets++
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
 	case r.sent[req.Key]:

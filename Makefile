@@ -89,11 +89,11 @@ MUTANT_BUDGET   ?= 60s
 MUTANT          ?=
 
 .PHONY: sim
-sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; KNOWN=all turns on the knobs of known bugs; SIM_CONFIG=fifo,tx,... forces options
+sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,tx,... forces options
 	$(GO) test -count=1 -timeout 0 ./sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
 
 .PHONY: mutants
-mutants: ## Re-introduce each known bug (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
+mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
 	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
 
 BENCH_N   ?= 1000

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
@@ -250,6 +251,11 @@ func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now 
 			return at
 		}
 		return time.Now().Add(at.Sub(now))
+	}
+	if mutant.On("heartbeat-unbounded") {
+		// issue 11 bug 4: the context runs to the invocation's deadline,
+		// whether or not the heartbeat's extensions are granted.
+		end = t.deadline.Add(-t.margin)
 	}
 	mctx, cancel := seam.WithDeadline(hctx, seam.ClockOf(t.rt), toClock(end, now))
 	defer cancel()

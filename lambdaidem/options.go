@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // Defaults of the options. Each option's doc says how to change it.
@@ -131,7 +132,7 @@ func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
 // validate rejects combinations of options that could never work, as the
 // constructors reject a nil store: at build time, with a panic.
 func (c *config) validate() {
-	if c.marginSet && c.margin >= c.maxLease {
+	if c.marginSet && c.margin >= c.maxLease && !mutant.On("lease-margin-unchecked") { // issue 11 bug 9 when on
 		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
 	}
 	if c.marginSet && c.margin >= c.leaseNoDeadline {

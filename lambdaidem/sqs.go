@@ -191,6 +191,9 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			if mutant.On("key-panic-crash") {
+				panic(v) // issue 11 bug 10: one record crashes the batch
+			}
 			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
 		}
 	}()
@@ -232,7 +235,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome = OutcomeNotStarted
 		return p.logged(ctx, slog.LevelWarn, r)
 	}
-	if req, ok := p.unrecorded.get(r.Key, hash); ok {
+	if req, ok := p.unrecorded.get(r.Key, hash); ok && !mutant.On("unrecorded-rerun") { // issue 11 bug 8 when on
 		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
 			return rep
 		}
@@ -351,7 +354,12 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		case err == nil:
 			// Never remember it longer than the store does, nor past the
 			// result's retention (a later repeat is a late replay).
-			p.cache.add(r.Key, hash, now, minNonZero(req.ExpiresAt, req.ResultUntil))
+			if mutant.On("cache-outlives-retention") {
+				// issue 11 bugs 5 and 6: remembered for the cache's TTL alone.
+				p.cache.add(r.Key, hash, now, time.Time{})
+			} else {
+				p.cache.add(r.Key, hash, now, minNonZero(req.ExpiresAt, req.ResultUntil))
+			}
 			r.Outcome, r.Acked = OutcomeProcessed, true
 			return p.logged(ctx, slog.LevelDebug, r)
 		case errors.Is(err, ErrLeaseLost):
@@ -389,7 +397,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	switch {
 	case errors.As(herr, &poison):
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
-	case p.c.atMostOnce && st.ctxEnded:
+	case p.c.atMostOnce && st.ctxEnded && !mutant.On("amo-cancel-retry"): // issue 11 bug 7 when on
 		// The handler gave up because its context ended (the deadline,
 		// a lost lease): whatever it had started may have happened. That is
 		// as unknown as a crash, and this mode never runs it again.
@@ -488,7 +496,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
-	if lease != nil {
+	if lease != nil && !mutant.On("stale-poison") { // issue 11 bug 12 when on
 		// Confirm the lease before sending: a holder that lost it (its
 		// key taken over and perhaps completed) must never put a copy of
 		// finished work in the DLQ.
@@ -534,7 +542,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			})
 		})
 		switch {
-		case errors.Is(merr, ErrLeaseLost):
+		case errors.Is(merr, ErrLeaseLost) && !mutant.On("stale-poison"):
 			// The lease was confirmed before the send but lost since: the
 			// new holder decides the key. Never acknowledge this as
 			// dead-lettered; the redelivery sees the new holder's outcome.

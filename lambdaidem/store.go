@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // Store keeps one [Record] per (namespace, key) and moves it between states
@@ -245,6 +247,9 @@ const DefaultResetNote = "redriven from the dead-letter queue"
 // when it applies. Stores use it to explain a refusal in the same words;
 // it is also the reference the conformance suite holds them to.
 func ResetRefusal(r Record, req ResetRequest) string {
+	if mutant.On("redrive-reset-any") {
+		return "" // issue 11 bug 2: reset whatever record the key has
+	}
 	switch {
 	case r.Status != StatusDeadLettered:
 		return "the record is " + string(r.Status) + ", not DEAD_LETTERED"

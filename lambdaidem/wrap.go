@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // Errors of Wrap's completion. Test with errors.Is.
@@ -228,6 +230,12 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.ResultUntil = done.Add(w.c.resultRetention)
 	}
 	result, why := w.encode(out)
+	if why != nil && mutant.On("wrap-large-fails") {
+		// issue 11 bug 11: record failure after success; a repeat runs fn again.
+		ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
+		w.fail(ctx, dctx, t, lease, key, ferr)
+		return zero, ferr
+	}
 	if why != nil {
 		result = notStoredMarker(why)
 	}
@@ -373,7 +381,9 @@ func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, 
 func decodeResult[Out any](b []byte) (Out, error) {
 	var out Out
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
+	if !mutant.On("wrap-float-replay") { // issue 11 bug 13 when on
+		dec.UseNumber()
+	}
 	if err := dec.Decode(&out); err != nil {
 		return out, err
 	}

@@ -63,7 +63,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}
-	if c.Lease > 0 {
+	if c.Lease > c.Margin {
+		// (A lease not longer than the margin is refused when built; the
+		// SQS side of the scenario checks that.)
 		opts = append(opts, lambdaidem.WithLease(c.Lease))
 	}
 	if c.Heartbeat > 0 {
@@ -96,14 +98,16 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprint(out["n"])}, nil
-	}, httpidem.WithWrapOptions(opts...))
+	}, httpidem.WithWrapOptions(opts...),
+		// Every simulated client is one caller: the key space is theirs.
+		httpidem.WithCaller(func(r events.APIGatewayV2HTTPRequest) string { return r.Headers["x-caller"] }))
 	return func(ctx context.Context, rq request) (reply, error) {
 		req := events.APIGatewayV2HTTPRequest{
 			RouteKey: "POST /pay",
 			RawPath:  "/pay",
 			Body:     `{"amount":10}`,
 			Headers: map[string]string{
-				"idempotency-key": `"` + rq.Key + `"`, "x-fail": strconv.Itoa(rq.Fail),
+				"idempotency-key": `"` + rq.Key + `"`, "x-caller": "sim-client", "x-fail": strconv.Itoa(rq.Fail),
 				"x-slow": strconv.Itoa(rq.Slow), "x-honour": map[bool]string{true: "1", false: "0"}[rq.Honour],
 			},
 		}
@@ -215,6 +219,7 @@ func (s *Scenario) answered(rq request, out reply, err error) {
 	if err != nil {
 		return
 	}
+	s.answeredOK++
 	k, ok := s.reqStored[rq.Key]
 	if !ok {
 		return

@@ -25,7 +25,8 @@ type Config struct {
 	SendOver            time.Duration
 
 	// Decorator options.
-	Tx             bool // effects committed with the completion
+	Tx             bool    // effects committed with the completion
+	TxRefuse       float64 // chance such an effect's own condition fails
 	Cache          time.Duration
 	Heartbeat      time.Duration
 	Lease          time.Duration
@@ -55,8 +56,14 @@ type Config struct {
 	SinkFail       float64 // chance a dead-letter send fails
 	Redrive        int     // operator redrive runs
 	RedriveDelFail float64 // chance redrive's DLQ delete fails
-	Forget         int     // operator forgets
-	SlowPoison     bool    // slow handlers may end with Poison
+	// RedriveSendFail is the chance redrive's send back to the source
+	// queue fails; MaxRedrives is redrive's limit per record (0: none).
+	RedriveSendFail float64
+	MaxRedrives     int
+	// BadKey is the chance a key's messages make the key function panic.
+	BadKey     float64
+	Forget     int  // operator forgets
+	SlowPoison bool // slow handlers may end with Poison
 	// Request streams through Wrap (or httpidem when HTTP).
 	Requests      int
 	HTTP          bool
@@ -65,28 +72,19 @@ type Config struct {
 	LargeResult   bool // results larger than the decorator may store
 }
 
-// Known names the generator knobs that reach paths with known, open bugs.
-// They are off unless turned on (-sim.known): the simulator finds those
-// bugs with them on, and they must be turned on for good once fixed.
-var Known = []string{
-	"redrive",          // operator redrive with today's unconditional reset
-	"heartbeat-faults", // heartbeat with store faults or a long interval
-	"cache-retention",  // a cache that outlives retention or result retention
-	"amo-cancel",       // at-most-once with handlers that act, then see their context end
-	"failany-faults",   // fail-on-any with unrecorded completions
-	"stale-poison",     // slow handlers that return Poison after their lease ended
-	"http-tx",          // httpidem with effects committed with the completion
-	"wrap-bigint",      // Wrap results holding integers above 2^53
-	"wrap-large",       // Wrap results too large to store
-}
+// Known named the generator knobs that reached paths with open bugs.
+// Every one of those bugs is fixed and its paths are drawn by default, so
+// the list is empty; Draw and Options still take knob names, and ignore
+// them.
+var Known []string
 
-// Draw returns a scenario configuration for seed, with the known-bug knobs
-// in known turned on. filter, when not empty, forces options: a comma list
+// Draw returns a scenario configuration for seed. known is ignored (no
+// known-bug knob is left; see Known). filter, when not empty, forces options: a comma list
 // of names (fifo, tx, cache, heartbeat, amo, failany, redrive, faults,
 // nofaults, wrap).
 func Draw(seed uint64, known []string, filter string) Config {
+	_ = known
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	on := func(name string) bool { return slices.Contains(known, name) }
 	want := func(name string) bool { return slices.Contains(strings.Split(filter, ","), name) }
 	p := func(x float64) bool { return r.Float64() < x }
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
@@ -134,6 +132,11 @@ func Draw(seed uint64, known []string, filter string) Config {
 	}
 	if p(0.3) {
 		c.Lease = dur(c.Margin+time.Second, c.Timeout)
+		if p(0.1) {
+			// A lease no longer than the margin: the decorator must
+			// refuse it when built, or handlers start with no time.
+			c.Lease = dur(c.Margin/2, c.Margin)
+		}
 	}
 	if p(0.3) || want("cache") {
 		c.Cache = dur(time.Second, 10*time.Minute)
@@ -172,9 +175,17 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if p(0.3) || want("redrive") {
 		c.Redrive = 1 + r.IntN(3)
 		c.RedriveDelFail = frac(0.3)
+		c.RedriveSendFail = frac(0.3)
+		if p(0.5) {
+			c.MaxRedrives = 1 + r.IntN(2)
+		}
 	}
+	c.BadKey = frac(0.05)
 	if p(0.2) {
 		c.Forget = 1 + r.IntN(3)
+	}
+	if c.Tx {
+		c.TxRefuse = frac(0.2)
 	}
 	if p(0.5) || want("wrap") {
 		c.Requests = 1 + r.IntN(20)
@@ -185,51 +196,6 @@ func Draw(seed uint64, known []string, filter string) Config {
 	}
 	if want("nofaults") {
 		c.Kill, c.SinkFail = 0, 0
-	}
-	return c.gate(on)
-}
-
-// gate turns off what reaches a known bug whose knob is off.
-func (c Config) gate(on func(string) bool) Config {
-	faulty := c.Store.ErrBefore+c.Store.LostAfter+c.Store.Throttle+c.Store.Late > 0 || c.Store.OutageFor > 0 || c.Store.Latency > 0
-	if !on("redrive") {
-		c.Redrive = 0
-	}
-	if c.Heartbeat > 0 && !on("heartbeat-faults") {
-		// A heartbeat is safe today only when every extension lands in
-		// time: no store faults, an interval well inside the lease.
-		c.Store = StoreFaults{}
-		c.Kill = 0
-		lease := c.Timeout
-		if c.Lease > 0 {
-			lease = min(lease, c.Lease)
-		}
-		c.Heartbeat = min(c.Heartbeat, lease/4)
-		if c.Heartbeat <= 0 {
-			c.Heartbeat = 0
-		}
-	}
-	if c.Cache > 0 && !on("cache-retention") {
-		c.Retention, c.ResultRet = 0, 0
-	}
-	if c.AtMostOnce && !on("amo-cancel") {
-		c.EffectFirst = 0
-	}
-	if c.FailOnAny && faulty && !on("failany-faults") {
-		c.Store = StoreFaults{}
-	}
-	if !on("stale-poison") {
-		// Keep poison off handlers that can outlive their lease.
-		c.SlowPoison = false
-	}
-	if c.HTTP && c.Tx && !on("http-tx") {
-		c.HTTP = false
-	}
-	if !on("wrap-bigint") {
-		c.BigInt = false
-	}
-	if !on("wrap-large") {
-		c.LargeResult = false
 	}
 	return c
 }

@@ -97,6 +97,9 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zero(&c.Slow) },
 		func(c *Config) bool { return zero(&c.Kill) },
 		func(c *Config) bool { return zero(&c.SinkFail) },
+		func(c *Config) bool { return zero(&c.TxRefuse) },
+		func(c *Config) bool { return zero(&c.BadKey) },
+		func(c *Config) bool { return zero(&c.RedriveSendFail) },
 		func(c *Config) bool { return zero(&c.Store.ErrBefore) },
 		func(c *Config) bool { return zero(&c.Store.LostAfter) },
 		func(c *Config) bool { return zero(&c.Store.Throttle) },
@@ -180,9 +183,8 @@ func (st Stats) Report() string {
 	for _, v := range st.Original.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	known := strings.Join(st.Known, ",")
-	fmt.Fprintf(&b, "replay: make sim SEED=%d KNOWN=%s SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.known=%s -sim.config=%s)\n",
-		f.Seed, known, st.Filter, f.Seed, known, st.Filter)
+	fmt.Fprintf(&b, "replay: make sim SEED=%d SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.config=%s)\n",
+		f.Seed, st.Filter, f.Seed, st.Filter)
 	if f != st.Original {
 		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
 		for _, v := range f.Violations {

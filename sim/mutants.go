@@ -18,4 +18,18 @@ var Mutants = []Mutant{
 	{Name: "claim-no-expiry", What: "Claim takes over an IN_PROGRESS lease before it expired"},
 	{Name: "ack-before-dlq-send", What: "a failed dead-letter send is acknowledged as dead-lettered"},
 	{Name: "cache-non-completed", What: "the cache remembers a key that is still IN_PROGRESS"},
+	// The bugs of issue 11, by scenario number.
+	{Name: "http-2xx-uncommitted", What: "1: httpidem answers the handler's 2xx although its completion writes did not commit", Filter: "wrap,tx"},
+	{Name: "redrive-reset-any", What: "2: redrive resets whatever record the key has (COMPLETED, another copy's)", Filter: "redrive"},
+	{Name: "redrive-endless", What: "3: a redrive run sends back the new copies of messages it sent back", Filter: "redrive"},
+	{Name: "redrive-uncounted", What: "3: a reset starts the record's attempts over without counting the redrive", Filter: "redrive"},
+	{Name: "heartbeat-unbounded", What: "4: with a heartbeat, the handler's context outlives a lease whose extension failed", Filter: "heartbeat,faults"},
+	{Name: "cache-outlives-retention", What: "5, 6: a completion is cached past the record's retention and result retention", Filter: "cache"},
+	{Name: "amo-cancel-retry", What: "7: at-most-once makes an attempt cancelled at its deadline retryable", Filter: "amo"},
+	{Name: "unrecorded-rerun", What: "8: a container runs again a completion it acknowledged unrecorded", Filter: "failany,faults"},
+	{Name: "lease-margin-unchecked", What: "9: a lease no longer than the deadline margin is accepted; handlers start dead"},
+	{Name: "key-panic-crash", What: "10: a panicking key function crashes the whole batch"},
+	{Name: "wrap-large-fails", What: "11: Wrap records FAILED after a success whose result cannot be stored", Filter: "wrap"},
+	{Name: "stale-poison", What: "12: a holder that lost its lease dead-letters (and acknowledges) finished work"},
+	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
 }

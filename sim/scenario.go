@@ -37,6 +37,9 @@ type Result struct {
 	Violations []string
 	Trace      string
 	SimTime    time.Duration
+	// Answered counts successful answers to Wrap and httpidem clients;
+	// Resets the redrive resets that applied.
+	Answered, Resets int
 }
 
 // Failed reports whether an invariant broke.
@@ -60,13 +63,17 @@ type keyFacts struct {
 	claims, takeovers, fresh int
 	failedAfterEffect        int
 	released                 int
-	// unrecordedBack counts completions the decorator acknowledged as
-	// unrecorded in a batch returned whole (fail-on-any): their takeover
-	// is not an abandoned attempt and explains no repeat.
-	unrecordedBack int
-	gens           map[string]int // plain effects per generation
-	lastDelete     time.Time
-	runs           int
+	// redrives counts resets a redrive applied: each is an operator's
+	// decision to run a dead-lettered message again.
+	redrives int
+	// unrecorded maps an attempt the decorator acknowledged as an
+	// unrecorded completion to the container (poller) that remembers it.
+	unrecorded map[int]string
+	gens       map[string]int // plain effects per generation
+	// completions holds, per completion that applied, when its record or
+	// its result expires (zero: never).
+	completions []time.Time
+	runs        int
 }
 
 type running struct {
@@ -98,10 +105,17 @@ type Scenario struct {
 	run      map[string][]*running
 	msgKey   map[string]string
 	acked    []string
+	badAcked []string       // acknowledged messages whose key function panics
 	copies   map[string]int // dead-letter copies per source message
 	keyDLQ   map[string]int // dead-letter copies per key
 	starts   map[*Process]time.Time
-	sent     int
+	// container maps each invocation to its execution environment.
+	container map[*Process]string
+	claimAt   map[string]time.Time // claim time per lease token
+	// redriveRuns counts operator redrive runs started and ended.
+	redriveRuns, redriveEnded int
+	sent                      int
+	answeredOK, resets        int
 	// Request streams (Wrap, httpidem).
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
@@ -127,7 +141,7 @@ func (s *Scenario) violate(format string, args ...any) {
 func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
-		f = &keyFacts{gens: map[string]int{}}
+		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}}
 		s.facts[k] = f
 	}
 	return f
@@ -166,6 +180,8 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.copies = map[string]int{}
 	s.keyDLQ = map[string]int{}
 	s.starts = map[*Process]time.Time{}
+	s.container = map[*Process]string{}
+	s.claimAt = map[string]time.Time{}
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
@@ -176,20 +192,34 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	var inner lambdaidem.Store = s.raw
 	if c.Tx {
-		inner = &TxStore{Store: inner, Ledger: s.ledger}
+		tx := &TxStore{Store: inner, Ledger: s.ledger}
+		if c.TxRefuse > 0 {
+			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+		}
+		inner = tx
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
 		s.store.Kill = func(string, bool) bool { return w.rng.Float64() < c.Kill }
 	}
 	s.store.OnClaim = s.onClaim
-	s.store.OnDelete = func(_, key string) { s.key(key).lastDelete = w.now }
+	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
+		f := s.key(req.Lease.Key)
+		until := req.ExpiresAt
+		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
+			until = req.ResultUntil
+		}
+		f.completions = append(f.completions, until)
+	}
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
 			return errors.New("simulated SQS send failure")
 		case op == "delete" && url == s.dlq.URL && c.RedriveDelFail > 0 && w.rng.Float64() < c.RedriveDelFail:
 			return errors.New("simulated SQS delete failure")
+		case op == "send" && url == s.src.URL && c.RedriveSendFail > 0 && w.rng.Float64() < c.RedriveSendFail:
+			// Only redrive sends to the source through the client.
+			return errors.New("simulated SQS send failure")
 		}
 		return nil
 	}
@@ -199,8 +229,16 @@ func (s *Scenario) run1(tracing bool) *Result {
 	es := &EventSource{
 		W: w, Queue: s.src, BatchSize: c.BatchSize, Pollers: c.Pollers, Timeout: c.Timeout, Until: until,
 		NewHandler: s.function,
-		OnAck:      func(m *Message) { s.acked = append(s.acked, m.ID) },
-		OnStart:    func(p *Process) { s.starts[p] = w.now },
+		OnAck: func(m *Message) {
+			s.acked = append(s.acked, m.ID)
+			if s.body(m.Body).Kind == "badkey" {
+				s.badAcked = append(s.badAcked, m.ID)
+			}
+		},
+		OnStart: func(p *Process) {
+			s.starts[p] = w.now
+			s.container[p] = w.cur.name
+		},
 	}
 	es.Start()
 	s.clients()
@@ -210,7 +248,8 @@ func (s *Scenario) run1(tracing bool) *Result {
 		s.violate("panic: %v", w.Panic)
 	}
 	s.final()
-	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch)}
+	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
+		Answered: s.answeredOK, Resets: s.resets}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -226,6 +265,8 @@ func (s *Scenario) produce() {
 	for i := range kinds {
 		b := body{Key: "k" + strconv.Itoa(i), Kind: "plain"}
 		switch {
+		case c.BadKey > 0 && r.Float64() < c.BadKey:
+			b.Kind = "badkey"
 		case r.Float64() < c.Poison:
 			b.Kind = "poison"
 			if c.SlowPoison && r.IntN(2) == 0 {
@@ -274,7 +315,7 @@ func (s *Scenario) function() SQSHandler {
 	c := s.Cfg
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns),
-		lambdaidem.WithKeyJSONField("key"),
+		lambdaidem.WithKeyFunc(s.keyOf),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
@@ -317,7 +358,42 @@ func (s *Scenario) function() SQSHandler {
 	if c.UnfinishedRet > 0 {
 		opts = append(opts, lambdaidem.WithUnfinishedRetention(c.UnfinishedRet))
 	}
-	return lambdaidem.SQS(s.store, s.handle, opts...)
+	return s.build(opts)
+}
+
+// build makes the decorator. A lease no longer than the margin must be
+// refused when the decorator is built (every handler would start with no
+// time left); the scenario then runs without WithLease, as a user would
+// after reading the panic.
+func (s *Scenario) build(opts []lambdaidem.Option) (h SQSHandler) {
+	if s.Cfg.Lease <= 0 || s.Cfg.Lease > s.Cfg.Margin {
+		return lambdaidem.SQS(s.store, s.handle, opts...)
+	}
+	refused := func() (refused bool) {
+		defer func() { refused = recover() != nil }()
+		h = lambdaidem.SQS(s.store, s.handle, opts...)
+		return false
+	}()
+	if !refused {
+		s.w.Logf("decorator built with WithLease(%s) not longer than the margin %s", s.Cfg.Lease, s.Cfg.Margin)
+		return h
+	}
+	s.w.Logf("decorator refused WithLease(%s) with margin %s; built without it", s.Cfg.Lease, s.Cfg.Margin)
+	return lambdaidem.SQS(s.store, s.handle, append(opts, lambdaidem.WithLease(lambdaidem.DefaultMaxLease))...)
+}
+
+// keyOf is the user's key function: the body's "key" field. A body of
+// kind "badkey" makes it panic, as a key function meeting input it never
+// expected would; that record alone must fail.
+func (s *Scenario) keyOf(m events.SQSMessage) (string, error) {
+	b := s.body(m.Body)
+	if b.Kind == "badkey" {
+		panic("simulated key function panic on message " + m.MessageId)
+	}
+	if b.Key == "" {
+		return "", lambdaidem.ErrMissingKey
+	}
+	return b.Key, nil
 }
 
 func (s *Scenario) body(text string) body {
@@ -348,6 +424,15 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	defer s.leave(k, me)
 	f.runs++
 	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
+	if dl, ok := ctx.Deadline(); ok {
+		// A slow claim may leave a handler little time, but its context
+		// must end after the claim was made: one that ended before gives
+		// every attempt a dead context, whatever the store's luck.
+		if at, ok := s.claimAt[lease.Token]; ok && !dl.After(at) {
+			s.violate("handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
+				msg.MessageId, k, dl.Sub(Epoch).Seconds(), at.Sub(Epoch).Seconds())
+		}
+	}
 	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId) }
 	slow := func() error {
 		for range b.Slow {
@@ -413,8 +498,8 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lamb
 	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
 	f.gens[lease.Fence.Generation]++
-	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1 {
-		s.violate("at-most-once: key %s had its effect %d times in one generation", k, f.gens[lease.Fence.Generation])
+	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
+		s.violate("at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
 	}
 	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the effect", w.cur.owner.Name)
@@ -423,13 +508,34 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lamb
 	return nil
 }
 
+// completedUntilAfter reports whether a completion of the key had its
+// record and result still kept at t.
+func (f *keyFacts) completedUntilAfter(t time.Time) bool {
+	for _, until := range f.completions {
+		if until.IsZero() || until.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
+	s.claimAt[res.Lease.Token] = req.Now
 	switch res.Previous {
 	case lambdaidem.StatusInProgress:
 		f.takeovers++
-		s.w.Logf("takeover of %s by %s (attempt %d)", req.Key, req.MessageID, res.Lease.Attempt)
+		var by string
+		if w := s.w; w.cur != nil && w.cur.owner != nil {
+			by = s.container[w.cur.owner]
+		}
+		s.w.Logf("takeover of %s by %s in %s (attempt %d)", req.Key, req.MessageID, by, res.Lease.Attempt)
+		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" {
+			// The container remembers that attempt's completion: it must
+			// write it, never run the handler again.
+			s.violate("key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
+		}
 	case "":
 		if f.claims > 1 {
 			f.fresh++
@@ -449,8 +555,8 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 		if r.Key != "" {
 			s.msgKey[r.MessageID] = r.Key
 		}
-		if r.Outcome == lambdaidem.OutcomeUnrecorded && s.Cfg.FailOnAny && rep.Failed > 0 {
-			s.key(r.Key).unrecordedBack++
+		if r.Outcome == lambdaidem.OutcomeUnrecorded && w.cur != nil && w.cur.owner != nil {
+			s.key(r.Key).unrecorded[r.Attempt] = s.container[w.cur.owner]
 		}
 		switch r.Outcome {
 		case lambdaidem.OutcomeProcessed:
@@ -458,19 +564,19 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
-			rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: start})
-			// A delete since the invocation started (or within the TTL
-			// before) may not have reached this environment's cache yet.
-			del := s.key(r.Key).lastDelete
-			stale := s.Cfg.Cache > 0 && !del.IsZero() && del.After(start.Add(-s.Cfg.Cache))
+			// The answer came at some moment of this invocation: a
+			// completion of the key must have applied by now, with its
+			// record and result not yet expired when the invocation
+			// started. An operator's delete may not reach this
+			// environment's cache within its TTL (documented staleness),
+			// and the completions the checker saw still count then.
+			f := s.key(r.Key)
 			switch {
-			case stale:
-			case err != nil:
-				s.violate("message %s answered from the cache, but the store has no record of %s (%v)", r.MessageID, r.Key, err)
-			case rec.Status != lambdaidem.StatusCompleted:
-				s.violate("message %s answered from the cache, but %s is %s in the store", r.MessageID, r.Key, rec.Status)
-			case rec.ResultExpired(start):
-				s.violate("message %s answered from the cache after %s's result retention ended (a late replay)", r.MessageID, r.Key)
+			case len(f.completions) == 0:
+				rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
+				s.violate("message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
+			case !f.completedUntilAfter(start):
+				s.violate("message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
 			}
 		}
 	}
@@ -536,21 +642,34 @@ func (s *Scenario) operators() {
 // each reset.
 func (s *Scenario) redrive() {
 	w := s.w
-	w.Logf("operator: redrive")
+	s.redriveRuns++
+	run := s.redriveRuns
+	w.Logf("operator: redrive run %d", run)
+	defer func() {
+		s.redriveEnded++
+		w.Logf("operator: redrive run %d ended", run)
+	}()
 	urls := s.svc.QueueURLs()
 	sources := make([]string, 0, len(urls))
 	for arn := range urls {
 		sources = append(sources, arn)
 	}
 	slices.Sort(sources)
+	rc := &resetChecker{s: s, run: run, sent: map[string]bool{}}
 	_, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
 		Client:             s.svc,
 		DeadLetterQueueURL: s.dlq.URL,
 		SourceQueues:       sources,
 		QueueURLs:          urls,
 		WaitTime:           -1,
-		Resetter:           resetChecker{s},
-		Now:                func() time.Time { return s.w.now },
+		Resetter:           rc,
+		Progress: func(ev sqsqueue.RedriveEvent) {
+			if ev.NewMessageID != "" {
+				rc.sent[ev.Metadata.Key] = true
+			}
+		},
+		MaxRedrives: s.Cfg.MaxRedrives,
+		Now:         func() time.Time { return s.w.now },
 	})
 	if err != nil {
 		w.Logf("redrive: %v", err)
@@ -559,11 +678,20 @@ func (s *Scenario) redrive() {
 
 // resetChecker is redrive's reset step: the store's conditional reset. It
 // checks that a reset that applied only ever cleared a record this very
-// DLQ copy dead-lettered.
-type resetChecker struct{ s *Scenario }
+// DLQ copy dead-lettered, that a run never resets a key it already sent
+// back (so it ends even on a message that is still poison), and that the
+// record counts its redrives within the limit.
+type resetChecker struct {
+	s    *Scenario
+	run  int
+	sent map[string]bool // keys this run sent back to their queue
+}
 
-func (r resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
 	s := r.s
+	// Each step of a redrive takes time, in which the function may take
+	// the messages already sent back (and dead-letter them again).
+	s.w.Sleep(time.Duration(1+s.w.rng.IntN(2000)) * time.Millisecond)
 	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: s.w.now})
 	rs, ok := s.store.Store.(lambdaidem.DeadLetterResetter)
 	if !ok {
@@ -574,7 +702,22 @@ func (r resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetR
 		s.violate("redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
 			req.Key, before.Status, before.DeadLetterMessageID, req.DeadLetterMessageID)
 	}
-	return rec, err
+	if err != nil {
+		return rec, err
+	}
+	f := s.key(req.Key)
+	f.redrives++
+	s.resets++
+	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
+	switch {
+	case r.sent[req.Key]:
+		s.violate("redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
+	case gerr == nil && rec.Redrives != before.Redrives+1:
+		s.violate("redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
+	case req.MaxRedrives > 0 && rec.Redrives > req.MaxRedrives:
+		s.violate("redrive reset key %s to %d redrives, beyond the limit %d", req.Key, rec.Redrives, req.MaxRedrives)
+	}
+	return rec, nil
 }
 
 // pickKey returns one key the world has claimed, or "".
@@ -637,6 +780,9 @@ func (s *Scenario) release() {
 // final checks what must hold once everything has stopped.
 func (s *Scenario) final() {
 	now := s.w.now
+	if s.redriveEnded != s.redriveRuns {
+		s.violate("%d of %d redrive runs never ended", s.redriveRuns-s.redriveEnded, s.redriveRuns)
+	}
 	for _, id := range s.acked {
 		k, ok := s.msgKey[id]
 		if !ok {
@@ -644,6 +790,11 @@ func (s *Scenario) final() {
 		}
 		if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && s.copies[id] == 0 {
 			s.violate("lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
+		}
+	}
+	for _, id := range s.badAcked {
+		if s.copies[id] == 0 {
+			s.violate("lost: message %s, whose key function panics, was acknowledged with no dead-letter copy", id)
 		}
 	}
 	keys := make([]string, 0, len(s.facts))
@@ -664,9 +815,9 @@ func (s *Scenario) final() {
 		if n := len(s.ledger.Tx[k]); n > 1+f.fresh {
 			s.violate("key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
 		}
-		if n := len(s.ledger.Plain[k]); n > 1+f.fresh+max(f.takeovers-f.unrecordedBack, 0)+f.failedAfterEffect+f.released {
-			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d fresh generations and %d failures after an effect explain repeats",
-				k, n, f.takeovers, f.released, f.fresh, f.failedAfterEffect)
+		if n := len(s.ledger.Plain[k]); n > 1+f.fresh+f.takeovers+f.failedAfterEffect+f.released+f.redrives {
+			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
+				k, n, f.takeovers, f.released, f.redrives, f.fresh, f.failedAfterEffect)
 		}
 		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
 		if err != nil {

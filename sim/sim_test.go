@@ -14,7 +14,7 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 40*time.Second, "how long TestSimulation explores (wall time)")
 	flagSeed     = flag.Uint64("sim.seed", 0, "replay this seed (with -sim.scenario, that exact scenario) and print its trace")
 	flagScenario = flag.String("sim.scenario", "", "a shrunk scenario's JSON, as a failure prints it")
-	flagKnown    = flag.String("sim.known", "", "comma list of known-bug knobs to turn on, or 'all' (see Known)")
+	flagKnown    = flag.String("sim.known", "", "accepted for older commands and ignored: no known-bug knob is left (see Known)")
 	flagFilter   = flag.String("sim.config", "", "force options: fifo,tx,cache,heartbeat,amo,failany,redrive,faults,nofaults")
 )
 

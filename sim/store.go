@@ -49,8 +49,10 @@ type FaultStore struct {
 	OnClaim func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult)
 	// OnDelete observes every delete that applied.
 	OnDelete func(namespace, key string)
-	Calls    int
-	Faulted  int
+	// OnComplete observes every completion that applied.
+	OnComplete func(req lambdaidem.CompleteRequest)
+	Calls      int
+	Faulted    int
 }
 
 func (s *FaultStore) travel() {
@@ -138,7 +140,13 @@ func (s *FaultStore) write(op string, ctx context.Context, f func(context.Contex
 
 // Complete implements lambdaidem.Store.
 func (s *FaultStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	return s.write("complete", ctx, func(c context.Context) error { return s.Store.Complete(c, req) })
+	return s.write("complete", ctx, func(c context.Context) error {
+		err := s.Store.Complete(c, req)
+		if err == nil && s.OnComplete != nil {
+			s.OnComplete(req)
+		}
+		return err
+	})
 }
 
 // Fail implements lambdaidem.Store.
@@ -195,6 +203,11 @@ type Effect struct {
 type TxStore struct {
 	lambdaidem.Store
 	Ledger *Ledger
+	// Refuse, when set, is asked per completion carrying effects whether
+	// the effects' own condition fails (an overdrawn account, say): the
+	// completion is then refused with lambdaidem.ErrWriteRefused and
+	// nothing of it applies.
+	Refuse func() bool
 }
 
 // Complete implements lambdaidem.Store.
@@ -209,6 +222,9 @@ func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) 
 		}
 	}
 	req.Writes = rest
+	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
+		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+	}
 	if err := s.Store.Complete(ctx, req); err != nil {
 		return err
 	}

@@ -78,3 +78,44 @@ func TestKillEndsAProcess(t *testing.T) {
 		t.Fatalf("unwound=%v fired=%v other=%v", unwound, fired, other)
 	}
 }
+
+// TestHTTPRequestsReachTheHandler guards the HTTP request stream itself:
+// httpidem refuses keyed requests without a caller identity, and a stream
+// of such requests would check nothing while every scenario passed.
+func TestHTTPRequestsReachTheHandler(t *testing.T) {
+	answered := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		cfg := Draw(seed, nil, "wrap,nofaults")
+		cfg.HTTP = true
+		res := Run(seed, cfg, nil, false)
+		if res.Failed() {
+			t.Fatalf("seed %d: %v", seed, res.Violations)
+		}
+		answered += res.Answered
+	}
+	if answered == 0 {
+		t.Fatal("no HTTP request was answered with a success in 20 scenarios")
+	}
+}
+
+// TestRedrivePartialFailures runs redrive with its send and its delete
+// failing half the time, over several operator runs, on poison messages:
+// resets must apply (the path is walked) and every invariant hold,
+// redrive termination and its per-record limit included.
+func TestRedrivePartialFailures(t *testing.T) {
+	resets := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		cfg := Draw(seed, nil, "redrive")
+		cfg.Poison, cfg.Sink, cfg.SinkFail = 0.5, true, 0
+		cfg.Redrive, cfg.RedriveSendFail, cfg.RedriveDelFail = 3, 0.5, 0.5
+		cfg.MaxRedrives = int(seed % 3)
+		res := Run(seed, cfg, nil, false)
+		if res.Failed() {
+			t.Fatalf("seed %d: %v\nreplay: go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'", seed, res.Violations, seed, cfg)
+		}
+		resets += res.Resets
+	}
+	if resets == 0 {
+		t.Fatal("no redrive reset applied in 40 scenarios")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -446,6 +447,10 @@ func (r *redriver) check(md Metadata) error {
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
 		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)
+	case mutant.On("redrive-endless"):
+		// issue 11 bug 3: a run sends back every copy it meets, the new
+		// copies of messages it sent back included.
+		return nil
 	case r.sent[md.MessageID]:
 		return fmt.Errorf("%w: this run sent message %s back and it was dead-lettered again", ErrHandledThisRun, md.MessageID)
 	case md.MessageID != "" && r.sources[md.MessageID]:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -37,7 +38,9 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 	r.Status = lambdaidem.StatusFailed
 	r.LeaseToken = "redriven-" + newID()
 	r.Attempts = 0
-	r.Redrives++
+	if !mutant.On("redrive-uncounted") { // issue 11 bug 3: attempts silently start over
+		r.Redrives++
+	}
 	r.RedrivenFrom = req.DeadLetterMessageID
 	r.LastError = note
 	r.DeadLetterReason = ""

@@ -158,3 +158,21 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// AtMostOnce is an invariant over your effects: it holds while the slice
+// effects points to (the orders charged, the emails sent) lists no value
+// twice. Point it at the slice your fake appends to.
+func AtMostOnce[T comparable](effects *[]T) func() error {
+	return func() error {
+		seen := make(map[T]int, len(*effects))
+		for _, e := range *effects {
+			seen[e]++
+		}
+		for _, e := range *effects {
+			if n := seen[e]; n > 1 {
+				return fmt.Errorf("%v happened %d times: %v", e, n, *effects)
+			}
+		}
+		return nil
+	}
+}

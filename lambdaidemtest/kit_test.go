@@ -2,101 +2,118 @@ package lambdaidemtest_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 )
 
-// shop is a test's fake payment provider and ledger.
-type shop struct {
-	charged map[string]int
-	ledger  map[string]bool
-}
-
-func newShop() *shop { return &shop{charged: map[string]int{}, ledger: map[string]bool{}} }
-
-// charge is a handler; chargeFirst charges before it checks the ledger.
-func (s *shop) charge(chargeFirst bool) lambdaidem.MessageHandler {
-	return func(ctx context.Context, msg events.SQSMessage) error {
-		var o struct {
-			Order string `json:"order"`
-		}
-		if err := json.Unmarshal([]byte(msg.Body), &o); err != nil || o.Order == "" {
-			return lambdaidem.Poison(fmt.Errorf("bad order %q", msg.Body))
-		}
-		if chargeFirst {
-			s.charged[o.Order]++
-		}
-		if s.ledger[o.Order] {
-			return nil
-		}
-		if !chargeFirst {
-			s.charged[o.Order]++
-		}
-		s.ledger[o.Order] = true
+// careless charges every time it runs: it neither checks a ledger nor
+// looks at its context.
+func careless(charges *[]string) lambdaidem.MessageHandler {
+	return func(_ context.Context, msg events.SQSMessage) error {
+		*charges = append(*charges, msg.Body)
 		return nil
 	}
 }
 
-func (s *shop) chargedOnce() error {
-	for o, n := range s.charged {
-		if n > 1 {
-			return fmt.Errorf("order %s charged %d times", o, n)
-		}
-	}
-	return nil
-}
+var byOrder = lambdaidem.WithKeyJSONField("order")
 
-var orderKey = lambdaidem.WithKeyJSONField("order")
-
-func TestScenarios(t *testing.T) {
+// Each scenario either protects even a careless handler (the library's
+// part) or exposes it (the handler's part): the kit must show both.
+func TestScenariosBite(t *testing.T) {
+	const body = `{"order":"o-1"}`
 	for _, tc := range []struct {
-		name string
-		run  func(k *lambdaidemtest.Kit)
+		name    string
+		run     func(*lambdaidemtest.Kit)
+		charges int
 	}{
-		{"twice", func(k *lambdaidemtest.Kit) { k.DeliverTwice(`{"order":"o-1"}`) }},
-		{"producer", func(k *lambdaidemtest.Kit) { k.ProducerDuplicate(`{"order":"o-1"}`) }},
-		{"running", func(k *lambdaidemtest.Kit) { k.RedeliverWhileRunning(`{"order":"o-1"}`) }},
-		{"crash", func(k *lambdaidemtest.Kit) { k.CrashAfterEffect(`{"order":"o-1"}`) }},
-		{"paused", func(k *lambdaidemtest.Kit) { k.TakeoverFromPaused(`{"order":"o-1"}`) }},
+		{"twice", func(k *lambdaidemtest.Kit) { k.DeliverTwice(body) }, 1},
+		{"producer", func(k *lambdaidemtest.Kit) { k.ProducerDuplicate(body) }, 1},
+		{"running", func(k *lambdaidemtest.Kit) { k.RedeliverWhileRunning(body) }, 1},
+		{"crash", func(k *lambdaidemtest.Kit) { k.CrashAfterEffect(body) }, 2},
+		{"paused", func(k *lambdaidemtest.Kit) { k.TakeoverFromPaused(body) }, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newShop()
-			k := lambdaidemtest.New(s.charge(false), orderKey)
+			var charges []string
+			k := lambdaidemtest.New(careless(&charges), byOrder)
 			k.SetTrace(true)
 			tc.run(k)
-			t.Logf("runs %d outcomes %v status %s charged %d\n%s", k.Runs("o-1"), k.Outcomes("o-1"), k.Status("o-1"), s.charged["o-1"], k.Trace())
+			if len(charges) != tc.charges || k.Runs("o-1") != tc.charges {
+				t.Errorf("%d charges in %d runs, want %d\n%s", len(charges), k.Runs("o-1"), tc.charges, k.Trace())
+			}
 			if err := k.Check(); err != nil {
 				t.Error(err)
+			}
+			if k.Queued() != 0 || k.Status("o-1") != lambdaidem.StatusCompleted {
+				t.Errorf("%d messages left, o-1 is %q", k.Queued(), k.Status("o-1"))
 			}
 		})
 	}
 }
 
-func TestExplorer(t *testing.T) {
+func TestExplorerFindsAndReplays(t *testing.T) {
 	x := lambdaidemtest.Exploration{
-		Messages:  []string{`{"order":"o-1"}`, `{"order":"o-2"}`, `{"order":"o-3"}`},
-		Options:   []lambdaidem.Option{orderKey},
-		Scenarios: 1000,
+		Options:  []lambdaidem.Option{byOrder},
+		Messages: []string{`{"order":"o-1"}`, `{"order":"o-2"}`},
+		Setup: func() (lambdaidem.MessageHandler, func() error) {
+			var charges []string
+			return careless(&charges), lambdaidemtest.AtMostOnce(&charges)
+		},
 	}
-	x.Setup = func() (lambdaidem.MessageHandler, func() error) { s := newShop(); return s.charge(true), s.chargedOnce }
-	start := time.Now()
 	f := x.Search()
-	t.Logf("buggy: %v in %s", f != nil, time.Since(start))
-	if f != nil {
-		t.Log(f.Error()[:min(3000, len(f.Error()))])
+	if f == nil {
+		t.Fatal("a handler that charges on every run passed the exploration")
 	}
-	x.Setup = func() (lambdaidem.MessageHandler, func() error) {
-		s := newShop()
-		return s.charge(false), s.chargedOnce
+	again := lambdaidemtest.Exploration{Options: x.Options, Messages: x.Messages, Setup: x.Setup, Seed: f.Seed, Scenarios: 1}.Search()
+	if again == nil || again.Error() != f.Error() {
+		t.Fatalf("seed %d did not replay exactly:\n%v\nthen:\n%v", f.Seed, f, again)
 	}
-	start = time.Now()
-	f = x.Search()
-	t.Logf("fixed: %v in %s", f, time.Since(start))
+	if len(f.Problems) == 0 || f.Trace == "" {
+		t.Errorf("failure without problems or trace: %v", f)
+	}
+}
+
+func TestFixtures(t *testing.T) {
+	m := lambdaidemtest.Message(`{"a":1}`, lambdaidemtest.WithGroup("g"), lambdaidemtest.WithReceiveCount(3),
+		lambdaidemtest.WithAttribute("tenant", "acme"), lambdaidemtest.WithBinaryAttribute("sig", []byte{1, 2}))
+	sum := md5.Sum([]byte(m.Body))
+	switch {
+	case m.Md5OfBody != hex.EncodeToString(sum[:]):
+		t.Errorf("md5 of body %s", m.Md5OfBody)
+	case len(m.Md5OfMessageAttributes) != 32:
+		t.Errorf("md5 of attributes %q", m.Md5OfMessageAttributes)
+	case m.Attributes["MessageGroupId"] != "g" || m.Attributes["MessageDeduplicationId"] == "" || m.Attributes["ApproximateReceiveCount"] != "3":
+		t.Errorf("attributes %v", m.Attributes)
+	case m.EventSourceARN != "arn:aws:sqs:us-east-1:123456789012:queue.fifo" || m.EventSource != "aws:sqs":
+		t.Errorf("source %s %s", m.EventSource, m.EventSourceARN)
+	}
+	var sns struct{ Type, Message, TopicArn string }
+	if err := json.Unmarshal([]byte(lambdaidemtest.SNSBody("orders", "hi", map[string]string{"k": "v"})), &sns); err != nil ||
+		sns.Type != "Notification" || sns.Message != "hi" || sns.TopicArn != "arn:aws:sns:us-east-1:123456789012:orders" {
+		t.Errorf("SNS body %+v (%v)", sns, err)
+	}
+	var eb struct {
+		Source     string            `json:"source"`
+		DetailType string            `json:"detail-type"`
+		Detail     map[string]string `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(lambdaidemtest.EventBridgeBody("shop", "OrderPlaced", map[string]string{"order": "o-1"})), &eb); err != nil ||
+		eb.Source != "shop" || eb.DetailType != "OrderPlaced" || eb.Detail["order"] != "o-1" {
+		t.Errorf("EventBridge body %+v (%v)", eb, err)
+	}
+	// The decorator takes a fixture event as it takes Lambda's.
+	var charges []string
+	h := lambdaidem.SQS(memstore.New(), careless(&charges), byOrder)
+	o := lambdaidemtest.Message(`{"order":"o-9"}`)
+	resp, err := h(context.Background(), lambdaidemtest.Event(o, o))
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(charges) != 1 {
+		t.Errorf("fixture event: %v %v, %d charges", resp, err, len(charges))
+	}
 }

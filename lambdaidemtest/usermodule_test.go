@@ -33,7 +33,7 @@ func TestUserModule(t *testing.T) {
 		return string(out)
 	}
 
-	imports := strings.Fields(run("list", "-test", "-f", "{{join .Imports \" \"}} {{join .TestImports \" \"}}", "."))
+	imports := strings.Fields(run("list", "-f", "{{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "."))
 	allowed := []string{"github.com/lambdaidem/go-lambdaidem/lambdaidem", "github.com/lambdaidem/go-lambdaidem/lambdaidemtest", "github.com/aws/aws-lambda-go/events"}
 	for _, imp := range imports {
 		if strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !slices.Contains(allowed, imp) {

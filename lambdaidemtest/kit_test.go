@@ -108,6 +108,10 @@ func TestFixtures(t *testing.T) {
 		eb.Source != "shop" || eb.DetailType != "OrderPlaced" || eb.Detail["order"] != "o-1" {
 		t.Errorf("EventBridge body %+v (%v)", eb, err)
 	}
+	r := lambdaidemtest.HTTPRequest("POST", "/payments", "{}", map[string]string{"Idempotency-Key": "k-1"})
+	if r.Headers["idempotency-key"] != "k-1" || r.RouteKey != "POST /payments" || r.RequestContext.HTTP.Method != "POST" || r.Version != "2.0" {
+		t.Errorf("HTTP request %+v", r)
+	}
 	// The decorator takes a fixture event as it takes Lambda's.
 	var charges []string
 	h := lambdaidem.SQS(memstore.New(), careless(&charges), byOrder)

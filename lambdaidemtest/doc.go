@@ -20,6 +20,7 @@
 // An Exploration runs your handler through thousands of seeded random
 // scenarios and checks your own invariant ("each order charged at most
 // once") and the library's ("nothing lost"); a failure prints its seed and
-// a trace of what happened. Message, Event, SNSBody and EventBridgeBody
-// build the events Lambda hands a function, for plain table tests.
+// a trace of what happened. Message, Event, SNSBody, EventBridgeBody and
+// HTTPRequest build the events Lambda hands a function, for plain table
+// tests.
 package lambdaidemtest

@@ -35,6 +35,11 @@ import (
 // with Runs, Outcomes, DeadLetters and Status. Scenarios may follow one
 // another on one Kit: time, the store and the queues carry over.
 //
+// The handler runs inside the simulation, one task at a time: it may use
+// its context, its fakes and goroutines of its own that it waits for, but
+// real time is not simulated time (a time.Sleep in the handler really
+// sleeps, and a timer never fires sooner).
+//
 // A Kit is not safe for concurrent use.
 type Kit struct {
 	// Timeout is the function's timeout (default 30 s).
@@ -385,8 +390,8 @@ func (k *Kit) Queued() int { return k.std.Len() + k.fifo.Len() }
 // Now is the kit's simulated time.
 func (k *Kit) Now() time.Time { return k.w.Now() }
 
-// Trace returns the last lines of what happened, when tracing is on (see
-// Trace).
+// Trace returns the last lines of what happened, stamped with simulated
+// time, when tracing is on (see SetTrace).
 func (k *Kit) Trace() string { return k.w.Trace().String() }
 
 // SetTrace turns the trace on or off (off by default; it costs time).

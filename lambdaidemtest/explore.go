@@ -2,6 +2,7 @@ package lambdaidemtest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,9 @@ type Exploration struct {
 	Setup func() (handler lambdaidem.MessageHandler, invariant func() error)
 	// Options are the decorator options you deploy with.
 	Options []lambdaidem.Option
-	// Messages are the bodies the producer sends, each once per scenario
-	// (plus the duplicates the scenario draws). Required.
+	// Messages are the bodies the producer sends, each once per scenario,
+	// in this order at moments the scenario draws (plus the duplicates it
+	// draws). Required.
 	Messages []string
 	// GroupOf, when set, sends every message to a FIFO queue in the message
 	// group it returns for the body.
@@ -111,12 +113,18 @@ func (x Exploration) scenario(seed uint64, traced bool) *Failure {
 	}
 	k.std.DuplicateRate = c.SQSDup
 	w, r := k.w, k.w.Rand()
+	// The producer sends the messages in their order, at random moments.
+	times := make([]time.Duration, len(x.Messages))
+	for i := range times {
+		times[i] = time.Duration(r.Int64N(int64(c.SendOver) + 1))
+	}
+	slices.Sort(times)
 	for i, body := range x.Messages {
 		var opts []SendOption
 		if x.GroupOf != nil {
 			opts = append(opts, Group(x.GroupOf(body)))
 		}
-		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
+		at := times[i]
 		k.lastSend = maxTime(k.lastSend, sim.Epoch.Add(at))
 		w.At(at, nil, func() { k.send(body, opts) })
 		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {

@@ -5,6 +5,9 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -120,4 +123,38 @@ func TestFixtures(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 || len(charges) != 1 {
 		t.Errorf("fixture event: %v %v, %d charges", resp, err, len(charges))
 	}
+}
+
+// On a FIFO queue the explorer keeps each group's order: a handler that
+// appends each message's seq to its group's log sees them ascending.
+func TestExplorerFIFOKeepsGroupOrder(t *testing.T) {
+	lambdaidemtest.Explore(t, lambdaidemtest.Exploration{
+		Options:   []lambdaidem.Option{lambdaidem.WithKeyJSONField("id")},
+		Messages:  []string{`{"id":"a1","g":"a","seq":1}`, `{"id":"a2","g":"a","seq":2}`, `{"id":"b1","g":"b","seq":1}`, `{"id":"a3","g":"a","seq":3}`},
+		GroupOf:   func(body string) string { return body[strings.Index(body, `"g":"`)+5:][:1] },
+		Scenarios: 300,
+		Setup: func() (lambdaidem.MessageHandler, func() error) {
+			logs := map[string][]int{}
+			return func(_ context.Context, msg events.SQSMessage) error {
+					var m struct {
+						G   string
+						Seq int
+					}
+					if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
+						return lambdaidem.Poison(err)
+					}
+					if l := logs[m.G]; !slices.Contains(l, m.Seq) {
+						logs[m.G] = append(l, m.Seq)
+					}
+					return nil
+				}, func() error {
+					for g, l := range logs {
+						if !slices.IsSorted(l) {
+							return fmt.Errorf("group %s ran out of order: %v", g, l)
+						}
+					}
+					return nil
+				}
+		},
+	})
 }

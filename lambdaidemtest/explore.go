@@ -18,8 +18,10 @@ import (
 // duplicates, SQS's own duplicate deliveries, store errors, throttling,
 // latency, lost answers and outages, instances that pause or crash at any
 // step, failed dead-letter sends), while what you control stays yours: your
-// handler, your options, your messages. After each scenario it checks your
-// invariant over your effects, and the library's own promises (Kit.Check).
+// handler, your options, your messages. (Some scenarios shorten the lease
+// below the function's timeout, as a heartbeat-kept lease is, so a paused
+// instance can outlive it.) After each scenario it checks your invariant
+// over your effects, and the library's own promises (Kit.Check).
 type Exploration struct {
 	// Setup builds one scenario's handler over fresh fakes, and the
 	// invariant that reads them (nil error: it holds). Called once per

@@ -106,12 +106,24 @@ type Deps struct {
 	SQS *sqs.Client
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// WriteEffect, when set, receives each effect (the group and the
+	// message's seq) instead of the transaction on the effects table: unit
+	// tests run the handler without DynamoDB (see kit_test.go).
+	WriteEffect func(ctx context.Context, group string, seq int) error
 }
 
 // NewHandler returns the function's Lambda handler. opts are added after
 // the example's own options, so tests can override them.
 func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
-	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger}
+	handle, base := NewMessageHandler(cfg, deps)
+	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
+	return lambdaidem.SQS(store, handle, append(base, opts...)...)
+}
+
+// NewMessageHandler returns the function's handler before decoration, and
+// the decorator options NewHandler gives it: what lambdaidemtest takes.
+func NewMessageHandler(cfg Config, deps Deps) (lambdaidem.MessageHandler, []lambdaidem.Option) {
+	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger, write: deps.WriteEffect}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -129,8 +141,7 @@ func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.C
 			base = append(base, lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(deps.SQS, cfg.DLQURL)))
 		}
 	}
-	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
-	return lambdaidem.SQS(store, f.handle, append(base, opts...)...)
+	return f.handle, base
 }
 
 // Message is a message body. Seq is the message's place in its group,
@@ -146,6 +157,7 @@ type function struct {
 	db    *dynamodb.Client
 	table string
 	log   *slog.Logger
+	write func(ctx context.Context, group string, seq int) error
 }
 
 func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
@@ -201,6 +213,9 @@ const (
 // example's effect it is not idempotent: every run adds a row and a log
 // entry.
 func (f *function) writeEffect(ctx context.Context, group string, m Message, msg events.SQSMessage, lease lambdaidem.Lease) error {
+	if f.write != nil {
+		return f.write(ctx, group, m.Seq)
+	}
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return fmt.Errorf("random effect ID: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 )
 
 // setup creates the idempotency and payments tables on DynamoDB Local and
@@ -49,17 +50,11 @@ func setup(t *testing.T) (httpidem.HTTPHandler, *dynamodb.Client, string) {
 }
 
 func post(key, body string) events.APIGatewayV2HTTPRequest {
-	r := events.APIGatewayV2HTTPRequest{
-		RouteKey: "POST /payments", RawPath: "/payments", Body: body,
-		Headers: map[string]string{"content-type": "application/json"},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/payments"},
-		},
-	}
+	headers := map[string]string{"Content-Type": "application/json"}
 	if key != "" {
-		r.Headers["idempotency-key"] = key
+		headers["Idempotency-Key"] = key
 	}
-	return r
+	return lambdaidemtest.HTTPRequest("POST", "/payments", body, headers)
 }
 
 func payments(t *testing.T, client *dynamodb.Client, table string) int32 {

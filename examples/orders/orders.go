@@ -150,13 +150,25 @@ type Deps struct {
 	// Metrics receives the EMF metric lines; default os.Stdout, where
 	// Lambda ships them to CloudWatch Logs, which turns them into metrics.
 	Metrics io.Writer
+	// WriteEffect, when set, receives each plain-mode effect row instead
+	// of a PutItem into the effects table: unit tests run the handler
+	// without DynamoDB (see kit_test.go).
+	WriteEffect func(ctx context.Context, row map[string]types.AttributeValue) error
 }
 
 // NewHandler returns the function's Lambda handler. opts are added after
 // the example's own options, so tests can override them.
 func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.Context, events.SQSEvent) (events.SQSEventResponse, error) {
+	handle, base := NewMessageHandler(cfg, deps)
+	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
+	return lambdaidem.SQS(store, handle, append(base, opts...)...)
+}
+
+// NewMessageHandler returns the function's handler before decoration, and
+// the decorator options NewHandler gives it: what lambdaidemtest takes.
+func NewMessageHandler(cfg Config, deps Deps) (lambdaidem.MessageHandler, []lambdaidem.Option) {
 	f := &function{db: deps.DynamoDB, table: cfg.EffectsTable, log: deps.Logger, exit: deps.Exit,
-		transactional: cfg.EffectMode == EffectModeTransactional}
+		transactional: cfg.EffectMode == EffectModeTransactional, write: deps.WriteEffect}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -182,8 +194,7 @@ func NewHandler(cfg Config, deps Deps, opts ...lambdaidem.Option) func(context.C
 			base = append(base, lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(deps.SQS, cfg.DLQURL)))
 		}
 	}
-	store := dynamo.New(deps.DynamoDB, cfg.IdempotencyTable)
-	return lambdaidem.SQS(store, f.handle, append(base, opts...)...)
+	return f.handle, base
 }
 
 // metricsHook emits the decorator's metrics as EMF lines under the one
@@ -228,6 +239,7 @@ type function struct {
 	log           *slog.Logger
 	exit          func(int)
 	transactional bool
+	write         func(context.Context, map[string]types.AttributeValue) error
 }
 
 func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
@@ -324,7 +336,11 @@ func (f *function) writeEffect(ctx context.Context, o Order, msg events.SQSMessa
 			slog.String("order_id", o.OrderID), slog.String("effect_id", id), slog.Int("attempt", lease.Attempt))
 		return nil
 	}
-	_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
+	if f.write != nil {
+		err = f.write(ctx, item)
+	} else {
+		_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
+	}
 	if err != nil {
 		return fmt.Errorf("order %s: write effect: %w", o.OrderID, err)
 	}

@@ -1,0 +1,188 @@
+package lambdaidemtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/sim"
+)
+
+// Exploration runs a handler through many seeded random scenarios: the
+// simulation's generator draws, per seed, what SQS, Lambda and the store do
+// to your messages (batch sizes, concurrent environments, function timeout
+// and visibility timeout, the queue's redrive policy, send times, producer
+// duplicates, SQS's own duplicate deliveries, store errors, throttling,
+// latency, lost answers and outages, instances that pause or crash at any
+// step, failed dead-letter sends), while what you control stays yours: your
+// handler, your options, your messages. (Some scenarios shorten the lease
+// below the function's timeout, as a heartbeat-kept lease is, so a paused
+// instance can outlive it.) After each scenario it checks your invariant
+// over your effects, and the library's own promises (Kit.Check).
+type Exploration struct {
+	// Setup builds one scenario's handler over fresh fakes, and the
+	// invariant that reads them (nil error: it holds). Called once per
+	// scenario. Required.
+	Setup func() (handler lambdaidem.MessageHandler, invariant func() error)
+	// Options are the decorator options you deploy with.
+	Options []lambdaidem.Option
+	// Messages are the bodies the producer sends, each once per scenario,
+	// in this order at moments the scenario draws (plus the duplicates it
+	// draws). Required.
+	Messages []string
+	// GroupOf, when set, sends every message to a FIFO queue in the message
+	// group it returns for the body.
+	GroupOf func(body string) string
+	// Scenarios is how many seeds to run (default 1000).
+	Scenarios int
+	// Seed is the first seed; scenario i runs seed Seed+i. A failure
+	// prints its seed: set Seed to it and Scenarios to 1 to replay it.
+	Seed uint64
+}
+
+// Failure is a scenario in which an invariant did not hold.
+type Failure struct {
+	Seed uint64
+	// Problems are what broke: your invariant's error, and the library's.
+	Problems []string
+	// World is what the seed drew (queue, function, faults).
+	World string
+	// Trace is what happened, line by line, in simulated time.
+	Trace string
+}
+
+// Error describes the failure: the seed, how to replay it, what broke,
+// and the trace.
+func (f *Failure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lambdaidemtest: invariant broken in scenario seed %d\n", f.Seed)
+	for _, p := range f.Problems {
+		fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(p, "\n", "\n  "))
+	}
+	fmt.Fprintf(&b, "replay it alone with Exploration{Seed: %d, Scenarios: 1, ...}\n", f.Seed)
+	fmt.Fprintf(&b, "world: %s\ntrace:\n%s", f.World, f.Trace)
+	return b.String()
+}
+
+// Explore runs x and fails t with the first failure's seed and trace.
+func Explore(t testing.TB, x Exploration) {
+	t.Helper()
+	if f := x.Search(); f != nil {
+		t.Fatal(f.Error())
+	}
+}
+
+// Search runs x's scenarios and returns the first failure, replayed with
+// its trace, or nil when every scenario held.
+func (x Exploration) Search() *Failure {
+	if x.Setup == nil || len(x.Messages) == 0 {
+		panic("lambdaidemtest: an Exploration needs Setup and Messages")
+	}
+	n := x.Scenarios
+	if n <= 0 {
+		n = 1000
+	}
+	for i := range n {
+		seed := x.Seed + uint64(i)
+		if probs := x.scenario(seed, false); probs != nil {
+			return probs
+		}
+	}
+	return nil
+}
+
+// scenario runs one seed; it returns nil when every invariant held.
+func (x Exploration) scenario(seed uint64, traced bool) *Failure {
+	c := sim.Draw(seed, nil, "")
+	handler, invariant := x.Setup()
+	k := newKit(seed, handler, x.Options)
+	k.w.Tracing = traced
+	k.chaos = &c
+	k.Timeout, k.Visibility = c.Timeout, c.Visibility
+	k.BatchSize, k.Pollers, k.MaxReceive = c.BatchSize, c.Pollers, c.MaxReceive
+	k.Horizon = c.SendOver + sim.Horizon
+	k.store.Faults = c.Store
+	if c.Kill > 0 {
+		k.store.Kill = func(string, bool) bool { return k.w.Rand().Float64() < c.Kill }
+	}
+	if c.Lease > 0 {
+		// A lease shorter than the function's timeout, as a heartbeat
+		// keeps: a paused instance outlives it.
+		k.opts = append(k.opts[:len(k.opts):len(k.opts)], lambdaidem.WithLease(c.Lease))
+	}
+	k.std.DuplicateRate = c.SQSDup
+	w, r := k.w, k.w.Rand()
+	// The producer sends the messages in their order, at random moments.
+	times := make([]time.Duration, len(x.Messages))
+	for i := range times {
+		times[i] = time.Duration(r.Int64N(int64(c.SendOver) + 1))
+	}
+	slices.Sort(times)
+	for i, body := range x.Messages {
+		var opts []SendOption
+		if x.GroupOf != nil {
+			opts = append(opts, Group(x.GroupOf(body)))
+		}
+		at := times[i]
+		k.lastSend = maxTime(k.lastSend, sim.Epoch.Add(at))
+		w.At(at, nil, func() { k.send(body, opts) })
+		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {
+			again := at + time.Duration(r.Int64N(int64(90*time.Second)))
+			k.lastSend = maxTime(k.lastSend, sim.Epoch.Add(again))
+			dup := append(opts[:len(opts):len(opts)], Dedup(fmt.Sprintf("producer-retry-%d", i)))
+			w.At(again, nil, func() {
+				w.Logf("the producer sends message %d again", i)
+				k.send(body, dup)
+			})
+		}
+	}
+	k.run(nil)
+	var probs []string
+	if err := invariant(); err != nil {
+		probs = append(probs, "your invariant: "+err.Error())
+	}
+	if err := k.Check(); err != nil {
+		probs = append(probs, "lambdaidem: "+err.Error())
+	}
+	if probs == nil {
+		return nil
+	}
+	if !traced {
+		return x.scenario(seed, true)
+	}
+	world := fmt.Sprintf("%d messages, batches of %d, %d environments, timeout %s, visibility %s, max receive %d, "+
+		"producer duplicates %.2f, SQS duplicates %.2f, pauses %.2f, crashes %.3f per step, lease %s, store faults %+v, "+
+		"%d invocations, %d crashed, %d takeovers",
+		len(x.Messages), c.BatchSize, c.Pollers, c.Timeout, c.Visibility, c.MaxReceive,
+		c.ProducerDup, c.SQSDup, c.Slow, c.Kill, c.Lease, c.Store,
+		k.sources[k.std].Invocations+k.sources[k.fifo].Invocations, k.crashes, k.takeovers)
+	return &Failure{Seed: seed, Problems: probs, World: world, Trace: k.Trace()}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// AtMostOnce is an invariant over your effects: it holds while the slice
+// effects points to (the orders charged, the emails sent) lists no value
+// twice. Point it at the slice your fake appends to.
+func AtMostOnce[T comparable](effects *[]T) func() error {
+	return func() error {
+		seen := make(map[T]int, len(*effects))
+		for _, e := range *effects {
+			seen[e]++
+		}
+		for _, e := range *effects {
+			if n := seen[e]; n > 1 {
+				return fmt.Errorf("%v happened %d times: %v", e, n, *effects)
+			}
+		}
+		return nil
+	}
+}

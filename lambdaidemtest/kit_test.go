@@ -1,0 +1,160 @@
+package lambdaidemtest_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
+)
+
+// careless charges every time it runs: it neither checks a ledger nor
+// looks at its context.
+func careless(charges *[]string) lambdaidem.MessageHandler {
+	return func(_ context.Context, msg events.SQSMessage) error {
+		*charges = append(*charges, msg.Body)
+		return nil
+	}
+}
+
+var byOrder = lambdaidem.WithKeyJSONField("order")
+
+// Each scenario either protects even a careless handler (the library's
+// part) or exposes it (the handler's part): the kit must show both.
+func TestScenariosBite(t *testing.T) {
+	const body = `{"order":"o-1"}`
+	for _, tc := range []struct {
+		name    string
+		run     func(*lambdaidemtest.Kit)
+		charges int
+	}{
+		{"twice", func(k *lambdaidemtest.Kit) { k.DeliverTwice(body) }, 1},
+		{"producer", func(k *lambdaidemtest.Kit) { k.ProducerDuplicate(body) }, 1},
+		{"running", func(k *lambdaidemtest.Kit) { k.RedeliverWhileRunning(body) }, 1},
+		{"crash", func(k *lambdaidemtest.Kit) { k.CrashAfterEffect(body) }, 2},
+		{"paused", func(k *lambdaidemtest.Kit) { k.TakeoverFromPaused(body) }, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var charges []string
+			k := lambdaidemtest.New(careless(&charges), byOrder)
+			k.SetTrace(true)
+			tc.run(k)
+			if len(charges) != tc.charges || k.Runs("o-1") != tc.charges {
+				t.Errorf("%d charges in %d runs, want %d\n%s", len(charges), k.Runs("o-1"), tc.charges, k.Trace())
+			}
+			if err := k.Check(); err != nil {
+				t.Error(err)
+			}
+			if k.Queued() != 0 || k.Status("o-1") != lambdaidem.StatusCompleted {
+				t.Errorf("%d messages left, o-1 is %q", k.Queued(), k.Status("o-1"))
+			}
+		})
+	}
+}
+
+func TestExplorerFindsAndReplays(t *testing.T) {
+	x := lambdaidemtest.Exploration{
+		Options:  []lambdaidem.Option{byOrder},
+		Messages: []string{`{"order":"o-1"}`, `{"order":"o-2"}`},
+		Setup: func() (lambdaidem.MessageHandler, func() error) {
+			var charges []string
+			return careless(&charges), lambdaidemtest.AtMostOnce(&charges)
+		},
+	}
+	f := x.Search()
+	if f == nil {
+		t.Fatal("a handler that charges on every run passed the exploration")
+	}
+	again := lambdaidemtest.Exploration{Options: x.Options, Messages: x.Messages, Setup: x.Setup, Seed: f.Seed, Scenarios: 1}.Search()
+	if again == nil || again.Error() != f.Error() {
+		t.Fatalf("seed %d did not replay exactly:\n%v\nthen:\n%v", f.Seed, f, again)
+	}
+	if len(f.Problems) == 0 || f.Trace == "" {
+		t.Errorf("failure without problems or trace: %v", f)
+	}
+}
+
+func TestFixtures(t *testing.T) {
+	m := lambdaidemtest.Message(`{"a":1}`, lambdaidemtest.WithGroup("g"), lambdaidemtest.WithReceiveCount(3),
+		lambdaidemtest.WithAttribute("tenant", "acme"), lambdaidemtest.WithBinaryAttribute("sig", []byte{1, 2}))
+	sum := md5.Sum([]byte(m.Body))
+	switch {
+	case m.Md5OfBody != hex.EncodeToString(sum[:]):
+		t.Errorf("md5 of body %s", m.Md5OfBody)
+	case len(m.Md5OfMessageAttributes) != 32:
+		t.Errorf("md5 of attributes %q", m.Md5OfMessageAttributes)
+	case m.Attributes["MessageGroupId"] != "g" || m.Attributes["MessageDeduplicationId"] == "" || m.Attributes["ApproximateReceiveCount"] != "3":
+		t.Errorf("attributes %v", m.Attributes)
+	case m.EventSourceARN != "arn:aws:sqs:us-east-1:123456789012:queue.fifo" || m.EventSource != "aws:sqs":
+		t.Errorf("source %s %s", m.EventSource, m.EventSourceARN)
+	}
+	var sns struct{ Type, Message, TopicArn string }
+	if err := json.Unmarshal([]byte(lambdaidemtest.SNSBody("orders", "hi", map[string]string{"k": "v"})), &sns); err != nil ||
+		sns.Type != "Notification" || sns.Message != "hi" || sns.TopicArn != "arn:aws:sns:us-east-1:123456789012:orders" {
+		t.Errorf("SNS body %+v (%v)", sns, err)
+	}
+	var eb struct {
+		Source     string            `json:"source"`
+		DetailType string            `json:"detail-type"`
+		Detail     map[string]string `json:"detail"`
+	}
+	if err := json.Unmarshal([]byte(lambdaidemtest.EventBridgeBody("shop", "OrderPlaced", map[string]string{"order": "o-1"})), &eb); err != nil ||
+		eb.Source != "shop" || eb.DetailType != "OrderPlaced" || eb.Detail["order"] != "o-1" {
+		t.Errorf("EventBridge body %+v (%v)", eb, err)
+	}
+	r := lambdaidemtest.HTTPRequest("POST", "/payments", "{}", map[string]string{"Idempotency-Key": "k-1"})
+	if r.Headers["idempotency-key"] != "k-1" || r.RouteKey != "POST /payments" || r.RequestContext.HTTP.Method != "POST" || r.Version != "2.0" {
+		t.Errorf("HTTP request %+v", r)
+	}
+	// The decorator takes a fixture event as it takes Lambda's.
+	var charges []string
+	h := lambdaidem.SQS(memstore.New(), careless(&charges), byOrder)
+	o := lambdaidemtest.Message(`{"order":"o-9"}`)
+	resp, err := h(context.Background(), lambdaidemtest.Event(o, o))
+	if err != nil || len(resp.BatchItemFailures) != 0 || len(charges) != 1 {
+		t.Errorf("fixture event: %v %v, %d charges", resp, err, len(charges))
+	}
+}
+
+// On a FIFO queue the explorer keeps each group's order: a handler that
+// appends each message's seq to its group's log sees them ascending.
+func TestExplorerFIFOKeepsGroupOrder(t *testing.T) {
+	lambdaidemtest.Explore(t, lambdaidemtest.Exploration{
+		Options:   []lambdaidem.Option{lambdaidem.WithKeyJSONField("id")},
+		Messages:  []string{`{"id":"a1","g":"a","seq":1}`, `{"id":"a2","g":"a","seq":2}`, `{"id":"b1","g":"b","seq":1}`, `{"id":"a3","g":"a","seq":3}`},
+		GroupOf:   func(body string) string { return body[strings.Index(body, `"g":"`)+5:][:1] },
+		Scenarios: 300,
+		Setup: func() (lambdaidem.MessageHandler, func() error) {
+			logs := map[string][]int{}
+			return func(_ context.Context, msg events.SQSMessage) error {
+					var m struct {
+						G   string
+						Seq int
+					}
+					if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
+						return lambdaidem.Poison(err)
+					}
+					if l := logs[m.G]; !slices.Contains(l, m.Seq) {
+						logs[m.G] = append(l, m.Seq)
+					}
+					return nil
+				}, func() error {
+					for g, l := range logs {
+						if !slices.IsSorted(l) {
+							return fmt.Errorf("group %s ran out of order: %v", g, l)
+						}
+					}
+					return nil
+				}
+		},
+	})
+}

@@ -1,0 +1,29 @@
+package sim
+
+import "time"
+
+// Deliver invokes the function once with msgs, as the event source mapping
+// does (in an execution environment of its own, with the function's
+// deadline), and deletes what the response says succeeded. Call it from a
+// task: it parks until the invocation ends. It lets a test hand a message to
+// the function at a moment it chooses, beside the pollers.
+func (e *EventSource) Deliver(h SQSHandler, msgs []*Message) { e.invoke(h, msgs) }
+
+// Redeliver hands m out again as a receive would, even while it is in
+// flight (SQS's own duplicate delivery): a new receipt handle, one more
+// receive, hidden for visibility. It returns nil when m was deleted.
+func (q *Queue) Redeliver(m *Message, visibility time.Duration) *Message {
+	if m.deleted {
+		return nil
+	}
+	now := q.svc.w.now
+	m.Receives++
+	if m.FirstReceive.IsZero() {
+		m.FirstReceive = now
+	}
+	m.Handle = q.svc.newID("h-")
+	m.VisibleAt = now.Add(visibility)
+	m.inFlight = true
+	q.svc.w.Logf("sqs %s: %s delivered again", q.name(), m.ID)
+	return m
+}

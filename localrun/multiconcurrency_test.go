@@ -55,7 +55,16 @@ func TestMultiConcurrencyProcess(t *testing.T) {
 	for len(deleted) < len(ids) {
 		inv := b.next(nil)
 		invocations++
-		if inv.Outcome != localrun.OutcomeSuccess {
+		switch {
+		case inv.Outcome == localrun.OutcomeSuccess:
+		case inv.Outcome == localrun.OutcomeFunctionError && inv.Err != nil && inv.Err.Type == "BatchError":
+			// A copy that arrived while its key was held elsewhere (or a
+			// barrier message SQS handed out again after its one-second
+			// visibility timeout while the barrier was still closed) is
+			// reported in progress; a one-record batch that failed is a
+			// function error. SQS keeps the message, and the effect
+			// count below is what must hold.
+		default:
 			t.Fatalf("invocation %s: %s (%v)", inv.RequestID, inv.Outcome, inv.Err)
 		}
 		for _, id := range inv.Deleted {

@@ -116,7 +116,12 @@ install_redis() {
 	if command -v apt-get >/dev/null && command -v dpkg >/dev/null; then
 		log "installing redis-server (Debian's package, unpacked) into ${dir#"$ROOT"/}"
 		tmp=$(mktemp -d)
-		if (cd "$tmp" && apt-get download "${REDIS_DEBS[@]}") >"$dir/install.log" 2>&1; then
+		# The package lists may be older than the mirror (a machine image's
+		# lists): when the download fails, refresh them once if we may.
+		if (cd "$tmp" && apt-get download "${REDIS_DEBS[@]}") >"$dir/install.log" 2>&1 ||
+			{ [[ $(id -u) -eq 0 ]] && log "apt-get download failed; refreshing the package lists (apt-get update)" &&
+				apt-get update -qq >>"$dir/install.log" 2>&1 &&
+				(cd "$tmp" && apt-get download "${REDIS_DEBS[@]}") >>"$dir/install.log" 2>&1; }; then
 			for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$dir/root"; done
 		fi
 		rm -rf "$tmp"

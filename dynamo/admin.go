@@ -109,25 +109,12 @@ func (a *Admin) Release(ctx context.Context, req ReleaseRequest) (lambdaidem.Rec
 		// decides, and the holder's writes are fenced by the token anyway.
 		cond += " AND " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(req.Now))
 	}
-	out, err := a.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(a.table),
-		Key:                                 keyOf(pk),
-		UpdateExpression:                    aws.String(e.update()),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return item(out.Attributes).record(), nil
-	}
-	old, ok := conditionFailed(err)
-	if !ok {
-		return lambdaidem.Record{}, classify("release", pk, err)
+	rec, old, err := a.updateOrOld(ctx, "release", pk, e, cond)
+	if err != nil || old == nil {
+		return rec, err
 	}
 	switch {
-	case old == nil || old.expiredAt(req.Now):
+	case len(old) == 0 || old.expiredAt(req.Now):
 		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
 	case old.str(attrToken) == newToken:
 		// A retried request whose first try applied (docs/design.md, rule 1).

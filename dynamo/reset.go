@@ -58,22 +58,9 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 		n := e.n(attrRedrives)
 		cond += " AND (attribute_not_exists(" + n + ") OR " + n + " < " + e.num(int64(req.MaxRedrives)) + ")"
 	}
-	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(pk),
-		UpdateExpression:                    aws.String(e.update()),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return item(out.Attributes).record(), nil
-	}
-	old, ok := conditionFailed(err)
-	if !ok {
-		return lambdaidem.Record{}, classify("reset", pk, err)
+	rec, old, err := s.updateOrOld(ctx, "reset", pk, e, cond)
+	if err != nil || old == nil {
+		return rec, err
 	}
 	switch {
 	case len(old) == 0 || old.expiredAt(req.Now):
@@ -89,4 +76,33 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 		why = "the record changed during the request"
 	}
 	return r, fmt.Errorf("%w: dynamo reset %q: %s", lambdaidem.ErrResetRefused, pk, why)
+}
+
+// updateOrOld is one conditional UpdateItem that returns the new item when
+// it applies and the item that refused it (ALL_OLD) when its condition
+// fails, so deciding what a refusal means never costs a read. old is nil
+// when the update applied; a refusal of an absent item returns an empty,
+// non-nil old. Any other failure is classified under op.
+func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond string) (rec lambdaidem.Record, old item, err error) {
+	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return item(out.Attributes).record(), nil, nil
+	}
+	old, ok := conditionFailed(err)
+	if !ok {
+		return lambdaidem.Record{}, nil, classify(op, pk, err)
+	}
+	if old == nil {
+		old = item{}
+	}
+	return lambdaidem.Record{}, old, nil
 }

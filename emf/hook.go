@@ -51,7 +51,11 @@ const (
 	MetricNotStarted            = "NotStarted"
 	MetricFIFOGroupSkipped      = "FIFOGroupSkipped"
 	MetricMissingKeys           = "MissingKeys"
-	MetricHandlerLatency        = "HandlerLatency"
+	// MetricVisibilityFailures counts records whose visibility change
+	// (RetryAfter, backoff, waiting for another holder's lease) failed:
+	// they come back when the queue's own timeout ends, not when asked.
+	MetricVisibilityFailures = "VisibilityChangeFailures"
+	MetricHandlerLatency     = "HandlerLatency"
 )
 
 // The values of the Reason dimension of DuplicatesSkipped. DeadLettered's
@@ -225,7 +229,7 @@ type counts struct {
 	records, handlerRuns, processed, duplicates, conflicts, inProgress  int
 	leasesLost, unrecorded, deadLettered, deadLetterFailures, storeErrs int
 	storeRequests, failed, takeovers, handlerErrors, notStarted         int
-	groupSkipped, missingKeys                                           int
+	groupSkipped, missingKeys, visibilityFailures                       int
 	latencies                                                           []float64
 	// byReason keep first-seen order, so output is deterministic.
 	dupReasons, dlReasons []string
@@ -249,6 +253,9 @@ func tally(r *lambdaidem.InvocationReport) *counts {
 		}
 		if rec.Takeover {
 			n.takeovers++
+		}
+		if rec.VisibilityErr != nil {
+			n.visibilityFailures++
 		}
 		// A record met the store's trouble if any of its store calls
 		// failed: the claim (store_error), the completion after the effect
@@ -334,6 +341,7 @@ func (h *hook) sets(r *lambdaidem.InvocationReport, at time.Time) []MetricSet {
 		count(MetricNotStarted, n.notStarted),
 		count(MetricFIFOGroupSkipped, n.groupSkipped),
 		count(MetricMissingKeys, n.missingKeys),
+		count(MetricVisibilityFailures, n.visibilityFailures),
 	}
 	if h.c.omitZero {
 		kept := all[:0]

@@ -157,7 +157,7 @@ var countNames = []string{
 	emf.MetricConflicts, emf.MetricInProgressRejections, emf.MetricLeasesLost, emf.MetricCompletionsUnrecorded,
 	emf.MetricDeadLettered, emf.MetricDeadLetterFailures, emf.MetricStoreErrors, emf.MetricStoreRequests,
 	emf.MetricFailed, emf.MetricTakeovers, emf.MetricHandlerErrors, emf.MetricNotStarted,
-	emf.MetricFIFOGroupSkipped, emf.MetricMissingKeys,
+	emf.MetricFIFOGroupSkipped, emf.MetricMissingKeys, emf.MetricVisibilityFailures,
 }
 
 // counts is every count metric at zero but those given.
@@ -412,6 +412,23 @@ func TestHandlerLatencyIsMillisecondsPerRun(t *testing.T) {
 	e := parse(t, lines(t, out.Bytes())[0])
 	if diff := cmp.Diff([]float64{1.5, 2000}, e.vals[emf.MetricHandlerLatency]); diff != "" {
 		t.Fatalf("latencies (-want +got):\n%s", diff)
+	}
+}
+
+// A record whose visibility change failed is counted, whatever its
+// outcome: it comes back on the queue's timeout, not when it asked to.
+func TestFailedVisibilityChangesAreCounted(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	h := emf.Hook(emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return at }), emf.WithDimensions())
+	h(&lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
+		{Outcome: lambdaidem.OutcomeFailed, HandlerRan: true, VisibilityErr: errors.New("AccessDenied")},
+		{Outcome: lambdaidem.OutcomeInProgress, VisibilityErr: errors.New("ReceiptHandleIsInvalid")},
+		{Outcome: lambdaidem.OutcomeFailed, HandlerRan: true},
+	}, Failed: 3})
+	e := parse(t, lines(t, out.Bytes())[0])
+	if got := e.vals[emf.MetricVisibilityFailures]; len(got) != 1 || got[0] != 2 {
+		t.Fatalf("%s = %v, want [2]", emf.MetricVisibilityFailures, got)
 	}
 }
 

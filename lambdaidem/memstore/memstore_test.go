@@ -181,3 +181,15 @@ func TestClaimKeepsNoReferenceToCallerBytes(t *testing.T) {
 		t.Errorf("stored result = %q, want \"abc\"", r.Result)
 	}
 }
+
+// The decorator on the in-memory store costs what it costs on the real
+// stores: first delivery 2 requests, duplicate 1, cached duplicate 0,
+// handler failure 2.
+func TestDecoratorRequestsPerMessage(t *testing.T) {
+	t.Parallel()
+	s := memstore.New()
+	base := 0
+	storetest.RequestsPerMessage(t, s, "orders",
+		func() { base = s.Stats().Total() },
+		func() int { return s.Stats().Total() - base })
+}

@@ -196,9 +196,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 
 	st := &recordState{lease: cr.Lease}
 	var out Out
-	ctxEnded := false
 	ferr := w.runHandler(ctx, t, st, now, func(hctx context.Context) (err error) {
-		defer func() { ctxEnded = hctx.Err() != nil }()
 		out, err = w.fn(hctx, in)
 		return err
 	})
@@ -209,7 +207,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return w.complete(ctx, dctx, t, cr.Lease, key, st.takeWrites(), out)
 	}
 	var pe *PanicError
-	if w.c.atMostOnce && (ctxEnded || errors.As(ferr, &pe)) {
+	if w.c.atMostOnce && (st.ctxEnded || errors.As(ferr, &pe)) {
 		// fn gave up because its time or its lease ran out, or it
 		// panicked: whatever it started may have happened, as after a
 		// crash. Never retryable.

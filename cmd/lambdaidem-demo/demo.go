@@ -1,28 +1,33 @@
 package main
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/localrun"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 )
+
+// The demo is one scenario on the shared harness (internal/harness): the
+// orders example's bootstrap as two functions, a scripted workload sent in
+// three phases, and a summary of what the run left behind. This file is
+// the scenario; run.go runs it, narrate.go tells it as it goes, summary.go
+// judges what it left behind.
+
+// Mode is the orders function's EFFECT_MODE: the demo runs one function
+// in each.
+type Mode string
+
+// The two functions of the demo, one per effect mode of examples/orders.
+const (
+	// ModePlain: the effect is its own PutItem, then the completion.
+	ModePlain Mode = "plain"
+	// ModeTransactional: the effect commits with the completion in one
+	// TransactWriteItems.
+	ModeTransactional Mode = "transactional"
+)
+
+// Modes lists the modes in the order the summary shows them.
+var Modes = []Mode{ModePlain, ModeTransactional}
 
 // Namespace is the idempotency namespace of the plain function (the
 // orders example's default); NamespaceTransactional that of the
@@ -32,6 +37,46 @@ const (
 	NamespaceTransactional = "orders-tx"
 )
 
+// function is the harness function of each mode: the orders example with
+// its EFFECT_MODE and namespace, on a queue of its own with a short
+// visibility timeout (so redeliveries happen within the run) and a
+// redrive to the shared DLQ, writing to an effects table of its own. The
+// plain function runs several processes; the transactional one, with far
+// fewer orders, one.
+func function(m Mode, opts Options) harness.Function {
+	f := harness.Function{
+		Name:        functionName[m],
+		KeyField:    harness.OrdersKeyField,
+		Env:         []string{"IDEMPOTENCY_NAMESPACE=" + namespaceOf(m), "EFFECT_MODE=" + string(m)},
+		Effects:     true,
+		Visibility:  opts.Visibility,
+		MaxReceives: maxReceiveCount,
+		// The demo counts outcomes from the library's one line per record;
+		// "processed" and "duplicate" are logged at debug.
+		Debug:           true,
+		BatchSize:       opts.BatchSize,
+		BatchingWindow:  opts.BatchingWindow,
+		MaxConcurrency:  opts.MaxConcurrency,
+		FunctionTimeout: opts.FunctionTimeout,
+		PollWait:        2 * time.Second,
+	}
+	if m == ModeTransactional {
+		f.Suffix, f.MaxConcurrency = "-tx", 1
+	}
+	return f
+}
+
+// functionName is the function of each mode (AWS_LAMBDA_FUNCTION_NAME).
+var functionName = map[Mode]string{ModePlain: "orders", ModeTransactional: "orders-tx"}
+
+// modeOf is the mode of the function a message goes to.
+func modeOf(m harness.Message) Mode {
+	if m.Function == functionName[ModeTransactional] {
+		return ModeTransactional
+	}
+	return ModePlain
+}
+
 // namespaceOf returns the namespace of a mode's function.
 func namespaceOf(m Mode) string {
 	if m == ModeTransactional {
@@ -40,602 +85,127 @@ func namespaceOf(m Mode) string {
 	return Namespace
 }
 
-// maxReceiveCount is the source queue's redrive threshold: well above the
+// maxReceiveCount is the source queues' redrive threshold: well above the
 // library's default of 5 attempts, because deliveries that the library
 // holds back (in progress) count as receives too. SQS's redrive is only the
 // backstop; the library dead-letters with a reason first.
 const maxReceiveCount = 10
 
-// Options configure one run of the demo. DefaultOptions gives the values
-// `make demo` uses.
-type Options struct {
-	// DynamoDBEndpoint and SQSEndpoint are the local services. Required:
-	// the demo never talks to AWS itself.
-	DynamoDBEndpoint string
-	SQSEndpoint      string
-	// Region is the services' region. Default us-east-1.
-	Region string
+// Scenario names what an order of the workload is there to show.
+type Scenario string
 
-	// Bootstrap is a prebuilt orders function. Empty: build
-	// examples/orders for this machine into a temporary directory.
-	Bootstrap string
+// The scenarios of the scripted workload.
+const (
+	// ScenarioPlain: an order sent once.
+	ScenarioPlain Scenario = "plain"
+	// ScenarioDuplicate: an order the producer sends more than once, each
+	// copy a new SQS message with its own message ID.
+	ScenarioDuplicate Scenario = "duplicate"
+	// ScenarioSlow: a handler that runs longer than the queue's visibility
+	// timeout, so SQS delivers the message again while the first attempt
+	// still runs.
+	ScenarioSlow Scenario = "slow"
+	// ScenarioPoison: a message that can never succeed.
+	ScenarioPoison Scenario = "poison"
+	// ScenarioRetry: a handler that fails twice, then succeeds.
+	ScenarioRetry Scenario = "retry"
+	// ScenarioCrash: the process exits in the middle of the handler, before
+	// the effect, on the first attempt.
+	ScenarioCrash Scenario = "crash"
+	// ScenarioCrashAfter: the process exits after the effect and before the
+	// completion is recorded, on the first attempt. Only the transactional
+	// function gets it: in plain mode it repeats the effect by design.
+	ScenarioCrashAfter Scenario = "crash_after"
+)
 
-	Workload Workload
+// Scenarios lists the scenarios in the order the summary shows them.
+var Scenarios = []Scenario{ScenarioPlain, ScenarioDuplicate, ScenarioSlow, ScenarioPoison, ScenarioRetry, ScenarioCrash, ScenarioCrashAfter}
 
-	// Visibility is the source queue's visibility timeout, in whole
-	// seconds. Short on purpose: the slow order outlives it.
-	Visibility time.Duration
-	// FunctionTimeout is the function's timeout; the library's lease, and
-	// so how long a crashed attempt blocks its key, follows from it.
-	FunctionTimeout time.Duration
-	// BatchSize, BatchingWindow and MaxConcurrency configure the event
-	// source mapping of the plain function; the transactional one, with
-	// far fewer orders, runs one process.
-	BatchSize      int
-	BatchingWindow time.Duration
-	MaxConcurrency int
+// TransactionalOrders is how many ordinary orders the transactional
+// function gets besides its crash: enough for duplicates to race.
+const TransactionalOrders = 8
 
-	// WaitTimeout bounds each wait for the queue to drain (and for the
-	// crash to happen). It is a deadline, not an expectation.
-	WaitTimeout time.Duration
-	// Progress is the interval of progress lines; 0 prints none.
-	Progress time.Duration
-
-	// Keep leaves the tables and queues in place after the run.
-	Keep bool
-
-	// Out receives progress and the summary. Default io.Discard.
-	Out io.Writer
-	// FunctionLog, when set, receives the function processes' output.
-	FunctionLog io.Writer
+// NewWorkload returns, for the plain function, plain orders numbered
+// 1..plain and the four special orders, and, for the transactional
+// function, TransactionalOrders orders and one that crashes after the
+// effect. Order i is sent three times when i is a multiple of 12 (two
+// copies at once and one late), twice when a multiple of 5 (both at once),
+// and once otherwise; transactional order i twice at once when i is even.
+// slow is how long the slow order's handler sleeps. Everything is fixed:
+// the same call gives the same workload.
+func NewWorkload(plain int, slow time.Duration) harness.Workload {
+	var w harness.Workload
+	order := func(id string, s Scenario, m Mode) harness.Message {
+		return harness.Message{Key: id, Scenario: string(s), Function: function(m, Options{}).Name, Copies: 1}
+	}
+	for i := 1; i <= plain; i++ {
+		o := order(fmt.Sprintf("o-%03d", i), ScenarioPlain, ModePlain)
+		switch {
+		case i%12 == 0:
+			o.Scenario, o.Copies, o.LateCopies = string(ScenarioDuplicate), 2, 1
+		case i%5 == 0:
+			o.Scenario, o.Copies = string(ScenarioDuplicate), 2
+		}
+		w.Messages = append(w.Messages, o)
+	}
+	slowOrder := order("o-slow", ScenarioSlow, ModePlain)
+	slowOrder.Sleep = slow
+	poison := order("o-poison", ScenarioPoison, ModePlain)
+	poison.Poison = true
+	retry := order("o-retry", ScenarioRetry, ModePlain)
+	retry.FailTimes = 2
+	crash := order("o-crash", ScenarioCrash, ModePlain)
+	crash.Crash = "before_effect"
+	w.Messages = append(w.Messages, slowOrder, poison, retry, crash)
+	for i := 1; i <= TransactionalOrders; i++ {
+		o := order(fmt.Sprintf("t-%03d", i), ScenarioPlain, ModeTransactional)
+		if i%2 == 0 {
+			o.Scenario, o.Copies = string(ScenarioDuplicate), 2
+		}
+		w.Messages = append(w.Messages, o)
+	}
+	txCrash := order("t-crash", ScenarioCrashAfter, ModeTransactional)
+	txCrash.Crash = "after_effect"
+	return harness.Workload{Messages: append(w.Messages, txCrash)}
 }
 
-// DefaultOptions returns the options of `make demo`, endpoints excepted.
-func DefaultOptions() Options {
-	return Options{
-		Region:          "us-east-1",
-		Workload:        NewWorkload(48, 5*time.Second),
-		Visibility:      2 * time.Second,
-		FunctionTimeout: 10 * time.Second,
-		BatchSize:       10,
-		BatchingWindow:  300 * time.Millisecond,
-		MaxConcurrency:  3,
-		WaitTimeout:     60 * time.Second,
-		Progress:        time.Second,
-	}
+// phases sends the workload in three phases, each waiting for its end.
+func phases(w harness.Workload) []harness.Phase {
+	crash := w.Expand(func(m harness.Message) int { return ifThen(m.Crash != "", m.Copies) })
+	main := w.Expand(func(m harness.Message) int { return ifThen(m.Crash == "", m.Copies) })
+	late := w.Expand(func(m harness.Message) int { return m.LateCopies })
+	return []harness.Phase{{
+		// The crashes go first, each alone on its function: a process
+		// exit takes down every record of its batch, and in plain mode a
+		// batch mate that had already written its effect but not
+		// recorded completion would run again. That is the
+		// crash-after-effect case, which only transactional completion
+		// prevents: the plain function crashes before the effect, the
+		// transactional one after it.
+		Name: "crash",
+		Text: fmt.Sprintf("phase 1: the plain function exits before the effect (%d order), the transactional one after the effect and before completion (%d order)",
+			len(w.Where(is(ScenarioCrash))), len(w.Where(is(ScenarioCrashAfter)))),
+		Sends: crash,
+		Until: harness.UntilCrashed,
+	}, {
+		Name: "main",
+		Text: fmt.Sprintf("phase 2: %d orders, producer duplicates sent back to back, a slow, a poison and a flaky order (plain); duplicates (transactional)",
+			len(w.Where(func(m harness.Message) bool { return m.Crash == "" }))),
+		Sends: main,
+	}, {
+		Name:  "late",
+		Text:  fmt.Sprintf("phase 3: %d late producer retries of orders already done", len(late)),
+		Sends: late,
+	}}
 }
 
-// resources are the tables and queues of one run: one source queue and
-// one effects table per function; the idempotency table (under two
-// namespaces) and the DLQ are shared.
-type resources struct {
-	idempotencyTable string
-	effectsTables    map[Mode]string
-	queueURLs        map[Mode]string
-	dlqURL           string
+func is(s Scenario) func(harness.Message) bool {
+	return func(m harness.Message) bool { return m.Scenario == string(s) }
 }
 
-// demo is one run.
-type demo struct {
-	opts  Options
-	ddb   *dynamodb.Client
-	sqs   *sqs.Client
-	res   resources
-	obs   *observer
-	start time.Time
-	phase atomic.Value // string
-
-	outMu sync.Mutex
-
-	sentMu   sync.Mutex
-	msgOrder map[string]string // message ID -> order ID
-	sent     int
-}
-
-// Run runs the demo and returns its summary. An error means the demo
-// could not run (a service unreachable, a build failure, a deadline); a
-// broken invariant is reported in Summary.Violations instead.
-func Run(ctx context.Context, opts Options) (*Summary, error) {
-	if opts.DynamoDBEndpoint == "" || opts.SQSEndpoint == "" {
-		return nil, errors.New("both the DynamoDB and the SQS endpoint are required")
+func ifThen(cond bool, n int) int {
+	if cond {
+		return n
 	}
-	if opts.Region == "" {
-		opts.Region = "us-east-1"
-	}
-	if opts.Out == nil {
-		opts.Out = io.Discard
-	}
-	if opts.Visibility < time.Second || opts.Visibility%time.Second != 0 {
-		return nil, fmt.Errorf("visibility timeout %s is not a whole number of seconds", opts.Visibility)
-	}
-	d := &demo{opts: opts, start: time.Now(), msgOrder: map[string]string{},
-		res: resources{effectsTables: map[Mode]string{}, queueURLs: map[Mode]string{}}}
-	d.phase.Store("setup")
-	var notable []string
-	for _, o := range opts.Workload.Orders {
-		if o.Scenario != ScenarioPlain && o.Scenario != ScenarioDuplicate {
-			notable = append(notable, o.ID)
-		}
-	}
-	d.obs = newObserver(notable)
-
-	// Static test credentials: whatever this shell holds, the demo and its
-	// function only ever reach the local endpoints.
-	cfg := aws.Config{
-		Region:      opts.Region,
-		Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-	}
-	d.ddb = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(opts.DynamoDBEndpoint) }, dynamo.ChecksumsOnAWSOnly())
-	d.sqs = sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(opts.SQSEndpoint) })
-
-	bootstrap := opts.Bootstrap
-	if bootstrap == "" {
-		dir, err := os.MkdirTemp("", "lambdaidem-demo-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		d.printf("building examples/orders (go build -tags lambda.norpc) ...")
-		t0 := time.Now()
-		if bootstrap, err = buildBootstrap(ctx, dir); err != nil {
-			return nil, err
-		}
-		d.printf("built %s in %.1fs", "bootstrap", time.Since(t0).Seconds())
-	}
-
-	if err := d.createResources(ctx); err != nil {
-		return nil, errors.Join(err, d.deleteResources())
-	}
-	if !opts.Keep {
-		defer func() {
-			if err := d.deleteResources(); err != nil {
-				d.printf("cleanup: %v", err)
-			}
-		}()
-	}
-
-	var runners []*localrun.Runner
-	for _, m := range Modes {
-		r, err := d.newRunner(bootstrap, m)
-		if err != nil {
-			return nil, errors.Join(err, stopAll(runners, time.Second))
-		}
-		if err := r.Start(ctx); err != nil {
-			return nil, errors.Join(err, stopAll(runners, time.Second))
-		}
-		runners = append(runners, r)
-	}
-	d.printf("plain function: %d concurrent processes; transactional function: 1; batches of %d, window %s, timeout %s, queue visibility %s",
-		opts.MaxConcurrency, opts.BatchSize, opts.BatchingWindow, opts.FunctionTimeout, opts.Visibility)
-
-	stopProgress := d.progress()
-	runErr := d.drive(ctx)
-	// Stop waits for invocations in flight, so that nothing writes an
-	// effect after the tables are read; a function timeout bounds each.
-	// After an interrupt nobody reads them: kill what still runs.
-	stopWait := opts.FunctionTimeout + 10*time.Second
-	if ctx.Err() != nil {
-		stopWait = time.Second
-	}
-	stopErr := stopAll(runners, stopWait)
-	stopProgress()
-	if runErr != nil {
-		return nil, runErr // stopErr is only the consequence
-	}
-	if stopErr != nil {
-		return nil, fmt.Errorf("stop the runner: %w", stopErr)
-	}
-
-	d.setPhase("summary")
-	var stats localrun.Stats
-	for _, r := range runners {
-		st := r.Stats()
-		stats.Records += st.Records
-		stats.Batches += st.Batches
-		stats.Crashes += st.Crashes
-		stats.Timeouts += st.Timeouts
-	}
-	return d.summarize(ctx, stats)
-}
-
-// newRunner runs the orders bootstrap for one effect mode on its queue.
-func (d *demo) newRunner(bootstrap string, m Mode) (*localrun.Runner, error) {
-	opts := d.opts
-	conc, name := opts.MaxConcurrency, "orders"
-	if m == ModeTransactional {
-		conc, name = 1, "orders-tx"
-	}
-	return localrun.New(localrun.Config{
-		Bootstrap:               bootstrap,
-		QueueURL:                d.res.queueURLs[m],
-		SQS:                     countingSQS{SQSAPI: d.sqs, o: d.obs},
-		BatchSize:               opts.BatchSize,
-		BatchingWindow:          opts.BatchingWindow,
-		MaxConcurrency:          conc,
-		ReportBatchItemFailures: true,
-		FunctionTimeout:         opts.FunctionTimeout,
-		FunctionName:            name,
-		Region:                  opts.Region,
-		PollWait:                2 * time.Second,
-		Env: []string{
-			"AWS_ACCESS_KEY_ID=test",
-			"AWS_SECRET_ACCESS_KEY=test",
-			"AWS_ENDPOINT_URL_DYNAMODB=" + opts.DynamoDBEndpoint,
-			"AWS_ENDPOINT_URL_SQS=" + opts.SQSEndpoint,
-			"IDEMPOTENCY_TABLE=" + d.res.idempotencyTable,
-			"EFFECTS_TABLE=" + d.res.effectsTables[m],
-			"IDEMPOTENCY_NAMESPACE=" + namespaceOf(m),
-			"DLQ_URL=" + d.res.dlqURL,
-			"EFFECT_MODE=" + string(m),
-			// The demo counts outcomes from the library's one line per
-			// record; "processed" and "duplicate" are logged at debug.
-			// The function's EMF metric lines share the output; the
-			// observer skips them.
-			"AWS_LAMBDA_LOG_FORMAT=JSON",
-			"AWS_LAMBDA_LOG_LEVEL=DEBUG",
-		},
-		Output:    &localrun.LineWriter{Line: d.obs.line, Forward: opts.FunctionLog},
-		OnInvoke:  d.obs.onInvoke,
-		OnProcess: d.obs.onProcess,
-	})
-}
-
-// stopAll stops the runners, waiting up to wait for invocations in flight.
-func stopAll(runners []*localrun.Runner, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	var errs []error
-	for _, r := range runners {
-		errs = append(errs, r.Stop(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// drive sends the workload in three phases and waits for each to settle.
-func (d *demo) drive(ctx context.Context) error {
-	w := d.opts.Workload
-
-	// The crashes go first, each alone on its function: a process exit
-	// takes down every record of its batch, and in plain mode a batch mate
-	// that had already written its effect but not recorded completion
-	// would run again. That is the crash-after-effect case, which only
-	// transactional completion prevents: the plain function crashes before
-	// the effect, the transactional one after it.
-	crash := append(w.ordersOf(ScenarioCrash), w.ordersOf(ScenarioCrashAfter)...)
-	if len(crash) > 0 {
-		d.announce("crash", "phase 1: the plain function exits before the effect (%d order), the transactional one after the effect and before completion (%d order)",
-			len(w.ordersOf(ScenarioCrash)), len(w.ordersOf(ScenarioCrashAfter)))
-		ids, err := d.send(ctx, crash, func(o Order) int { return o.Copies })
-		if err != nil {
-			return err
-		}
-		err = d.waitFor(ctx, "the crash", func(context.Context) (bool, error) {
-			for _, id := range ids {
-				if !d.obs.crashed(id) {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-
-	var rest []Order
-	for _, o := range w.Orders {
-		if o.Scenario != ScenarioCrash && o.Scenario != ScenarioCrashAfter {
-			rest = append(rest, o)
-		}
-	}
-	d.announce("main", "phase 2: %d orders, producer duplicates sent back to back, a slow, a poison and a flaky order (plain); duplicates (transactional)", len(rest))
-	if _, err := d.send(ctx, rest, func(o Order) int { return o.Copies }); err != nil {
-		return err
-	}
-	if err := d.waitDrained(ctx); err != nil {
-		return err
-	}
-
-	late := 0
-	for _, o := range w.Orders {
-		late += o.LateCopies
-	}
-	if late > 0 {
-		d.announce("late", "phase 3: %d late producer retries of orders already done", late)
-		if _, err := d.send(ctx, w.Orders, func(o Order) int { return o.LateCopies }); err != nil {
-			return err
-		}
-		if err := d.waitDrained(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// send sends copies(o) messages per order to its function's queue, in
-// order, ten per request, and returns their message IDs.
-func (d *demo) send(ctx context.Context, orders []Order, copies func(Order) int) ([]string, error) {
-	var ids []string
-	for _, m := range Modes {
-		var mine []Order
-		for _, o := range orders {
-			if o.Mode == m {
-				mine = append(mine, o)
-			}
-		}
-		got, err := d.sendTo(ctx, d.res.queueURLs[m], mine, copies)
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, got...)
-	}
-	return ids, nil
-}
-
-func (d *demo) sendTo(ctx context.Context, queueURL string, orders []Order, copies func(Order) int) ([]string, error) {
-	var bodies, owners []string
-	for _, o := range orders {
-		for range copies(o) {
-			bodies = append(bodies, o.Body())
-			owners = append(owners, o.ID)
-		}
-	}
-	var ids []string
-	for start := 0; start < len(bodies); start += 10 {
-		end := min(start+10, len(bodies))
-		entries := make([]types.SendMessageBatchRequestEntry, 0, end-start)
-		for i := start; i < end; i++ {
-			entries = append(entries, types.SendMessageBatchRequestEntry{
-				Id:          aws.String(strconv.Itoa(i - start)),
-				MessageBody: aws.String(bodies[i]),
-			})
-		}
-		out, err := d.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
-		if err != nil {
-			return nil, fmt.Errorf("send orders: %w", err)
-		}
-		if len(out.Failed) > 0 {
-			f := out.Failed[0]
-			return nil, fmt.Errorf("send orders: %d of %d refused: %s: %s", len(out.Failed), len(entries), aws.ToString(f.Code), aws.ToString(f.Message))
-		}
-		d.sentMu.Lock()
-		for _, s := range out.Successful {
-			i, err := strconv.Atoi(aws.ToString(s.Id))
-			if err != nil || i < 0 || i >= len(entries) {
-				d.sentMu.Unlock()
-				return nil, fmt.Errorf("send orders: unexpected entry ID %q", aws.ToString(s.Id))
-			}
-			id := aws.ToString(s.MessageId)
-			d.msgOrder[id] = owners[start+i]
-			ids = append(ids, id)
-			d.sent++
-		}
-		d.sentMu.Unlock()
-	}
-	return ids, nil
-}
-
-// waitDrained waits until the source queues hold no message (visible,
-// in flight or delayed) and no invocation holds a record.
-func (d *demo) waitDrained(ctx context.Context) error {
-	return d.waitFor(ctx, "the queue to drain", func(ctx context.Context) (bool, error) {
-		if d.obs.inFlight() > 0 {
-			return false, nil
-		}
-		n, err := d.queueDepth(ctx)
-		return err == nil && n == 0 && d.obs.inFlight() == 0, err
-	})
-}
-
-// waitFor polls cond, an external condition, until it holds or
-// WaitTimeout passes; the observer's nudges make it check early.
-func (d *demo) waitFor(ctx context.Context, what string, cond func(context.Context) (bool, error)) error {
-	deadline := time.NewTimer(d.opts.WaitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := cond(ctx)
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
-		case <-deadline.C:
-			return fmt.Errorf("waiting for %s: not within %s", what, d.opts.WaitTimeout)
-		case <-d.obs.changed:
-		case <-tick.C:
-		}
-	}
-}
-
-// queueDepth is the number of messages in the source queues, visible or
-// not.
-func (d *demo) queueDepth(ctx context.Context) (int, error) {
-	total := 0
-	for _, m := range Modes {
-		n, err := d.oneQueueDepth(ctx, d.res.queueURLs[m])
-		if err != nil {
-			return 0, err
-		}
-		total += n
-	}
-	return total, nil
-}
-
-func (d *demo) oneQueueDepth(ctx context.Context, url string) (int, error) {
-	return localrun.QueueDepth(ctx, d.sqs, url)
-}
-
-// progress prints a line every Progress interval, and the notable events
-// gathered in between, until the returned function is called.
-func (d *demo) progress() (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	if d.opts.Progress <= 0 {
-		return func() {}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(d.opts.Progress)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				d.flushEvents()
-				return
-			case <-t.C:
-				d.flushEvents()
-				d.printProgress()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-	}
-}
-
-func (d *demo) flushEvents() {
-	for _, ev := range d.obs.takeEvents() {
-		d.printAt(ev.at, "  %s", ev.text)
-	}
-}
-
-func (d *demo) printProgress() {
-	outcomes, _, _, _ := d.obs.snapshot()
-	d.sentMu.Lock()
-	sent := d.sent
-	d.sentMu.Unlock()
-	d.printf("%-5s sent %d  received %d  in flight %d  | processed %d  duplicates %d  held back %d  failed %d  dead-lettered %d",
-		d.phase.Load().(string), sent, d.obs.received.Load(), d.obs.inFlight(),
-		outcomes["processed"], outcomes["duplicate"]+outcomes["duplicate_cached"], outcomes["in_progress"],
-		outcomes["failed"], outcomes["dead_lettered"])
-}
-
-func (d *demo) setPhase(p string) { d.phase.Store(p) }
-
-// printf writes one line prefixed with the time since the start.
-func (d *demo) printf(format string, args ...any) { d.printAt(time.Now(), format, args...) }
-
-// announce starts a phase: the events that led up to it come first.
-func (d *demo) announce(phase, format string, args ...any) {
-	d.flushEvents()
-	d.setPhase(phase)
-	d.printf(format, args...)
-}
-
-// printAt writes one line prefixed with at's time since the start.
-func (d *demo) printAt(at time.Time, format string, args ...any) {
-	d.outMu.Lock()
-	defer d.outMu.Unlock()
-	fmt.Fprintf(d.opts.Out, "[%5.1fs] %s\n", at.Sub(d.start).Seconds(), fmt.Sprintf(format, args...))
-}
-
-// buildBootstrap builds examples/orders for this machine, as the
-// provided.al2023 runtime expects it apart from the OS: without the RPC
-// transport (lambda.norpc), named bootstrap.
-func buildBootstrap(ctx context.Context, dir string) (string, error) {
-	return localrun.Build(ctx, "./examples/orders", dir)
-}
-
-// createResources creates this run's tables and queues under unique
-// names, so the demo can share services with tests and other runs.
-func (d *demo) createResources(ctx context.Context) error {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	prefix := "lambdaidem-demo-" + hex.EncodeToString(b[:])
-	d.res.idempotencyTable = prefix + "-idempotency"
-	d.printf("creating tables %s-{idempotency,effects,tx-effects} and queues %s{,-tx,-dlq}", prefix, prefix)
-
-	// TTL off: DynamoDB Local would delete expired items within seconds;
-	// the library enforces expiry itself and the demo's records never
-	// expire during a run anyway.
-	if err := dynamo.CreateTable(ctx, d.ddb, d.res.idempotencyTable, dynamo.TableOptions{NoTTL: true}); err != nil {
-		return fmt.Errorf("create idempotency table: %w", err)
-	}
-	for _, m := range Modes {
-		name := prefix + "-effects"
-		if m == ModeTransactional {
-			name = prefix + "-tx-effects"
-		}
-		d.res.effectsTables[m] = name
-		_, err := d.ddb.CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            aws.String(name),
-			BillingMode:          dbtypes.BillingModePayPerRequest,
-			AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: dbtypes.ScalarAttributeTypeS}},
-			KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: dbtypes.KeyTypeHash}},
-		})
-		if err != nil {
-			return fmt.Errorf("create effects table: %w", err)
-		}
-		err = dynamodb.NewTableExistsWaiter(d.ddb).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, d.opts.WaitTimeout)
-		if err != nil {
-			return fmt.Errorf("effects table: %w", err)
-		}
-	}
-
-	dlq, err := d.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + "-dlq")})
-	if err != nil {
-		return fmt.Errorf("create DLQ: %w", err)
-	}
-	d.res.dlqURL = aws.ToString(dlq.QueueUrl)
-	attrs, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       dlq.QueueUrl,
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		return fmt.Errorf("DLQ ARN: %w", err)
-	}
-	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
-		attrs.Attributes[string(types.QueueAttributeNameQueueArn)], maxReceiveCount)
-	for _, m := range Modes {
-		name := prefix
-		if m == ModeTransactional {
-			name = prefix + "-tx"
-		}
-		q, err := d.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{
-			QueueName: aws.String(name),
-			Attributes: map[string]string{
-				string(types.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(d.opts.Visibility / time.Second)),
-				string(types.QueueAttributeNameRedrivePolicy):     redrive,
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("create queue: %w", err)
-		}
-		d.res.queueURLs[m] = aws.ToString(q.QueueUrl)
-	}
-	return nil
-}
-
-// deleteResources deletes what createResources made, as far as it got.
-func (d *demo) deleteResources() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	for _, t := range []string{d.res.idempotencyTable, d.res.effectsTables[ModePlain], d.res.effectsTables[ModeTransactional]} {
-		if t == "" {
-			continue
-		}
-		_, err := d.ddb.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(t)})
-		var nf *dbtypes.ResourceNotFoundException
-		if err != nil && !errors.As(err, &nf) {
-			errs = append(errs, fmt.Errorf("delete table %s: %w", t, err))
-		}
-	}
-	for _, u := range []string{d.res.queueURLs[ModePlain], d.res.queueURLs[ModeTransactional], d.res.dlqURL} {
-		if u == "" {
-			continue
-		}
-		if _, err := d.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil {
-			errs = append(errs, fmt.Errorf("delete queue %s: %w", u, err))
-		}
-	}
-	return errors.Join(errs...)
+	return 0
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
 // TestDemo runs the whole demo in process against the local services, with
@@ -21,8 +21,9 @@ import (
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	opts := DefaultOptions()
-	opts.DynamoDBEndpoint = testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
-	opts.SQSEndpoint = testenv.Endpoint(t, testenv.SQSEndpointVar)
+	opts.Stack = harness.StackFromEnv()
+	opts.Stack.DynamoDBEndpoint = testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
+	opts.Stack.SQSEndpoint = testenv.Endpoint(t, testenv.SQSEndpointVar)
 	// 12 plain orders: o-005 and o-010 twice, o-012 twice at once and once
 	// late; plus the slow, poison, retry and crash orders.
 	opts.Workload = NewWorkload(12, 2*time.Second)
@@ -50,15 +51,15 @@ func TestDemo(t *testing.T) {
 		t.Errorf("violations: %q", s.Violations)
 	}
 	w := opts.Workload
-	if s.Sent != w.Messages() {
-		t.Errorf("Sent = %d, want %d", s.Sent, w.Messages())
+	if s.Sent != w.Sends() {
+		t.Errorf("Sent = %d, want %d", s.Sent, w.Sends())
 	}
-	if s.UniqueOrders != len(w.Orders) {
-		t.Errorf("UniqueOrders = %d, want %d", s.UniqueOrders, len(w.Orders))
+	if s.UniqueOrders != len(w.Messages) {
+		t.Errorf("UniqueOrders = %d, want %d", s.UniqueOrders, len(w.Messages))
 	}
 	// Every order but the poison one has exactly one effect; the poison
 	// one has none and one DLQ message.
-	if want := len(w.Orders) - 1; s.Effects != want {
+	if want := len(w.Messages) - 1; s.Effects != want {
 		t.Errorf("Effects = %d, want %d", s.Effects, want)
 	}
 	for _, m := range Modes {
@@ -96,10 +97,10 @@ func TestNewWorkload(t *testing.T) {
 	w := NewWorkload(48, 5*time.Second)
 	// 52 for the plain function; 8 plus the crash for the transactional
 	// one, whose even orders are sent twice.
-	if got, want := len(w.Orders), 52+9; got != want {
+	if got, want := len(w.Messages), 52+9; got != want {
 		t.Errorf("orders = %d, want %d", got, want)
 	}
-	if got, want := w.Messages(), 69+13; got != want {
+	if got, want := w.Sends(), 69+13; got != want {
 		t.Errorf("messages = %d, want %d", got, want)
 	}
 	if again := NewWorkload(48, 5*time.Second); fmt.Sprint(again) != fmt.Sprint(w) {
@@ -113,54 +114,49 @@ func TestNewWorkload(t *testing.T) {
 		{"o-slow", `{"order_id":"o-slow","sleep_ms":5000}`},
 		{"o-poison", `{"order_id":"o-poison","poison":true}`},
 		{"o-retry", `{"order_id":"o-retry","fail_times":2}`},
-		{"o-crash", `{"order_id":"o-crash","crash":"before_effect"}`},
-		{"t-crash", `{"order_id":"t-crash","crash":"after_effect"}`},
+		{"o-crash", `{"order_id":"o-crash","crash":"before_effect","crash_attempts":[1]}`},
+		{"t-crash", `{"order_id":"t-crash","crash":"after_effect","crash_attempts":[1]}`},
 		{"t-002", `{"order_id":"t-002"}`},
 	} {
-		o, ok := w.find(tc.id)
+		o, ok := w.Find(tc.id)
 		if !ok {
 			t.Errorf("order %s missing", tc.id)
 			continue
 		}
-		if got := o.Body(); got != tc.body {
+		if got := o.Body(harness.OrdersKeyField); got != tc.body {
 			t.Errorf("%s body = %s, want %s", tc.id, got, tc.body)
 		}
 	}
-	o12, _ := w.find("o-012")
-	o05, _ := w.find("o-005")
+	o12, _ := w.Find("o-012")
+	o05, _ := w.Find("o-005")
 	if o12.Copies != 2 || o12.LateCopies != 1 || o05.Copies != 2 || o05.LateCopies != 0 {
 		t.Errorf("copies: o-012 %d+%d, o-005 %d+%d; want 2+1 and 2+0", o12.Copies, o12.LateCopies, o05.Copies, o05.LateCopies)
 	}
 }
 
-// TestLogWriter feeds the library's record lines, split at odd places,
-// and checks what the observer counts.
-func TestLogWriter(t *testing.T) {
+// TestNarrator feeds function log lines through the harness's observer and
+// checks what the demo tells of them: the special orders' moments, not the
+// plain ones'.
+func TestNarrator(t *testing.T) {
 	t.Parallel()
-	o := newObserver([]string{"o-slow"})
-	w := &localrun.LineWriter{Line: o.line}
+	h, err := harness.New(harness.Config{Stack: harness.Stack{DynamoDBEndpoint: "http://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := narrate(h, harness.Workload{Messages: []harness.Message{
+		{Key: "o-1", Scenario: string(ScenarioPlain)}, {Key: "o-slow", Scenario: string(ScenarioSlow)},
+	}})
 	lines := strings.Join([]string{
 		`{"level":"DEBUG","message":"lambdaidem: record processed","key":"o-1","outcome":"processed","attempt":1}`,
 		`{"level":"INFO","message":"lambdaidem: record in_progress","key":"o-slow","outcome":"in_progress","attempt":1}`,
-		`{"level":"DEBUG","message":"lambdaidem: record duplicate","key":"o-1","outcome":"duplicate","attempt":1}`,
-		`not JSON at all`,
-		`{"message":"effect written","order_id":"o-1"}`,
-		// An EMF metric line with members that look like a record line's.
-		`{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName"]],"Metrics":[{"Name":"Processed","Unit":"Count"}]}]},"FunctionName":"orders","Processed":1,"message":"lambdaidem: record processed","outcome":"processed","key":"o-1"}`,
+		`{"level":"WARN","message":"crashing on purpose","order_id":"o-1","point":"before_effect","attempt":1}`,
 	}, "\n") + "\n"
-	for i := 0; i < len(lines); i += 7 {
-		if _, err := w.Write([]byte(lines[i:min(i+7, len(lines))])); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := h.Obs.Output(nil).Write([]byte(lines)); err != nil {
+		t.Fatal(err)
 	}
-	outcomes, byKey, _, _ := o.snapshot()
-	if outcomes["processed"] != 1 || outcomes["duplicate"] != 1 || outcomes["in_progress"] != 1 || len(outcomes) != 3 {
-		t.Errorf("outcomes = %v", outcomes)
-	}
-	if byKey["o-1"]["duplicate"] != 1 || byKey["o-slow"]["in_progress"] != 1 {
-		t.Errorf("byKey = %v", byKey)
-	}
-	ev := o.takeEvents()
+	n.mu.Lock()
+	ev := n.events
+	n.mu.Unlock()
 	if len(ev) != 1 || !strings.Contains(ev[0].text, "o-slow") {
 		t.Errorf("events = %v, want one about o-slow", ev)
 	}
@@ -175,15 +171,5 @@ func TestRunWithoutEndpoints(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "make demo") {
 		t.Errorf("stderr does not say how to run it: %q", stderr.String())
-	}
-}
-
-func TestCountList(t *testing.T) {
-	t.Parallel()
-	if got := countList(nil); got != "-" {
-		t.Errorf("countList(nil) = %q", got)
-	}
-	if got, want := countList(map[string]int{"b": 1, "a": 1, "c": 3}), "c 3, a 1, b 1"; got != want {
-		t.Errorf("countList = %q, want %q", got, want)
 	}
 }

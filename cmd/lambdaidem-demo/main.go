@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 )
 
 const usage = `lambdaidem-demo runs the orders example, in its plain and its transactional
@@ -27,52 +24,30 @@ the usual way to run it is
 Flags:
 `
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { harness.Main(run) }
 
 // run is main without the process: it returns the exit status, 0 when
 // every invariant held, 1 when one broke, 2 when the demo could not run.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := DefaultOptions()
-	fs := flag.NewFlagSet("lambdaidem-demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
+	fs := harness.Flags("lambdaidem-demo", usage, stderr)
 	fs.StringVar(&opts.Bootstrap, "bootstrap", "", "a prebuilt orders `binary` (default: build examples/orders)")
 	fs.BoolVar(&opts.Keep, "keep", false, "keep the tables and queues after the run, for inspection")
 	verbose := fs.Bool("v", false, "show the function's log lines (JSON) on stderr")
 	plain := fs.Int("orders", 48, "`number` of plain-mode orders besides the four special ones")
 	fs.DurationVar(&opts.WaitTimeout, "wait", opts.WaitTimeout, "deadline for each wait for the queue to drain")
 	readme := fs.Bool("update-readme", false, "after a passing run, write its summary into README.md's demo sample and "+readmeSummaryFile+" (run from the repository root; `make demo-readme`)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "lambdaidem-demo: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := harness.Parse(fs, args); !ok {
+		return code
 	}
 	if *plain < 0 {
 		fmt.Fprintln(stderr, "lambdaidem-demo: -orders must not be negative")
 		return 2
 	}
 	opts.Workload = NewWorkload(*plain, 5*time.Second)
-	opts.DynamoDBEndpoint = os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
-	opts.SQSEndpoint = os.Getenv("AWS_ENDPOINT_URL_SQS")
-	if r := os.Getenv("AWS_REGION"); r != "" {
-		opts.Region = r
-	}
-	if opts.DynamoDBEndpoint == "" || opts.SQSEndpoint == "" {
-		fmt.Fprintln(stderr, "lambdaidem-demo: AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must point at the local services;\n"+
-			"run `make demo`, or: localstack/stack.sh run -- go run ./cmd/lambdaidem-demo")
+	opts.Stack = harness.StackFromEnv()
+	if err := opts.Stack.Check(true, "lambdaidem-demo", "demo", "./cmd/lambdaidem-demo"); err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	opts.Out = stdout
@@ -81,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	fmt.Fprintf(stdout, "lambdaidem demo: %d orders in %d messages; DynamoDB %s, SQS %s\n",
-		len(opts.Workload.Orders), opts.Workload.Messages(), opts.DynamoDBEndpoint, opts.SQSEndpoint)
+		len(opts.Workload.Messages), opts.Workload.Sends(), opts.Stack.DynamoDBEndpoint, opts.Stack.SQSEndpoint)
 	s, err := Run(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "lambdaidem-demo: %v\n", err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,16 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/localrun"
-	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
 // ReasonSQSRedrive labels a DLQ message that SQS's redrive policy moved
@@ -95,41 +86,51 @@ type Row struct {
 func (s *Summary) OK() bool { return len(s.Violations) == 0 }
 
 // summarize reads back what the run left behind and builds the summary.
-func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, error) {
-	w := d.opts.Workload
-	effects, err := d.scanEffects(ctx)
-	if err != nil {
-		return nil, err
-	}
-	dlq, err := d.readDLQ(ctx)
-	if err != nil {
-		return nil, err
-	}
-	store := dynamo.New(d.ddb, d.res.idempotencyTable)
-	attempts := map[string]int{}
-	for _, o := range w.Orders {
-		rec, err := store.Get(ctx, lambdaidem.GetRequest{Namespace: namespaceOf(o.Mode), Key: o.ID, Now: time.Now()})
-		switch {
-		case errors.Is(err, lambdaidem.ErrNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("read idempotency record %s: %w", o.ID, err)
-		default:
-			attempts[o.ID] = rec.Attempts
+func summarize(ctx context.Context, h *harness.Harness, w harness.Workload, start time.Time) (*Summary, error) {
+	t := harness.Tally{Effects: map[string]int{}, DLQ: map[string][]string{}}
+	for _, m := range Modes {
+		counts, err := h.CountBy(ctx, h.EffectsTable(functionName[m]), "order_id")
+		if err != nil {
+			return nil, fmt.Errorf("scan effects: %w", err)
+		}
+		for id, n := range counts { // the two functions' order IDs differ
+			t.Effects[id] += n
 		}
 	}
-	outcomes, byKey, deliveries, restarts := d.obs.snapshot()
-	d.sentMu.Lock()
-	perOrderDeliveries := map[string]int{}
-	for id, n := range deliveries {
-		perOrderDeliveries[d.msgOrder[id]] += n
+	dlq, err := h.ReadDLQ(ctx)
+	if err != nil {
+		return nil, err
 	}
-	sent := d.sent
-	d.sentMu.Unlock()
+	for _, d := range dlq {
+		reason := ReasonSQSRedrive // no library metadata: SQS's redrive moved it
+		switch {
+		case d.Err != nil:
+			return nil, fmt.Errorf("read DLQ: %w", d.Err)
+		case d.Library:
+			reason = string(d.Reason)
+		}
+		id := orderID(d.Body)
+		t.DLQ[id] = append(t.DLQ[id], reason)
+	}
+	attempts := map[string]int{}
+	for _, m := range Modes {
+		keys := harness.Workload{Messages: w.Where(func(o harness.Message) bool { return modeOf(o) == m })}.Keys()
+		recs, err := harness.ReadRecords(ctx, h.Store(), namespaceOf(m), keys)
+		if err != nil {
+			return nil, err
+		}
+		for k, r := range recs {
+			attempts[k] = r.Attempts
+		}
+	}
+	obs := h.Obs.Snapshot()
+	stats := h.Stats()
+	outcomes := obs.Outcomes
 
 	s := &Summary{
-		Elapsed:              time.Since(d.start),
-		Sent:                 sent,
-		UniqueOrders:         len(w.Orders),
+		Elapsed:              time.Since(start),
+		Sent:                 int(h.Sent()),
+		UniqueOrders:         len(w.Messages),
 		Deliveries:           int(stats.Records),
 		Invocations:          int(stats.Batches),
 		DuplicatesSuppressed: outcomes["duplicate"] + outcomes["duplicate_cached"] + outcomes["duplicate_dead_lettered"] + outcomes["late_replay"],
@@ -138,46 +139,42 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 		DeadLettered:         map[string]int{},
 		Crashes:              int(stats.Crashes),
 		Timeouts:             int(stats.Timeouts),
-		Restarts:             restarts,
-		DuplicateEffects:     map[string]int{},
+		Restarts:             obs.Restarts,
 		PoisonDeadLettered:   true,
 		PerMode:              map[Mode]ModeSummary{},
 	}
-	for _, n := range effects {
+	for _, n := range t.Effects {
 		s.Effects += n
 	}
 	for _, n := range attempts {
 		s.HandlerRuns += n
 	}
-	for _, reasons := range dlq {
+	for _, reasons := range t.DLQ {
 		for _, r := range reasons {
 			s.DeadLettered[r]++
 		}
 	}
-	for _, o := range w.Orders {
-		if effects[o.ID] == 0 && len(dlq[o.ID]) == 0 {
-			s.Lost = append(s.Lost, o.ID)
-		}
-		if effects[o.ID] > 1 {
-			s.DuplicateEffects[o.ID] = effects[o.ID]
-		}
-		if o.Poison && !slices.Contains(dlq[o.ID], string(lambdaidem.ReasonPoison)) {
+	keys := w.Keys()
+	s.Lost = t.Lost(keys)
+	s.DuplicateEffects = t.Duplicates(keys)
+	for _, o := range w.Messages {
+		if o.Poison && !slices.Contains(t.DLQ[o.Key], string(lambdaidem.ReasonPoison)) {
 			s.PoisonDeadLettered = false
 		}
-		ms := s.PerMode[o.Mode]
-		ms.Effects += effects[o.ID]
+		ms := s.PerMode[modeOf(o)]
+		ms.Effects += t.Effects[o.Key]
 		if !o.Poison {
 			ms.Orders++
-			if effects[o.ID] == 1 {
+			if t.Effects[o.Key] == 1 {
 				ms.ExactlyOne++
 			}
 		}
-		s.PerMode[o.Mode] = ms
+		s.PerMode[modeOf(o)] = ms
 	}
-	// Orders in the effects table or the DLQ that the workload never sent
-	// would mean the tables are not this run's: say so rather than count.
-	for id := range effects {
-		if _, ok := w.find(id); !ok {
+	// Orders in the effects table that the workload never sent would mean
+	// the tables are not this run's: say so rather than count.
+	for _, id := range slices.Sorted(maps.Keys(t.Effects)) {
+		if _, ok := w.Find(id); !ok {
 			s.Violations = append(s.Violations, fmt.Sprintf("effect for unknown order %q", id))
 		}
 	}
@@ -196,158 +193,31 @@ func (d *demo) summarize(ctx context.Context, stats localrun.Stats) (*Summary, e
 	}
 
 	for _, m := range Modes {
-		s.Rows = append(s.Rows, d.rows(w.inMode(m), m, effects, dlq, attempts, perOrderDeliveries, byKey)...)
-	}
-	return s, nil
-}
-
-// rows builds the table rows of one function's orders, one per scenario.
-func (d *demo) rows(w []Order, m Mode, effects map[string]int, dlq map[string][]string, attempts, perOrderDeliveries map[string]int, byKey map[string]map[string]int) []Row {
-	var out []Row
-	for _, sc := range []Scenario{ScenarioPlain, ScenarioDuplicate, ScenarioSlow, ScenarioPoison, ScenarioRetry, ScenarioCrash, ScenarioCrashAfter} {
-		orders := Workload{Orders: w}.ordersOf(sc)
-		if len(orders) == 0 {
-			continue
-		}
-		row := Row{Mode: m, Scenario: sc, Orders: len(orders)}
-		reasons := map[string]int{}
-		outs := map[string]int{}
-		for _, o := range orders {
-			row.Messages += o.Sends()
-			row.Deliveries += perOrderDeliveries[o.ID]
-			row.HandlerRuns += attempts[o.ID]
-			row.Effects += effects[o.ID]
-			for _, r := range dlq[o.ID] {
-				reasons[r]++
-			}
-			for k, n := range byKey[o.ID] {
-				outs[k] += n
-			}
-		}
-		row.DLQ = countList(reasons)
-		row.Outcomes = countList(outs)
-		out = append(out, row)
-	}
-	return out
-}
-
-// countList formats counts as "a 2, b 1" (most frequent first), or "-".
-func countList(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int {
-		if m[a] != m[b] {
-			return m[b] - m[a]
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
-}
-
-// scanEffects counts the effect rows per order, over both functions'
-// tables (their order IDs differ).
-func (d *demo) scanEffects(ctx context.Context) (map[string]int, error) {
-	counts := map[string]int{}
-	for _, m := range Modes {
-		if err := d.scanTable(ctx, d.res.effectsTables[m], counts); err != nil {
-			return nil, err
-		}
-	}
-	return counts, nil
-}
-
-func (d *demo) scanTable(ctx context.Context, table string, counts map[string]int) error {
-	p := dynamodb.NewScanPaginator(d.ddb, &dynamodb.ScanInput{
-		TableName:            aws.String(table),
-		ConsistentRead:       aws.Bool(true),
-		ProjectionExpression: aws.String("order_id"),
-	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return fmt.Errorf("scan effects: %w", err)
-		}
-		for _, it := range page.Items {
-			v, ok := it["order_id"].(*dbtypes.AttributeValueMemberS)
-			if !ok {
-				return errors.New("scan effects: a row without a string order_id")
-			}
-			counts[v.Value]++
-		}
-	}
-	return nil
-}
-
-// readDLQ receives every DLQ message and returns the reasons per order.
-// A message without the library's metadata was moved by SQS's redrive
-// policy; its order comes from the body.
-func (d *demo) readDLQ(ctx context.Context) (map[string][]string, error) {
-	out := map[string][]string{}
-	seen := map[string]bool{}
-	var wait int32
-	for empty := 0; ; {
-		resp, err := d.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(d.res.dlqURL),
-			MaxNumberOfMessages:   10,
-			VisibilityTimeout:     120, // read each once; the queue is deleted after
-			WaitTimeSeconds:       wait,
-			MessageAttributeNames: []string{"All"},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("read DLQ: %w", err)
-		}
-		if len(resp.Messages) == 0 {
-			n, err := d.depth(ctx, d.res.dlqURL, types.QueueAttributeNameApproximateNumberOfMessages)
-			if err != nil {
-				return nil, err
-			}
-			if n == 0 {
-				return out, nil
-			}
-			// SQS's short poll may miss messages; long-poll, boundedly.
-			if empty++; empty > 10 {
-				return nil, fmt.Errorf("read DLQ: %d messages visible but none received", n)
-			}
-			wait = 1
-			continue
-		}
-		for _, m := range resp.Messages {
-			if seen[aws.ToString(m.MessageId)] {
+		for _, sc := range Scenarios {
+			orders := w.Where(func(o harness.Message) bool { return modeOf(o) == m && o.Scenario == string(sc) })
+			if len(orders) == 0 {
 				continue
 			}
-			seen[aws.ToString(m.MessageId)] = true
-			reason, order := ReasonSQSRedrive, ""
-			if dl, err := sqsqueue.Parse(m); err == nil {
-				reason, order = string(dl.Metadata.Reason), orderID(dl.Body)
-			} else if errors.Is(err, sqsqueue.ErrNotDeadLetter) {
-				order = orderID(aws.ToString(m.Body))
-			} else {
-				return nil, fmt.Errorf("read DLQ: %w", err)
+			row := Row{Mode: m, Scenario: sc, Orders: len(orders)}
+			reasons, outs := map[string]int{}, map[string]int{}
+			for _, o := range orders {
+				row.Messages += o.Sends()
+				row.Deliveries += obs.Deliveries[o.Key]
+				row.HandlerRuns += attempts[o.Key]
+				row.Effects += t.Effects[o.Key]
+				for _, r := range t.DLQ[o.Key] {
+					reasons[r]++
+				}
+				for k, n := range obs.ByKey[o.Key] {
+					outs[k] += n
+				}
 			}
-			out[order] = append(out[order], reason)
+			row.DLQ = harness.CountList(reasons)
+			row.Outcomes = harness.CountList(outs)
+			s.Rows = append(s.Rows, row)
 		}
 	}
-}
-
-func (d *demo) depth(ctx context.Context, url string, attr types.QueueAttributeName) (int, error) {
-	out, err := d.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl:       aws.String(url),
-		AttributeNames: []types.QueueAttributeName{attr},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("queue attributes: %w", err)
-	}
-	var n int
-	if _, err := fmt.Sscan(out.Attributes[string(attr)], &n); err != nil {
-		return 0, fmt.Errorf("queue attribute %s: %w", attr, err)
-	}
-	return n, nil
+	return s, nil
 }
 
 // orderID reads order_id from a body; "" when there is none.
@@ -361,12 +231,7 @@ func orderID(body string) string {
 
 // Print writes the summary as a table a person reads at a glance.
 func (s *Summary) Print(w io.Writer) {
-	check := func(bad bool) string {
-		if bad {
-			return "FAIL"
-		}
-		return "ok"
-	}
+	check := harness.Verdict
 	dl := 0
 	for _, n := range s.DeadLettered {
 		dl += n
@@ -385,7 +250,7 @@ func (s *Summary) Print(w io.Writer) {
 	line("duplicates suppressed", s.DuplicatesSuppressed, "acknowledged without running the handler")
 	line("held back (in progress)", s.HeldBack, "delivered while another attempt held the key")
 	line("failed attempts", s.FailedAttempts, "left to SQS to deliver again")
-	line("dead-lettered", dl, countList(s.DeadLettered))
+	line("dead-lettered", dl, harness.CountList(s.DeadLettered))
 	line("crashes", s.Crashes, fmt.Sprintf("process exits (plain: before the effect; transactional: after it); %d processes restarted", s.Restarts))
 	if s.Timeouts > 0 {
 		line("timeouts", s.Timeouts, "invocations killed at the function timeout")

@@ -128,14 +128,14 @@ func TestWorkloadIsSeeded(t *testing.T) {
 	for _, m := range a.Messages {
 		if m.Crash != "" {
 			crash[m.Crash]++
-			if !strings.Contains(m.Body(), `"crash_attempts":[1]`) {
-				t.Errorf("crash message %s crashes beyond its first attempt: %s", m.Key, m.Body())
+			if !strings.Contains(m.Body(chaos.KeyField), `"crash_attempts":[1]`) {
+				t.Errorf("crash message %s crashes beyond its first attempt: %s", m.Key, m.Body(chaos.KeyField))
 			}
 		}
 		if m.Poison {
 			poison++
 		}
-		if m.Slow > 0 {
+		if m.Sleep > 0 {
 			slow++
 		}
 		if m.Copies == 2 {

@@ -5,10 +5,10 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
@@ -76,6 +76,7 @@ func (r Report) OK() bool { return len(r.Violations) == 0 }
 
 // report derives the report from the facts and the logs.
 func (r *run) report(f facts) Report {
+	seen := r.h.Obs.Snapshot()
 	o := r.obs
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -87,13 +88,13 @@ func (r *run) report(f facts) Report {
 		Sends:            r.workload.Sends(),
 		Crashes:          map[string]int{},
 		StoreFaults:      r.plan.snapshot(),
-		Invocations:      maps.Clone(o.byOutcome),
-		ProcessRestarts:  o.restarts,
+		Invocations:      seen.Invocations,
+		ProcessRestarts:  seen.Restarts,
 		CrashesSeen:      map[string]int{},
-		Outcomes:         maps.Clone(o.outcomes),
+		Outcomes:         seen.Outcomes,
 		DLQ:              map[lambdaidem.Reason]int{},
 		Records:          map[lambdaidem.Status]int{},
-		OtherOutputLines: o.otherLines,
+		OtherOutputLines: seen.OtherLines,
 	}
 	rep.DuplicateSends = rep.Sends - rep.Messages
 	for _, c := range o.crashes {
@@ -121,7 +122,7 @@ func (r *run) report(f facts) Report {
 			rep.Crashes[m.Crash]++
 		case m.Poison:
 			rep.Poison++
-		case m.Slow > 0:
+		case m.Sleep > 0:
 			rep.Slow++
 		}
 	}
@@ -153,7 +154,7 @@ func (r *run) report(f facts) Report {
 		case ModePlain:
 			unrecorded := 0
 			for _, row := range rows {
-				switch o.completion(row) {
+				switch o.completion(row, seen.InvocationOutcome) {
 				case completionUnrecorded:
 					unrecorded++
 				case completionUnknown:
@@ -204,31 +205,31 @@ func (r *run) report(f facts) Report {
 		rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
 	}
 	if len(rep.Lost) > 0 {
-		v("lost: %d keys have no effect and no DLQ entry: %s", len(rep.Lost), sample(rep.Lost))
+		v("lost: %d keys have no effect and no DLQ entry: %s", len(rep.Lost), harness.Sample(rep.Lost))
 	}
 	if cfg.Mode == ModeTx && rep.DuplicateEffects > 0 {
 		v("transactional completion: %d duplicate effects (want 0) on %d keys", rep.DuplicateEffects, rep.KeysWithDuplicates)
 	}
 	if len(txUncommitted) > 0 {
-		v("transactional completion: %d effects not committed by the key's completing claim: %s", len(txUncommitted), sample(txUncommitted))
+		v("transactional completion: %d effects not committed by the key's completing claim: %s", len(txUncommitted), harness.Sample(txUncommitted))
 	}
 	if cfg.Mode == ModePlain && rep.DuplicateEffects > rep.UnrecordedEffects {
 		v("at-least-once: %d duplicate effects exceed the %d effects whose completion was never recorded", rep.DuplicateEffects, rep.UnrecordedEffects)
 	}
 	if len(unexplainedDup) > 0 {
-		v("at-least-once: %d keys have more duplicates than unrecorded completions: %s", len(unexplainedDup), sample(unexplainedDup))
+		v("at-least-once: %d keys have more duplicates than unrecorded completions: %s", len(unexplainedDup), harness.Sample(unexplainedDup))
 	}
 	if len(noTakeover) > 0 {
-		v("at-least-once: %d keys have duplicates without a lease takeover in the logs: %s", len(noTakeover), sample(noTakeover))
+		v("at-least-once: %d keys have duplicates without a lease takeover in the logs: %s", len(noTakeover), harness.Sample(noTakeover))
 	}
 	if rep.DLQWithoutReason > 0 {
 		v("%d DLQ entries carry no reason", rep.DLQWithoutReason)
 	}
 	if len(poisonOver) > 0 {
-		v("%d poison messages were tried past the maximum of %d: %s", len(poisonOver), cfg.MaxAttempts, sample(poisonOver))
+		v("%d poison messages were tried past the maximum of %d: %s", len(poisonOver), cfg.MaxAttempts, harness.Sample(poisonOver))
 	}
 	if len(poisonNotDLQ) > 0 {
-		v("%d poison messages are not in the DLQ with reason poison: %s", len(poisonNotDLQ), sample(poisonNotDLQ))
+		v("%d poison messages are not in the DLQ with reason poison: %s", len(poisonNotDLQ), harness.Sample(poisonNotDLQ))
 	}
 	return rep
 }
@@ -242,8 +243,9 @@ const (
 	completionUnknown
 )
 
-// completion classifies an effect row from the logs; the caller holds o.mu.
-func (o *observer) completion(row effectRow) completion {
+// completion classifies an effect row from the logs and how its
+// invocation ended; the caller holds o.mu.
+func (o *observer) completion(row effectRow, invocations map[string]localrun.Outcome) completion {
 	ak := attemptKey{row.key, row.attempt}
 	if o.processed[ak] {
 		return completionRecorded
@@ -257,21 +259,13 @@ func (o *observer) completion(row effectRow) completion {
 	if o.unrecorded[ak] != "" || o.writeFailed[ak] {
 		return completionUnrecorded
 	}
-	switch o.invocations[row.requestID] {
+	switch invocations[row.requestID] {
 	case localrun.OutcomeCrash, localrun.OutcomeTimeout, localrun.OutcomeStopped:
 		// The process died (another record's crash, or the deadline)
 		// before this record's outcome was logged.
 		return completionUnrecorded
 	}
 	return completionUnknown
-}
-
-func sample(s []string) string {
-	const n = 5
-	if len(s) <= n {
-		return strings.Join(s, ", ")
-	}
-	return strings.Join(s[:n], ", ") + fmt.Sprintf(", ... (%d more)", len(s)-n)
 }
 
 // Print writes the reports side by side as one table: what was injected,

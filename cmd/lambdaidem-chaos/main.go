@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/chaos"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 )
 
 const usage = `lambdaidem-chaos sends many messages through the chaos function's real
@@ -30,22 +27,12 @@ Replay a run with the seed it printed: -seed N.
 Flags:
 `
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { harness.Main(run) }
 
 // run is main without the process: 0 when every invariant held, 1 when
 // one broke, 2 when a run could not be carried out.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lambdaidem-chaos", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
+	fs := harness.Flags("lambdaidem-chaos", usage, stderr)
 	def := chaos.DefaultConfig(chaos.ModePlain)
 	messages := fs.Int("messages", def.Messages, "distinct `number` of messages per mode (duplicates come on top)")
 	seed := fs.Uint64("seed", 0, "random `seed` (default: from the clock; always printed)")
@@ -67,15 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&tune.BatchSize, "batch", def.BatchSize, "batch size (1..10)")
 	fs.DurationVar(&tune.Visibility, "visibility", def.Visibility, "the queue's visibility timeout (whole seconds)")
 	fs.DurationVar(&tune.FunctionTimeout, "timeout", def.FunctionTimeout, "the function's timeout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "lambdaidem-chaos: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := harness.Parse(fs, args); !ok {
+		return code
 	}
 	var modes []chaos.Mode
 	switch *mode {
@@ -87,11 +67,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx or both\n", *mode)
 		return 2
 	}
+	stack := harness.StackFromEnv()
 	redisAddr := ""
 	switch chaos.Store(*store) {
 	case chaos.StoreDynamoDB:
 	case chaos.StoreRedis:
-		if redisAddr = os.Getenv("LAMBDAIDEM_REDIS_ADDR"); redisAddr == "" {
+		if redisAddr = stack.RedisAddr; redisAddr == "" {
 			fmt.Fprintln(stderr, "lambdaidem-chaos: -store redis needs LAMBDAIDEM_REDIS_ADDR (localstack/stack.sh sets it)")
 			return 2
 		}
@@ -106,22 +87,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	ddb, sqsEP := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
-	if ddb == "" || sqsEP == "" {
-		fmt.Fprintln(stderr, "lambdaidem-chaos: AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must point at the local services;\n"+
-			"run `make chaos`, or: localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos")
+	if err := stack.Check(true, "lambdaidem-chaos", "chaos", "./cmd/lambdaidem-chaos"); err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v, store %s\n", *seed, *seed, *messages, modes, *store)
 
 	if *bootstrap == "" {
-		dir, err := os.MkdirTemp("", "lambdaidem-chaos-")
+		// One build for both modes.
+		var remove func() error
+		var err error
+		*bootstrap, remove, err = harness.Build(ctx, chaos.FunctionPackage, harness.NewLog(stdout, "chaos: "))
+		defer func() { _ = remove() }()
 		if err != nil {
-			fmt.Fprintf(stderr, "lambdaidem-chaos: %v\n", err)
-			return 2
-		}
-		defer os.RemoveAll(dir)
-		if *bootstrap, err = chaos.BuildFunction(ctx, dir); err != nil {
 			fmt.Fprintf(stderr, "lambdaidem-chaos: %v\n", err)
 			return 2
 		}
@@ -138,11 +116,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.Messages = *messages
 		cfg.Seed = *seed
 		cfg.Bootstrap = *bootstrap
-		cfg.DynamoDBEndpoint, cfg.SQSEndpoint = ddb, sqsEP
+		cfg.DynamoDBEndpoint, cfg.SQSEndpoint, cfg.Region = stack.DynamoDBEndpoint, stack.SQSEndpoint, stack.Region
 		cfg.Store, cfg.RedisAddr = chaos.Store(*store), redisAddr
-		if r := os.Getenv("AWS_REGION"); r != "" {
-			cfg.Region = r
-		}
 		cfg.DrainTimeout = *drain
 		cfg.Keep = *keep
 		cfg.Progress = stdout

@@ -16,11 +16,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 )
 
 // Cold start and memory. Both functions do the orders example's job (an
@@ -95,23 +92,27 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	bootstrap, cleanup, err := ordersBootstrap(ctx, cfg.Bootstrap, cfg.Progress)
+	h, err := harness.New(harness.Config{
+		Stack: harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, Region: cfg.Region},
+		Name:  "lambdaidem-cold",
+		Log:   &harness.Log{Out: cfg.Progress},
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	ddb := NewClient(cfg.DynamoDBEndpoint, cfg.Region, 10)
-	prefix := uniqueName("lambdaidem-cold")
-	tables := map[string]string{"idem": prefix + "-idempotency", "effects": prefix + "-effects", "pt": prefix + "-powertools"}
-	fmt.Fprintf(cfg.Progress, "cold start: creating tables %s-{idempotency,effects,powertools}\n", prefix)
-	if err = dynamo.CreateTable(ctx, ddb, tables["idem"], dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
+	defer func() { _ = h.Close() }()
+	bootstrap, err := h.Bootstrap(ctx, harness.OrdersPackage, cfg.Bootstrap)
+	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = deleteTable(ddb, tables["idem"]) }()
-	if err := createKeyTable(ctx, ddb, tables["effects"], "pk"); err != nil {
+	tables := map[string]string{"idem": h.Prefix + "-idempotency", "effects": h.Prefix + "-effects", "pt": h.Prefix + "-powertools"}
+	fmt.Fprintf(cfg.Progress, "cold start: creating tables %s-{idempotency,effects,powertools}\n", h.Prefix)
+	if _, err := h.IdempotencyTable(ctx); err != nil {
 		return nil, err
 	}
-	defer func() { _ = deleteTable(ddb, tables["effects"]) }()
+	if err := h.KeyTable(ctx, tables["effects"], "pk"); err != nil {
+		return nil, err
+	}
 
 	env := []string{
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + cfg.Region,
@@ -132,10 +133,9 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 	}}}
 	res := &ColdResult{Starts: cfg.Starts, Messages: cfg.Messages}
 	if cfg.PowertoolsDir != "" {
-		if err := createKeyTable(ctx, ddb, tables["pt"], "id"); err != nil {
+		if err := h.KeyTable(ctx, tables["pt"], "id"); err != nil {
 			return nil, err
 		}
-		defer func() { _ = deleteTable(ddb, tables["pt"]) }()
 		if err := writeHarness(cfg.PowertoolsDir); err != nil {
 			return nil, err
 		}
@@ -174,27 +174,14 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 		}
 		res.Functions = append(res.Functions, f.ColdFunction)
 	}
-	effects, err := countItems(ctx, ddb, tables["effects"])
+	effects, err := h.Count(ctx, tables["effects"])
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if want := len(fns) * (cfg.Messages / batchSize) * batchSize; effects != want {
 		return nil, fmt.Errorf("bench: %d effect rows after the memory runs, want %d", effects, want)
 	}
 	return res, nil
-}
-
-func createKeyTable(ctx context.Context, c *dynamodb.Client, table, key string) error {
-	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          dbtypes.BillingModePayPerRequest,
-		AttributeDefinitions: []dbtypes.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: dbtypes.ScalarAttributeTypeS}},
-		KeySchema:            []dbtypes.KeySchemaElement{{AttributeName: aws.String(key), KeyType: dbtypes.KeyTypeHash}},
-	})
-	if err != nil {
-		return fmt.Errorf("bench: create table %s: %w", table, err)
-	}
-	return dynamodb.NewTableExistsWaiter(c).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute)
 }
 
 // memory reads a process's VmRSS and VmHWM in KiB.
@@ -389,22 +376,4 @@ func (r *ColdResult) Write(w io.Writer) {
 	for _, f := range r.Functions {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", f.Name, f.Init.N(), ms(f.Init.P50()), ms(f.Init.Quantile(0.9)), mib(f.RSSKiB), mib(f.PeakKiB))
 	}
-}
-
-// ordersBootstrap returns the orders bootstrap to run: given, or one built
-// into a temporary directory that cleanup removes.
-func ordersBootstrap(ctx context.Context, given string, progress io.Writer) (path string, cleanup func(), err error) {
-	if given != "" {
-		return given, func() {}, nil
-	}
-	dir, err := os.MkdirTemp("", "lambdaidem-bench-")
-	if err != nil {
-		return "", nil, err
-	}
-	fmt.Fprintf(progress, "building examples/orders\n")
-	if path, err = BuildOrders(ctx, dir); err != nil {
-		_ = os.RemoveAll(dir)
-		return "", nil, err
-	}
-	return path, func() { _ = os.RemoveAll(dir) }, nil
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -268,12 +268,6 @@ func deleteTable(c *dynamodb.Client, table string) error {
 	return nil
 }
 
-func uniqueName(prefix string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
-
 // RunDynamo runs the DynamoDB Local benchmarks: latency per path next to
 // its floor (and Powertools, when PowertoolsDir is set), interleaved
 // iteration by iteration in one run on one client, then the requests per
@@ -286,7 +280,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	}
 	rec := &wire{}
 	client := NewClient(cfg.Endpoint, cfg.Region, cfg.Concurrency, rec.option())
-	table := uniqueName("lambdaidem-bench")
+	table := harness.UniqueName("lambdaidem-bench")
 	fmt.Fprintf(cfg.Progress, "creating table %s\n", table)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
 		return nil, err
@@ -304,7 +298,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 
 	var countProxy string
 	if cfg.PowertoolsDir != "" {
-		ptTable := uniqueName("lambdaidem-bench-powertools")
+		ptTable := harness.UniqueName("lambdaidem-bench-powertools")
 		fmt.Fprintf(cfg.Progress, "creating table %s (Powertools' layout: partition key id)\n", ptTable)
 		if err := createPowertoolsTable(ctx, client, ptTable); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
@@ -58,7 +59,7 @@ func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: cfg.Addr, PoolSize: dc.Concurrency, MinIdleConns: 1})
 	defer client.Close()
-	prefix := uniqueName("lambdaidem-bench")
+	prefix := harness.UniqueName("lambdaidem-bench")
 	b := &redisBench{cfg: dc, store: redisstore.New(client, redisstore.Options{Prefix: prefix})}
 	if err := b.store.LoadScripts(ctx); err != nil {
 		return nil, err

@@ -14,29 +14,28 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/bench"
+	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+const usage = `lambdaidem-bench runs lambdaidem's benchmarks against the local services and
+prints Markdown tables (bench/README.md says what each number means).
+
+  make bench
+  localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench
+
+Flags:
+`
+
+func main() { harness.Main(run) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lambdaidem-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := harness.Flags("lambdaidem-bench", usage, stderr)
 	n := fs.Int("n", 1000, "measured `iterations` per path and implementation")
 	warmup := fs.Int("warmup", 0, "unmeasured warm-up `iterations` (default max(n/10, 20))")
 	concurrency := fs.Int("concurrency", 10, "record `concurrency` of the decorator and the bare batch")
@@ -50,22 +49,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
 	withDynamo := fs.Bool("dynamodb", true, "run the DynamoDB Local latency and request benchmarks")
 	withRedis := fs.Bool("redis", true, "run the Redis store's benchmarks when LAMBDAIDEM_REDIS_ADDR is set")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	if code, ok := harness.Parse(fs, args); !ok {
+		return code
+	}
+	stack := harness.StackFromEnv()
+	if err := stack.Check(*e2e > 0, "lambdaidem-bench", "bench", "./bench/cmd/lambdaidem-bench"); err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	ddbEndpoint, sqsEndpoint := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
-	if ddbEndpoint == "" || (*e2e > 0 && sqsEndpoint == "") {
-		fmt.Fprintln(stderr, "lambdaidem-bench: AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must point at the local services;\n"+
-			"run `make bench`, or: localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench")
-		return 2
-	}
-	region := os.Getenv("AWS_REGION")
-	if region == "" {
-		region = "us-east-1"
-	}
+	ddbEndpoint, sqsEndpoint, region := stack.DynamoDBEndpoint, stack.SQSEndpoint, stack.Region
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "lambdaidem-bench: %v\n", err)
 		return 1
@@ -97,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		dynamoTook = time.Since(started)
 	}
 	var redisRes *bench.DynamoResult
-	if addr := os.Getenv("LAMBDAIDEM_REDIS_ADDR"); *withRedis && addr != "" {
+	if addr := stack.RedisAddr; *withRedis && addr != "" {
 		var err error
 		redisRes, err = bench.RunRedis(ctx, bench.RedisConfig{
 			Addr: addr, N: *n, Warmup: *warmup, Concurrency: *concurrency, PowertoolsDir: cfg.PowertoolsDir, Progress: progress,
@@ -108,13 +100,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *bootstrap == "" && (*cold > 0 || *e2e > 0) {
 		// One build for the cold starts and the end-to-end run.
-		dir, err := os.MkdirTemp("", "lambdaidem-bench-")
+		var remove func() error
+		var err error
+		*bootstrap, remove, err = harness.Build(ctx, harness.OrdersPackage, &harness.Log{Out: progress})
+		defer func() { _ = remove() }()
 		if err != nil {
-			return fail(err)
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(progress, "building examples/orders\n")
-		if *bootstrap, err = bench.BuildOrders(ctx, dir); err != nil {
 			return fail(err)
 		}
 	}

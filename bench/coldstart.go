@@ -92,19 +92,15 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	h, err := harness.New(harness.Config{
+	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack: harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, Region: cfg.Region},
 		Name:  "lambdaidem-cold",
 		Log:   &harness.Log{Out: cfg.Progress},
-	})
+	}, harness.OrdersPackage, cfg.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = h.Close() }()
-	bootstrap, err := h.Bootstrap(ctx, harness.OrdersPackage, cfg.Bootstrap)
-	if err != nil {
-		return nil, err
-	}
 	tables := map[string]string{"idem": h.Prefix + "-idempotency", "effects": h.Prefix + "-effects", "pt": h.Prefix + "-powertools"}
 	fmt.Fprintf(cfg.Progress, "cold start: creating tables %s-{idempotency,effects,powertools}\n", h.Prefix)
 	if _, err := h.IdempotencyTable(ctx); err != nil {

@@ -107,20 +107,16 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Minute
 	}
-	h, err := harness.New(harness.Config{
+	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack:       harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, SQSEndpoint: cfg.SQSEndpoint, Region: cfg.Region},
 		Name:        "lambdaidem-bench-e2e",
 		Log:         &harness.Log{Out: cfg.Progress},
 		WaitTimeout: cfg.Timeout,
-	})
+	}, harness.OrdersPackage, cfg.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = h.Close() }()
-	bootstrap, err := h.Bootstrap(ctx, harness.OrdersPackage, cfg.Bootstrap)
-	if err != nil {
-		return nil, err
-	}
 
 	res := &E2EResult{Messages: cfg.Messages, BatchSize: cfg.BatchSize, MaxConcurrency: cfg.MaxConcurrency}
 	var (

@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	start := time.Now()
-	h, err := harness.New(harness.Config{
+	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack: harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, SQSEndpoint: cfg.SQSEndpoint, Region: cfg.Region, RedisAddr: cfg.RedisAddr},
 		Name:  "lambdaidem-chaos-" + string(cfg.Mode),
 		// The harness talks to DynamoDB directly: faults are for the
@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		FunctionLog: cfg.FunctionLog,
 		WaitTimeout: cfg.DrainTimeout,
 		Keep:        cfg.Keep,
-	})
+	}, FunctionPackage, cfg.Bootstrap)
 	if err != nil {
 		return Report{}, err
 	}
@@ -60,10 +60,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	r := &run{cfg: cfg, h: h, obs: newObserver(h.Obs), plan: &faultPlan{seed: cfg.Seed, rate: cfg.FaultRate}}
 	r.workload = NewWorkload(cfg)
 
-	bootstrap, err := h.Bootstrap(ctx, FunctionPackage, cfg.Bootstrap)
-	if err != nil {
-		return Report{}, err
-	}
 	proxy, err := faultproxy.New(cfg.DynamoDBEndpoint)
 	if err != nil {
 		return Report{}, err

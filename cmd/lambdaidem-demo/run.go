@@ -74,10 +74,10 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		opts.Out = io.Discard
 	}
 	log := harness.NewLog(opts.Out, "")
-	h, err := harness.New(harness.Config{
+	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack: opts.Stack, Name: "lambdaidem-demo", Log: log, FunctionLog: opts.FunctionLog,
 		WaitTimeout: opts.WaitTimeout, Keep: opts.Keep,
-	})
+	}, harness.OrdersPackage, opts.Bootstrap)
 	if err != nil {
 		return nil, err
 	}
@@ -87,11 +87,6 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		}
 	}()
 	n := narrate(h, opts.Workload)
-
-	bootstrap, err := h.Bootstrap(ctx, harness.OrdersPackage, opts.Bootstrap)
-	if err != nil {
-		return nil, err
-	}
 	if err := h.Start(ctx, bootstrap, function(ModePlain, opts), function(ModeTransactional, opts)); err != nil {
 		return nil, err
 	}

@@ -8,8 +8,9 @@
 //
 //   - Stack: the local services' endpoints (localstack/stack.sh exports
 //     them), the clients and the variables a function needs to reach them.
-//   - Harness.Bootstrap: the build of a function, with a progress line
-//     before and after (it is the one step that takes seconds).
+//   - Open, Harness.Bootstrap and Build: the build of a function, with a
+//     progress line before and after (it is the one step that takes
+//     seconds).
 //   - Harness.Start: a scenario's functions, each described by a Function
 //     (its queue, visibility, redrive, effects table, variables, pollers),
 //     created under unique names and run under localrun; Harness.Close
@@ -30,10 +31,10 @@
 // It is internal: a tool for this repository's programs, free to change
 // with them. The smallest scenario, one function on one queue:
 //
-//	h, err := harness.New(harness.Config{Stack: harness.StackFromEnv(), Name: "my-run", Out: os.Stdout})
+//	cfg := harness.Config{Stack: harness.StackFromEnv(), Name: "my-run", Log: harness.NewLog(os.Stdout, "")}
+//	h, bootstrap, err := harness.Open(ctx, cfg, harness.OrdersPackage, "") // builds examples/orders
 //	if err != nil { ... }
 //	defer h.Close()
-//	bootstrap, err := h.Bootstrap(ctx, harness.OrdersPackage, "")
 //	err = h.Start(ctx, bootstrap, harness.Function{Name: "orders", KeyField: harness.OrdersKeyField, Effects: true})
 //	w := harness.Mix{Messages: 100, KeyFormat: "o-%d"}.Workload()
 //	err = h.Play(ctx, w, harness.Phase{Name: "main", Sends: w.Order})

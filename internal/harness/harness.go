@@ -102,6 +102,21 @@ func New(cfg Config) (*Harness, error) {
 	return h, nil
 }
 
+// Open is New, then Bootstrap: a harness for one run and the function
+// binary it runs (given, or pkg built). On an error it closes what it made;
+// otherwise the caller closes the harness.
+func Open(ctx context.Context, cfg Config, pkg, given string) (*Harness, string, error) {
+	h, err := New(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	bootstrap, err := h.Bootstrap(ctx, pkg, given)
+	if err != nil {
+		return nil, "", errors.Join(err, h.Close())
+	}
+	return h, bootstrap, nil
+}
+
 // UniqueName returns prefix followed by a dash and eight random hex digits.
 func UniqueName(prefix string) string {
 	var b [4]byte

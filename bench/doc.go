@@ -15,7 +15,9 @@
 // Powertools' cache layer. RunColdStart measures
 // the orders bootstrap's cold start and memory next to the same job on
 // Powertools. RunE2E pushes messages through the orders example's real
-// bootstrap under package localrun and reports messages per second.
+// bootstrap under package localrun and reports messages per second. Both
+// are scenarios on internal/harness, which the demo and the chaos run
+// share.
 //
 // The smallest use, with DynamoDB Local on port 8000:
 //

@@ -49,4 +49,14 @@
 //
 // The seed is in the report; Config.Seed replays a run's workload and
 // fault plan (the machine decides the interleaving).
+//
+// A run is a scenario on internal/harness, which the demo and the bench
+// share: the harness builds the bootstrap, creates the tables and queues,
+// runs the pollers under localrun, draws the workload (harness.Mix), sends
+// it through package producer within Backlog, waits for the queue to drain
+// and reads back the effects, the DLQ and the records. What is the chaos
+// run's own stays here: the fault plan and its proxies (faults.go), the log
+// reading that explains each effect and each key's trail (observe.go, hooks
+// on the harness's observer), the facts (collect.go) and the report with
+// its loss and duplicate accounting (report.go).
 package chaos

@@ -46,4 +46,14 @@
 // against logs: the effects table (one row per effect, never more than one
 // per order), the DLQ read back through sqsqueue.Parse, and the
 // idempotency records. No timing is asserted; waits have deadlines only.
+//
+// The demo is a preset of a scenario on internal/harness, which the chaos
+// run and the bench share: the harness builds the bootstrap, creates the
+// tables and queues, runs the functions under localrun, sends the phases
+// through package producer, waits, and reads back the tables, the DLQ and
+// the records. demo.go is the scenario itself (the two functions, the
+// workload, the three phases); run.go runs it; narrate.go tells what
+// happens as it happens; summary.go judges what the run left behind and
+// prints the table; readme.go keeps the README's sample in step with a
+// real run.
 package main

@@ -314,6 +314,12 @@ type Function struct {
 	// deduplicated, so the rows count the effects.
 	Effects bool
 
+	// FIFO makes the queue a FIFO queue (its name ends in ".fifo"): every
+	// message needs a GroupID, and the producer gives each key its
+	// deduplication ID, so SQS drops a copy sent within five minutes. A
+	// FIFO queue's redrive needs a FIFO DLQ, which the harness does not
+	// make: MaxReceives must be 0.
+	FIFO bool
 	// Visibility is the queue's visibility timeout, in whole seconds.
 	// Default: the emulator's (30 s).
 	Visibility time.Duration
@@ -339,7 +345,12 @@ type Function struct {
 	Debug bool
 }
 
-func (f Function) queueName(prefix string) string { return prefix + f.Suffix }
+func (f Function) queueName(prefix string) string {
+	if f.FIFO {
+		return prefix + f.Suffix + ".fifo"
+	}
+	return prefix + f.Suffix
+}
 
 func (f Function) effectsName(prefix string) string { return prefix + f.Suffix + "-effects" }
 
@@ -359,8 +370,11 @@ func (h *Harness) Start(ctx context.Context, bootstrap string, fns ...Function) 
 		if f.Effects {
 			tables = append(tables, strings.TrimPrefix(f.Suffix+"-effects", "-"))
 		}
-		queues = append(queues, f.Suffix)
+		queues = append(queues, f.queueName(""))
 		dlq = dlq || f.MaxReceives > 0
+		if f.FIFO && f.MaxReceives > 0 {
+			return fmt.Errorf("harness: function %s: a FIFO queue's redrive needs a FIFO DLQ; set MaxReceives 0", f.Name)
+		}
 	}
 	if dlq {
 		queues = append(queues, "-dlq")
@@ -385,6 +399,9 @@ func (h *Harness) Start(ctx context.Context, bootstrap string, fns ...Function) 
 			}
 		}
 		attrs := map[string]string{}
+		if f.FIFO {
+			attrs[string(types.QueueAttributeNameFifoQueue)] = "true"
+		}
 		if f.Visibility > 0 {
 			if f.Visibility < time.Second || f.Visibility%time.Second != 0 {
 				return fmt.Errorf("harness: visibility timeout %s is not a whole number of seconds", f.Visibility)

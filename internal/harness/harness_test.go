@@ -251,8 +251,10 @@ func TestStackCheck(t *testing.T) {
 }
 
 // TestScenario runs the orders example through the whole harness on the
-// local stack: two phases (one crash, then the rest with a duplicate, a
-// poison key and a late copy), and checks what the run left behind.
+// local stack, as two functions (one on a FIFO queue): three phases (one
+// crash; then the rest with a duplicate, a poison key, a 300 KiB body and
+// two message groups; then a late copy), and checks what the run left
+// behind.
 func TestScenario(t *testing.T) {
 	stack := harness.StackFromEnv()
 	stack.DynamoDBEndpoint = testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
@@ -279,15 +281,25 @@ func TestScenario(t *testing.T) {
 	err = h.Start(ctx, bootstrap, harness.Function{
 		Name: "orders", KeyField: harness.OrdersKeyField, Effects: true, Debug: true,
 		Visibility: time.Second, MaxReceives: 10, FunctionTimeout: 8 * time.Second, MaxConcurrency: 2, PollWait: time.Second,
+	}, harness.Function{
+		Name: "orders-fifo", Suffix: "-fifo", FIFO: true, KeyField: harness.OrdersKeyField, Effects: true,
+		Env: []string{"IDEMPOTENCY_NAMESPACE=orders-fifo"}, FunctionTimeout: 8 * time.Second, PollWait: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.HasSuffix(h.QueueURL("orders-fifo"), "-fifo.fifo") {
+		t.Errorf("FIFO queue %s", h.QueueURL("orders-fifo"))
 	}
 	w := harness.Workload{Messages: []harness.Message{
 		{Key: "h-crash", Crash: "before_effect", Copies: 1},
 		{Key: "h-1", Copies: 1},
 		{Key: "h-2", Copies: 2, LateCopies: 1},
 		{Key: "h-poison", Poison: true, Copies: 1},
+		{Key: "h-big", Size: 300 << 10, Copies: 1},
+		{Key: "f-1", Function: "orders-fifo", GroupID: "g1", Copies: 1},
+		{Key: "f-2", Function: "orders-fifo", GroupID: "g1", Copies: 1},
+		{Key: "f-3", Function: "orders-fifo", GroupID: "g2", Copies: 1},
 	}}
 	err = h.Play(ctx, w,
 		harness.Phase{Name: "crash", Text: "crash first", Sends: w.Expand(func(m harness.Message) int { return min(len(m.Crash), m.Copies) }), Until: harness.UntilCrashed},
@@ -316,8 +328,15 @@ func TestScenario(t *testing.T) {
 	for _, d := range dlq {
 		tl.DLQ[d.Key] = append(tl.DLQ[d.Key], string(d.Reason))
 	}
-	if lost := tl.Lost(w.Keys()); len(lost) > 0 || len(tl.Duplicates(w.Keys())) > 0 || n != 3 {
-		t.Errorf("lost %v, duplicates %v, %d effects (want 3); effects %v, DLQ %v", lost, tl.Duplicates(w.Keys()), n, effects, tl.DLQ)
+	fifo, err := h.CountBy(ctx, h.EffectsTable("orders-fifo"), "order_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, c := range fifo {
+		effects[k] += c
+	}
+	if lost := tl.Lost(w.Keys()); len(lost) > 0 || len(tl.Duplicates(w.Keys())) > 0 || n != 4 || len(fifo) != 3 {
+		t.Errorf("lost %v, duplicates %v, %d effects (want 4) and %v in FIFO order; effects %v, DLQ %v", lost, tl.Duplicates(w.Keys()), n, fifo, effects, tl.DLQ)
 	}
 	if len(dlq) != 1 || !dlq[0].Library || dlq[0].Key != "h-poison" || dlq[0].Reason != "poison" {
 		t.Errorf("DLQ = %+v, want h-poison with reason poison", dlq)
@@ -329,10 +348,27 @@ func TestScenario(t *testing.T) {
 	if recs["h-crash"].Attempts != 2 || recs["h-1"].Attempts != 1 {
 		t.Errorf("attempts: h-crash %d (crashed once), h-1 %d", recs["h-crash"].Attempts, recs["h-1"].Attempts)
 	}
-	if h.Sent() != 6 || h.Stats().Crashes < 1 || !h.Obs.Crashed("h-crash") {
+	if h.Sent() != 10 || h.Stats().Crashes < 1 || !h.Obs.Crashed("h-crash") {
 		t.Errorf("sent %d, crashes %d", h.Sent(), h.Stats().Crashes)
 	}
 	if !strings.Contains(log.String(), "crash first") || !strings.Contains(log.String(), "built bootstrap in") {
 		t.Errorf("log lacks the phase's line or the build's:\n%s", log.String())
+	}
+}
+
+// A FIFO queue's redrive would need a FIFO DLQ: Start refuses before it
+// makes anything.
+func TestFIFORedriveRefused(t *testing.T) {
+	t.Parallel()
+	h, err := harness.New(harness.Config{Stack: harness.Stack{DynamoDBEndpoint: "http://127.0.0.1:1", SQSEndpoint: "http://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Start(t.Context(), "bootstrap", harness.Function{Name: "f", FIFO: true, MaxReceives: 3})
+	if err == nil || !strings.Contains(err.Error(), "FIFO DLQ") {
+		t.Errorf("Start = %v, want the FIFO DLQ refusal", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Errorf("Close after a refused Start: %v", err)
 	}
 }

@@ -47,13 +47,17 @@ type Config struct {
 // Harness is one run on the local stack: its clients, its resources, its
 // functions under localrun, and what it observed. Close releases it all.
 type Harness struct {
+	// Stack is the local services; DynamoDB and SQS are the harness's own
+	// clients of them (test credentials, no faults).
 	Stack    Stack
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
 	// Prefix starts every table and queue name of the run.
 	Prefix string
-	Log    *Log
-	Obs    *Observer
+	// Log is Config.Log: the run's progress lines.
+	Log *Log
+	// Obs observes the functions' invocations and log lines.
+	Obs *Observer
 	// OnPhase, when set, is called as Play starts each phase, before the
 	// phase's line: a driver prints what led up to it first.
 	OnPhase func(Phase)
@@ -130,12 +134,10 @@ func (h *Harness) Phase() string { return h.phase.Load().(string) }
 // Sent is the number of messages sent so far.
 func (h *Harness) Sent() int64 { return h.sentMsgs.Load() }
 
-// onClose adds an undo step; Close runs them last first.
-func (h *Harness) onClose(f func() error) { h.closers = append(h.closers, f) }
-
-// OnClose adds a clean-up step of the driver's own (a Redis key prefix, a
-// proxy) that Close runs, before deleting what the harness made.
-func (h *Harness) OnClose(f func() error) { h.onClose(f) }
+// OnClose adds a clean-up step of the driver's own (a Redis key prefix)
+// for Close, which runs every step last added first, and runs it whatever
+// Config.Keep says.
+func (h *Harness) OnClose(f func() error) { h.closers = append(h.closers, f) }
 
 // Close stops the functions if they still run, then deletes the run's
 // tables and queues (unless Config.Keep) and removes what Bootstrap built.
@@ -182,7 +184,7 @@ func (h *Harness) Bootstrap(ctx context.Context, pkg, given string) (string, err
 		return given, nil
 	}
 	path, remove, err := Build(ctx, pkg, h.Log)
-	h.onClose(remove)
+	h.OnClose(remove)
 	return path, err
 }
 
@@ -216,7 +218,7 @@ func (h *Harness) IdempotencyTable(ctx context.Context) (string, error) {
 	if err := dynamo.CreateTable(ctx, h.DynamoDB, name, dynamo.TableOptions{NoTTL: true, PollInterval: 50 * time.Millisecond}); err != nil {
 		return "", fmt.Errorf("create idempotency table: %w", err)
 	}
-	h.onClose(h.keep(func(ctx context.Context) error { return h.deleteTable(ctx, name) }))
+	h.OnClose(h.keep(func(ctx context.Context) error { return h.deleteTable(ctx, name) }))
 	h.idem = name
 	return name, nil
 }
@@ -237,7 +239,7 @@ func (h *Harness) KeyTable(ctx context.Context, name, key string) error {
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", name, err)
 	}
-	h.onClose(h.keep(func(ctx context.Context) error { return h.deleteTable(ctx, name) }))
+	h.OnClose(h.keep(func(ctx context.Context) error { return h.deleteTable(ctx, name) }))
 	err = dynamodb.NewTableExistsWaiter(h.DynamoDB).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", name, err)
@@ -284,7 +286,7 @@ func (h *Harness) createQueue(ctx context.Context, name string, attrs map[string
 		return "", err
 	}
 	url := aws.ToString(q.QueueUrl)
-	h.onClose(h.keep(func(ctx context.Context) error {
+	h.OnClose(h.keep(func(ctx context.Context) error {
 		if _, err := h.SQS.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)}); err != nil {
 			return fmt.Errorf("delete queue %s: %w", url, err)
 		}

@@ -153,7 +153,7 @@ func TestRedisSmoke(t *testing.T) {
 		if p == nil {
 			t.Fatalf("no result for %s", path)
 		}
-		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor}
+		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor, bench.VariantRedisFloorTwin}
 		if withPT {
 			want = append(want, bench.VariantPowertoolsRedis)
 		}
@@ -173,5 +173,8 @@ func TestRedisSmoke(t *testing.T) {
 	res.WriteCarryOver(&buf)
 	res.WriteTargets(&buf)
 	res.WriteRequests(&buf)
+	if !strings.Contains(buf.String(), "| first delivery | twin / floor |") {
+		t.Errorf("no A/A line of the floor's twin in\n%s", buf.String())
+	}
 	t.Logf("\n%s", buf.String())
 }

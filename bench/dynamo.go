@@ -505,12 +505,12 @@ func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, err
 }
 
 // measure warms up and measures the variants of one path, interleaved:
-// they run in the repeated cycle of serialOrder (order.go), in which every
-// variant follows every other equally often, so that machine noise, any
-// advantage of going first or last, and whatever the previous variant
-// leaves behind fall on all of them alike. Each variant keeps its first
-// cfg.N measured samples. warmedUp, if not nil, is called once between the
-// warm-up and the measured runs.
+// each cycle runs every variant once, in a fresh random order
+// (cycleOrders, order.go), so that machine noise, any advantage of going
+// first or last, and whatever earlier variants leave behind fall on all of
+// them alike. Each variant runs cfg.Warmup unmeasured times, then cfg.N
+// measured ones. warmedUp, if not nil, is called once between the warm-up
+// and the measured runs.
 func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant, warmedUp func()) (PathResult, error) {
 	pr := PathResult{Path: path, Dists: map[string]*Dist{}}
 	for _, v := range vs {
@@ -518,16 +518,15 @@ func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant, w
 		pr.Dists[v.name] = &Dist{}
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d warm-up and %d measured runs of each of %d variants, interleaved\n", path, cfg.Warmup, cfg.N, len(vs))
-	seq := serialOrder(len(vs))
-	perCycle := max(len(vs)-1, 1)
-	warm := (cfg.Warmup + perCycle - 1) / perCycle
-	cycles := warm + (cfg.N+perCycle-1)/perCycle
+	order := cycleOrders(len(vs))
+	warm := cfg.Warmup
+	cycles := warm + cfg.N
 	started, prev := time.Now(), ""
 	for c := range cycles {
 		if c == warm && warmedUp != nil {
 			warmedUp() // what the warm-up recorded is not measured
 		}
-		for _, k := range seq {
+		for _, k := range order() {
 			v := vs[k]
 			d, err := v.run(ctx)
 			if err != nil {

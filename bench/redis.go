@@ -18,7 +18,6 @@ import (
 // Variants of the Redis benchmark's paths.
 const (
 	VariantRedisFloor          = "bare floor (the store's scripts, no decorator)"
-	VariantRedisFloorTwin      = "bare floor again (A/A: the same code as a variant of its own)"
 	VariantPowertoolsRedis     = "Powertools (TypeScript), cache layer"
 	VariantPowertoolsRedisBare = "bare floor (@redis/client, Powertools' SETs)"
 )
@@ -164,7 +163,7 @@ func (b *redisBench) variants(path string) []variant {
 				return timed(ctx, func(ctx context.Context) error { return b.floorFirst(ctx, id) })
 			}}
 		}
-		vs = []variant{decoratorFirst(&b.out, b.h, &b.doneIDs), floor(VariantRedisFloor), floor(VariantRedisFloorTwin)}
+		vs = []variant{decoratorFirst(&b.out, b.h, &b.doneIDs), floor(VariantRedisFloor), floor(VariantFloorTwin)}
 	case PathDuplicate:
 		j := 0
 		floor := func(name string) variant {
@@ -174,7 +173,7 @@ func (b *redisBench) variants(path string) []variant {
 				return timed(ctx, func(ctx context.Context) error { return b.floorDuplicate(ctx, id) })
 			}}
 		}
-		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantRedisFloor), floor(VariantRedisFloorTwin)}
+		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantRedisFloor), floor(VariantFloorTwin)}
 	}
 	if b.node != nil {
 		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate"}[path]

@@ -22,11 +22,11 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(
 // floorOf names the variant a variant's ratio is taken against.
 func floorOf(v string) string {
 	switch v {
-	case VariantLambdaidem, VariantFloor:
+	case VariantLambdaidem, VariantFloor, VariantFloorTwin:
 		return VariantFloor
 	case VariantPowertools, VariantPowertoolsBare:
 		return VariantPowertoolsBare
-	case VariantRedisFloor, VariantRedisFloorTwin:
+	case VariantRedisFloor:
 		return VariantRedisFloor
 	case VariantPowertoolsRedis, VariantPowertoolsRedisBare:
 		return VariantPowertoolsRedisBare
@@ -37,7 +37,7 @@ func floorOf(v string) string {
 // floorIn is floorOf within a path's results: on Redis, lambdaidem's floor
 // is the store's scripts without the decorator.
 func floorIn(p PathResult, v string) string {
-	if _, ok := p.Dists[VariantRedisFloor]; ok && v == VariantLambdaidem {
+	if _, ok := p.Dists[VariantRedisFloor]; ok && (v == VariantLambdaidem || v == VariantFloorTwin) {
 		return VariantRedisFloor
 	}
 	return floorOf(v)
@@ -148,7 +148,7 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(w, "| %s | floor's random halves | %.2f | %.2f |\n", p.Path, selfRatio(f, 0.5), selfRatio(f, 0.99))
-		if tw := p.Dists[VariantRedisFloorTwin]; tw != nil && tw.N() > 0 {
+		if tw := p.Dists[VariantFloorTwin]; tw != nil && tw.N() > 0 {
 			fmt.Fprintf(w, "| %s | twin / floor | %.2f | %.2f |\n", p.Path, ratio(tw.P50(), f.P50()), ratio(tw.P99(), f.P99()))
 		}
 	}

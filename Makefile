@@ -86,6 +86,7 @@ lint: ## gofmt, go vet, and go.mod/go.sum tidy
 	if [[ -n $$files ]]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 	bash -n $(STACK) .ci/run localstack/init/ready.d/10-resources.sh
+	node --check localstack/fauxqs_sqs.mjs
 	$(GO) mod tidy
 	git diff --exit-code -- go.mod go.sum
 

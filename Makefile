@@ -39,6 +39,17 @@ test: ## Start the local stack, run every test (-race) against it, stop it; then
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
 
+# The packages whose tests talk to SQS: a test file that asks testenv for
+# an SQS client, reads the SQS endpoint or runs the local runner. The other
+# packages never reach SQS, so the emulator cannot change their results.
+SQS_TEST_RE   := testenv\.SQS[(]|SQSEndpointVar|AWS_ENDPOINT_URL_SQS|localrun\.
+SQS_TEST_PKGS  = $(sort $(dir $(shell git ls-files '*_test.go' | xargs grep -lE '$(SQS_TEST_RE)')))
+
+.PHONY: test-emulators
+test-emulators: ## Run the tests that use SQS (-race) with SQS on fauxqs instead of moto (known differences: localstack/README.md)
+	@if [[ -z "$(SQS_TEST_PKGS)" ]]; then echo "test-emulators: found no test that uses SQS" >&2; exit 1; fi
+	LAMBDAIDEM_SQS=fauxqs $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) $(patsubst %/,./%,$(SQS_TEST_PKGS))
+
 FUZZTIME ?= 1m
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m); FUZZ=regexp picks targets
@@ -75,6 +86,7 @@ lint: ## gofmt, go vet, and go.mod/go.sum tidy
 	if [[ -n $$files ]]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 	bash -n $(STACK) .ci/run localstack/init/ready.d/10-resources.sh
+	node --check localstack/fauxqs_sqs.mjs
 	$(GO) mod tidy
 	git diff --exit-code -- go.mod go.sum
 

@@ -37,6 +37,9 @@ func TestDynamoSmoke(t *testing.T) {
 			t.Fatalf("no result for %s", path)
 		}
 		want := []string{bench.VariantLambdaidem, bench.VariantFloor}
+		if path != bench.PathFIFO {
+			want = append(want, bench.VariantFloorTwin)
+		}
 		if withPT {
 			want = append(want, bench.VariantPowertools)
 		}
@@ -57,6 +60,9 @@ func TestDynamoSmoke(t *testing.T) {
 	res.WriteRequests(&buf)
 	if !strings.Contains(buf.String(), "| "+bench.PathFirst+" |") {
 		t.Errorf("latency table lacks the first-delivery row:\n%s", buf.String())
+	}
+	if !strings.Contains(buf.String(), "| "+bench.PathBatch+" | twin / floor |") {
+		t.Errorf("no A/A line of the floor's twin in\n%s", buf.String())
 	}
 	t.Logf("\n%s", buf.String())
 }
@@ -153,7 +159,7 @@ func TestRedisSmoke(t *testing.T) {
 		if p == nil {
 			t.Fatalf("no result for %s", path)
 		}
-		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor}
+		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor, bench.VariantFloorTwin}
 		if withPT {
 			want = append(want, bench.VariantPowertoolsRedis)
 		}
@@ -173,5 +179,8 @@ func TestRedisSmoke(t *testing.T) {
 	res.WriteCarryOver(&buf)
 	res.WriteTargets(&buf)
 	res.WriteRequests(&buf)
+	if !strings.Contains(buf.String(), "| first delivery | twin / floor |") {
+		t.Errorf("no A/A line of the floor's twin in\n%s", buf.String())
+	}
 	t.Logf("\n%s", buf.String())
 }

@@ -32,8 +32,11 @@ const (
 
 // Variants of a path: the implementations measured side by side.
 const (
-	VariantLambdaidem     = "lambdaidem (Go)"
-	VariantFloor          = "bare floor (Go SDK)"
+	VariantLambdaidem = "lambdaidem (Go)"
+	VariantFloor      = "bare floor (Go SDK)"
+	// VariantFloorTwin runs the floor's code again as a variant of its
+	// own: an A/A check that the order the variants run in favours none.
+	VariantFloorTwin      = "bare floor again (A/A: the same code as a variant of its own)"
 	VariantPowertools     = "Powertools (TypeScript)"
 	VariantPowertoolsBare = "bare floor (JS SDK)"
 )
@@ -369,25 +372,31 @@ func (b *dynamoBench) variants(path string) []variant {
 	var vs []variant
 	switch path {
 	case PathFirst:
-		vs = []variant{
-			b.splitFirst(decoratorFirst(&b.out, b.h, &b.doneIDs)),
-			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
+		// The floor's twin is not split into phases: the breakdown table
+		// compares lambdaidem with the floor.
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				ictx, cancel := invocation(ctx)
 				defer cancel()
-				b.wire.arm()
+				if name == VariantFloor {
+					b.wire.arm()
+				}
 				t0 := time.Now()
 				err := b.flr.first(ictx, id)
 				d := time.Since(t0)
 				b.doneFloorIDs = append(b.doneFloorIDs, id)
+				if name != VariantFloor {
+					return d, err
+				}
 				return d, b.split(VariantFloor, t0, d, err)
-			}},
+			}}
 		}
+		vs = []variant{b.splitFirst(decoratorFirst(&b.out, b.h, &b.doneIDs)), floor(VariantFloor), floor(VariantFloorTwin)}
 	case PathDuplicate:
 		j := 0
-		vs = []variant{
-			decoratorDuplicate(&b.out, b.h, b.doneIDs),
-			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
 				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
 				j++
 				ictx, cancel := invocation(ctx)
@@ -395,23 +404,27 @@ func (b *dynamoBench) variants(path string) []variant {
 				t0 := time.Now()
 				err := b.flr.duplicate(ictx, id)
 				return time.Since(t0), err
-			}},
+			}}
 		}
+		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantFloor), floor(VariantFloorTwin)}
 	case PathFIFO:
 		vs = b.fifoVariants()
 	case PathBatch:
-		vs = []variant{
-			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
-				return b.out.run(ctx, b.h, event(freshIDs(batchSize)...), lambdaidem.OutcomeProcessed)
-			}},
-			{VariantFloor, func(ctx context.Context) (time.Duration, error) {
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
 				ids := freshIDs(batchSize)
 				ictx, cancel := invocation(ctx)
 				defer cancel()
 				t0 := time.Now()
 				err := b.bareBatch(ictx, ids)
 				return time.Since(t0), err
+			}}
+		}
+		vs = []variant{
+			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
+				return b.out.run(ctx, b.h, event(freshIDs(batchSize)...), lambdaidem.OutcomeProcessed)
 			}},
+			floor(VariantFloor), floor(VariantFloorTwin),
 		}
 	}
 	if b.node != nil {
@@ -499,12 +512,12 @@ func (b *dynamoBench) latency(ctx context.Context, path string) (PathResult, err
 }
 
 // measure warms up and measures the variants of one path, interleaved:
-// they run in the repeated cycle of serialOrder (order.go), in which every
-// variant follows every other equally often, so that machine noise, any
-// advantage of going first or last, and whatever the previous variant
-// leaves behind fall on all of them alike. Each variant keeps its first
-// cfg.N measured samples. warmedUp, if not nil, is called once between the
-// warm-up and the measured runs.
+// each cycle runs every variant once, in a fresh random order
+// (cycleOrders, order.go), so that machine noise, any advantage of going
+// first or last, and whatever earlier variants leave behind fall on all of
+// them alike. Each variant runs cfg.Warmup unmeasured times, then cfg.N
+// measured ones. warmedUp, if not nil, is called once between the warm-up
+// and the measured runs.
 func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant, warmedUp func()) (PathResult, error) {
 	pr := PathResult{Path: path, Dists: map[string]*Dist{}}
 	for _, v := range vs {
@@ -512,16 +525,15 @@ func measure(ctx context.Context, cfg DynamoConfig, path string, vs []variant, w
 		pr.Dists[v.name] = &Dist{}
 	}
 	fmt.Fprintf(cfg.Progress, "%s: %d warm-up and %d measured runs of each of %d variants, interleaved\n", path, cfg.Warmup, cfg.N, len(vs))
-	seq := serialOrder(len(vs))
-	perCycle := max(len(vs)-1, 1)
-	warm := (cfg.Warmup + perCycle - 1) / perCycle
-	cycles := warm + (cfg.N+perCycle-1)/perCycle
+	order := cycleOrders(len(vs))
+	warm := cfg.Warmup
+	cycles := warm + cfg.N
 	started, prev := time.Now(), ""
 	for c := range cycles {
 		if c == warm && warmedUp != nil {
 			warmedUp() // what the warm-up recorded is not measured
 		}
-		for _, k := range seq {
+		for _, k := range order() {
 			v := vs[k]
 			d, err := v.run(ctx)
 			if err != nil {

@@ -157,24 +157,24 @@ func (b *redisBench) variants(path string) []variant {
 	var vs []variant
 	switch path {
 	case PathFirst:
-		vs = []variant{
-			decoratorFirst(&b.out, b.h, &b.doneIDs),
-			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
 				id := newID()
 				b.doneFloorIDs = append(b.doneFloorIDs, id)
 				return timed(ctx, func(ctx context.Context) error { return b.floorFirst(ctx, id) })
-			}},
+			}}
 		}
+		vs = []variant{decoratorFirst(&b.out, b.h, &b.doneIDs), floor(VariantRedisFloor), floor(VariantFloorTwin)}
 	case PathDuplicate:
 		j := 0
-		vs = []variant{
-			decoratorDuplicate(&b.out, b.h, b.doneIDs),
-			{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
 				id := b.doneFloorIDs[j%len(b.doneFloorIDs)]
 				j++
 				return timed(ctx, func(ctx context.Context) error { return b.floorDuplicate(ctx, id) })
-			}},
+			}}
 		}
+		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantRedisFloor), floor(VariantFloorTwin)}
 	}
 	if b.node != nil {
 		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate"}[path]

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # stack.sh — a Docker-free local AWS for lambdaidem's tests and demo:
-# DynamoDB Local (AWS's jar, from npm, on Java 17), moto's server (SQS, through moto_sqs.py)
-# and redis-server 7 (Debian's package, unpacked into .tools/redis without root), all bound
-# to 127.0.0.1, with the resources of localstack/resources.json.
+# DynamoDB Local (AWS's jar, from npm, on Java 17), moto's server (SQS, through moto_sqs.py;
+# or fauxqs, through fauxqs_sqs.mjs, with LAMBDAIDEM_SQS=fauxqs) and redis-server 7 (Debian's
+# package, unpacked into .tools/redis without root), all bound to 127.0.0.1, with the
+# resources of localstack/resources.json.
 #
 #   localstack/stack.sh install          install pinned tools into .tools/ (idempotent)
 #   localstack/stack.sh start            install, start both services, create the resources
@@ -15,6 +16,10 @@
 # Environment:
 #   LAMBDAIDEM_DYNAMODB_PORT, LAMBDAIDEM_SQS_PORT, LAMBDAIDEM_REDIS_PORT
 #                              fixed ports (default: free ones)
+#   LAMBDAIDEM_SQS             the SQS emulator: moto (default) or fauxqs (npm fauxqs 1.9.2,
+#                              pinned in localstack/fauxqs/, installed into .tools/fauxqs
+#                              only when chosen); `env` exports LAMBDAIDEM_SQS_EMULATOR
+#                              with the name, so tests know which one runs
 #   LAMBDAIDEM_REDIS=0         no redis-server (make demo: it does not use one)
 #   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
 #                              with it); always|everysec|no turns the append-only file on
@@ -37,6 +42,11 @@ if [[ ${LAMBDAIDEM_REDIS:-1} == 0 ]]; then
 	SERVICES=(dynamodb sqs)
 	WITH_REDIS=0
 fi
+SQS_EMULATOR=${LAMBDAIDEM_SQS:-moto}
+case $SQS_EMULATOR in
+moto | fauxqs) ;;
+*) printf 'stack: error: LAMBDAIDEM_SQS must be moto or fauxqs, not %s\n' "$SQS_EMULATOR" >&2; exit 2 ;;
+esac
 
 log() { printf 'stack: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -59,9 +69,11 @@ install() {
 	need java "Java 17 or newer"
 	need javac "a JDK 17 or newer"
 	need go "Go"
-	need python3 "Python 3 with the moto[server] package"
-	python3 -c 'import moto.server, moto.sqs.models' 2>/dev/null ||
-		die "python3 cannot import moto's server: pip install 'moto[server]'"
+	if [[ $SQS_EMULATOR == moto ]]; then
+		need python3 "Python 3 with the moto[server] package"
+		python3 -c 'import moto.server, moto.sqs.models' 2>/dev/null ||
+			die "python3 cannot import moto's server: pip install 'moto[server]'"
+	fi
 	local jv
 	jv=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 	[[ ${jv%%.*} -ge 17 ]] || die "DynamoDB Local needs Java 17 or newer, found ${jv:-unknown}"
@@ -89,6 +101,7 @@ install() {
 	fi
 
 	if ((WITH_REDIS)); then install_redis; fi
+	if [[ $SQS_EMULATOR == fauxqs ]]; then install_fauxqs; fi
 
 	# The provisioner; go build is a no-op when nothing changed. Built as
 	# `make demo` builds (static, -trimpath), so that on an empty Go build
@@ -97,6 +110,27 @@ install() {
 	if [[ ! -x $TOOLS/bin/provision ]]; then log "building the provisioner (go build)"; fi
 	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/bin/provision" ./localstack/provision)
 	log "install done in $(since "$t0")"
+}
+
+# fauxqs: its own pinned npm tree (about 80 packages, 40 MB: it brings the
+# AWS SDK for JavaScript and Fastify), so it has its own lockfile and
+# directory and `make demo`'s cold install does not pay for it. The
+# launcher is copied beside node_modules so that `import "fauxqs"`
+# resolves to this install.
+install_fauxqs() {
+	local dir="$TOOLS/fauxqs" lock="$ROOT/localstack/fauxqs/package-lock.json"
+	if ! cmp -s "$lock" "$dir/.installed-lock" || [[ ! -f $dir/node_modules/fauxqs/package.json ]]; then
+		log "installing fauxqs (npm fauxqs, pinned) into ${dir#"$ROOT"/}"
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		cp "$ROOT/localstack/fauxqs/package.json" "$lock" "$dir/"
+		# --ignore-scripts: no install script of any package runs.
+		(cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >&2
+		cp "$lock" "$dir/.installed-lock"
+	fi
+	if ! cmp -s "$ROOT/localstack/fauxqs_sqs.mjs" "$dir/fauxqs_sqs.mjs"; then
+		cp "$ROOT/localstack/fauxqs_sqs.mjs" "$dir/fauxqs_sqs.mjs"
+	fi
 }
 
 # redis-server: Debian's package and the two libraries it links that a
@@ -288,15 +322,21 @@ start() {
 	STOP_ON_EXIT=1
 
 	local ddb; ddb=$(dynamodb_dir)
-	log "starting DynamoDB Local and moto on 127.0.0.1:$ddb_port and :$sqs_port"
+	log "starting DynamoDB Local and $SQS_EMULATOR on 127.0.0.1:$ddb_port and :$sqs_port"
 	# preferIPv4Stack: a plain IPv4 socket on 127.0.0.1 rather than an
 	# IPv4-mapped IPv6 one, so `ss` shows exactly what is bound.
 	spawn dynamodb java -Djava.net.preferIPv4Stack=true -Djava.library.path="$ddb/DynamoDBLocal_lib" \
 		-cp "$TOOLS/dynamodb:$ddb/DynamoDBLocal.jar" LoopbackDynamoDB \
 		-inMemory -disableTelemetry -port "$ddb_port"
-	# moto's own server with DeleteMessage's lost-send race fixed
-	# (localstack/moto_sqs.py says how a send was lost).
-	spawn sqs python3 "$ROOT/localstack/moto_sqs.py" -H 127.0.0.1 -p "$sqs_port"
+	if [[ $SQS_EMULATOR == fauxqs ]]; then
+		# fauxqs through its JS API, listening on 127.0.0.1 (its command
+		# line would listen on 0.0.0.0; localstack/fauxqs_sqs.mjs says more).
+		spawn sqs node "$TOOLS/fauxqs/fauxqs_sqs.mjs" "$sqs_port"
+	else
+		# moto's own server with DeleteMessage's lost-send race fixed
+		# (localstack/moto_sqs.py says how a send was lost).
+		spawn sqs python3 "$ROOT/localstack/moto_sqs.py" -H 127.0.0.1 -p "$sqs_port"
+	fi
 	# Loopback only, no snapshots; the append-only file only when asked
 	# (LAMBDAIDEM_REDIS_APPENDFSYNC): a test server's data dies with it.
 	local aof=(--appendonly no)
@@ -335,7 +375,7 @@ start() {
 
 	if ((WITH_REDIS)); then redis_cluster_up "$redis_port"; fi
 
-	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test"
+	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test LAMBDAIDEM_SQS_EMULATOR=$SQS_EMULATOR"
 	if ((WITH_REDIS)); then envline+=" LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"; fi
 	if ! (
 		eval "$envline"
@@ -349,7 +389,7 @@ start() {
 	STOP_ON_EXIT=$was
 	local redis_note=""
 	if ((WITH_REDIS)); then redis_note=", redis on 127.0.0.1:$redis_port"; fi
-	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS (moto) on 127.0.0.1:$sqs_port$redis_note, resources created; up in $(since "$t0")"
+	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS ($SQS_EMULATOR) on 127.0.0.1:$sqs_port$redis_note, resources created; up in $(since "$t0")"
 }
 
 stop() {

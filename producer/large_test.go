@@ -39,7 +39,7 @@ func keyOverhead(key string) int {
 // 1 MiB bodies.
 func TestOneMebibyteMessages(t *testing.T) {
 	t.Parallel()
-	client := testenv.SQS(t)
+	client, rs := testenv.SQSWithResends(t)
 	url, arn := newQueue(t, client, false)
 	api := &countingAPI{Client: client}
 	p := producer.New(api, url)
@@ -66,7 +66,7 @@ func TestOneMebibyteMessages(t *testing.T) {
 		t.Errorf("SendBatch made %d requests, want 3", n)
 	}
 
-	got := receiveN(t, client, url, 4)
+	got := receiveN(t, client, rs, url, 4)
 	want := map[string]string{"big": largest.Body}
 	for _, m := range batch {
 		want[m.Key] = m.Body

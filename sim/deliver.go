@@ -16,14 +16,7 @@ func (q *Queue) Redeliver(m *Message, visibility time.Duration) *Message {
 	if m.deleted {
 		return nil
 	}
-	now := q.svc.w.now
-	m.Receives++
-	if m.FirstReceive.IsZero() {
-		m.FirstReceive = now
-	}
-	m.Handle = q.svc.newID("h-")
-	m.VisibleAt = now.Add(visibility)
-	m.inFlight = true
+	q.handOut(m, visibility)
 	q.svc.w.Logf("sqs %s: %s delivered again", q.name(), m.ID)
 	return m
 }

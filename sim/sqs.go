@@ -189,13 +189,7 @@ func (q *Queue) Receive(n int, visibility time.Duration) []*Message {
 			w.Logf("sqs %s: %s moved to %s by the redrive policy", q.name(), m.ID, q.DeadLetter.name())
 			continue
 		}
-		m.Receives++
-		if m.FirstReceive.IsZero() {
-			m.FirstReceive = now
-		}
-		m.Handle = q.svc.newID("h-")
-		m.VisibleAt = now.Add(visibility)
-		m.inFlight = true
+		q.handOut(m, visibility)
 		out = append(out, m)
 		if dup {
 			w.Logf("sqs %s: duplicate delivery of %s", q.name(), m.ID)
@@ -207,6 +201,19 @@ func (q *Queue) Receive(n int, visibility time.Duration) []*Message {
 		}
 	}
 	return out
+}
+
+// handOut is what a receive does to the message it returns: one more
+// receive, a new receipt handle, hidden for visibility.
+func (q *Queue) handOut(m *Message, visibility time.Duration) {
+	now := q.svc.w.now
+	m.Receives++
+	if m.FirstReceive.IsZero() {
+		m.FirstReceive = now
+	}
+	m.Handle = q.svc.newID("h-")
+	m.VisibleAt = now.Add(visibility)
+	m.inFlight = true
 }
 
 // find returns the message a receipt handle was last given to, or why not.

@@ -17,16 +17,18 @@ import (
 type bundle struct {
 	ctx    context.Context
 	client *sqs.Client
+	// resends counts the copies the SDK's retries may have added.
+	resends *testenv.Resends
 }
 
 func setup(t *testing.T) bundle {
 	t.Helper()
-	client := testenv.SQS(t)
+	client, rs := testenv.SQSWithResends(t)
 	// A bound, not an assertion: a request the emulator never answers
 	// fails the test instead of hanging the run.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
-	return bundle{ctx: ctx, client: client}
+	return bundle{ctx: ctx, client: client, resends: rs}
 }
 
 type queue struct {
@@ -106,6 +108,33 @@ func (b bundle) drain(t *testing.T, url string) []types.Message {
 		}
 		all = append(all, ms...)
 	}
+}
+
+// drainOnce drains url like drain, then drops the extra copies of a body
+// that the SDK's retried sends may have left on a standard queue (at most
+// b.resends.Count() in all; more fails the test): what is left holds each
+// body once. A FIFO queue drops a retried send by its deduplication ID, so
+// there every copy counts.
+func (b bundle) drainOnce(t *testing.T, url string) []types.Message {
+	t.Helper()
+	all := b.drain(t, url)
+	if strings.HasSuffix(url, ".fifo") {
+		return all
+	}
+	seen := map[string]bool{}
+	var once []types.Message
+	for _, m := range all {
+		if body := deref(m.Body); !seen[body] {
+			seen[body] = true
+			once = append(once, m)
+		}
+	}
+	if extra, allowed := len(all)-len(once), b.resends.Count(); extra > allowed {
+		t.Fatalf("%s holds %d copies of bodies it already holds, and the SDK retried only %d sends", url, extra, allowed)
+	} else if extra > 0 {
+		t.Logf("%s holds %d extra copies, from the SDK's %d retried sends", url, extra, allowed)
+	}
+	return once
 }
 
 // toEvent turns a received message into the record Lambda would deliver.

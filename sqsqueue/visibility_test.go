@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 
 func TestResolvedURLMatchesEmulator(t *testing.T) {
@@ -101,6 +103,7 @@ func TestChangeVisibilityHidesMessage(t *testing.T) {
 }
 
 func TestChangeVisibilityTotalLimit(t *testing.T) {
+	testenv.SkipOn(t, testenv.FauxqsNoVisibilityTotalLimit)
 	t.Parallel()
 	b := setup(t)
 	src := b.newQueue(t, "src", false, nil)

@@ -151,6 +151,8 @@ func seqs(from, to int) []int {
 }
 
 func TestOrderPerGroupKept(t *testing.T) {
+	// Holding records back needs batches with several records of a group.
+	testenv.SkipOn(t, testenv.FauxqsOneMessagePerFIFOGroup)
 	b := setup(t, Config{})
 	// Interleaved groups; a failure in A and two in B hold back the rest of
 	// their group (those records are reported failed without running) while

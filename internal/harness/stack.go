@@ -18,6 +18,7 @@ const (
 	SQSEndpointVar      = "AWS_ENDPOINT_URL_SQS"
 	RegionVar           = "AWS_REGION"
 	RedisAddrVar        = "LAMBDAIDEM_REDIS_ADDR"
+	SQSEmulatorVar      = "LAMBDAIDEM_SQS_EMULATOR"
 )
 
 // DefaultRegion is the region of the local services when AWS_REGION is
@@ -35,6 +36,9 @@ type Stack struct {
 	Region string
 	// RedisAddr is the redis-server's host:port, when the stack has one.
 	RedisAddr string
+	// SQSEmulator names the SQS emulator ("moto", "fauxqs"), when the
+	// stack says: a measurement depends on it.
+	SQSEmulator string
 }
 
 // StackFromEnv reads the stack's endpoints from the variables
@@ -45,6 +49,7 @@ func StackFromEnv() Stack {
 		SQSEndpoint:      os.Getenv(SQSEndpointVar),
 		Region:           os.Getenv(RegionVar),
 		RedisAddr:        os.Getenv(RedisAddrVar),
+		SQSEmulator:      os.Getenv(SQSEmulatorVar),
 	}
 	return s.withDefaults()
 }

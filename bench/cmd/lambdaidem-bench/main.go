@@ -175,6 +175,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if e2eRes != nil {
 		fmt.Fprintf(w, "\n## End to end: the orders bootstrap under the local runner\n\n")
+		// localstack/stack.sh names the SQS emulator; the rate depends on it.
+		if emu := stack.SQSEmulator; emu != "" {
+			fmt.Fprintf(w, "SQS emulator: %s.\n\n", emu)
+		}
 		e2eRes.Write(w)
 		fmt.Fprintf(w, "\nSending took %.1fs of the elapsed time (the clock starts at the first send). Runner: %d processes started, %d partial failures, %d crashes, %d timeouts.\n",
 			e2eRes.Send.Seconds(), e2eRes.Stats.ProcessStarts, e2eRes.Stats.PartialFailures, e2eRes.Stats.Crashes, e2eRes.Stats.Timeouts)

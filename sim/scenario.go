@@ -537,6 +537,10 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 			s.violate("key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
 		}
 	case "":
+		// A new record (the first, or after a forget or an expiry):
+		// attempts count from 1 again, so what a container remembers of
+		// the old record's attempts names other leases.
+		clear(f.unrecorded)
 		if f.claims > 1 {
 			f.fresh++
 			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
@@ -708,6 +712,9 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	f := s.key(req.Key)
 	f.redrives++
 	s.resets++
+	// The reset record counts attempts from 1 again: what a container
+	// remembers of earlier attempts names leases of before the reset.
+	clear(f.unrecorded)
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
 	case r.sent[req.Key]:

@@ -3,6 +3,7 @@ package lambdaidem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
@@ -396,13 +397,31 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 // time left in ctx covers the wait and a try as slow as the slowest so far,
 // so the last try is not cut off by the deadline. The waits are the
 // Runtime's when ctx carries one.
+//
+// A try that failed as unavailable may still apply later: a request held
+// in the network lands after the client gave up on it. So when a later try
+// is refused for what it carries (a transaction write's condition, say),
+// that refusal only says the earlier try had not landed yet, not that it
+// never will: retryStore then reports the write as unavailable (its outcome
+// unknown), never as refused, and the caller keeps what it would keep for
+// a write whose answer was lost. A refusal for a lost lease stands: the
+// earlier try is fenced by the same token.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
+	err, unknown := retryStoreTries(ctx, r, write)
+	if err != nil && unknown && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrLeaseLost) {
+		return fmt.Errorf("%w: an earlier try's outcome is unknown and it may still apply; a later try was refused (%v)", ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+// retryStoreTries is retryStore's loop; unknown reports whether a try
+// before the last failed as unavailable.
+func retryStoreTries(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) (err error, unknown bool) {
 	rt := seam.From(ctx)
 	clock := time.Now
 	if rt != nil {
 		clock = rt.Now
 	}
-	var err error
 	var slowest time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
 		r.StoreCalls++
@@ -413,15 +432,16 @@ func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Con
 			r.StoreErrors++
 		}
 		if err == nil || !errors.Is(err, ErrStoreUnavailable) || attempt == 3 {
-			return err
+			return err, unknown
 		}
+		unknown = true
 		wait := time.Duration(25<<attempt) * time.Millisecond
 		if dl, ok := ctx.Deadline(); ok && dl.Sub(clock()) < wait+slowest {
-			return err
+			return err, unknown
 		}
 		if rt != nil {
 			if !seam.Sleep(ctx, seam.ClockOf(rt), wait) {
-				return err
+				return err, unknown
 			}
 			continue
 		}
@@ -429,11 +449,11 @@ func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Con
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return err, unknown
 		case <-t.C:
 		}
 	}
-	return err
+	return err, unknown
 }
 
 // run calls the handler, turning a panic into a PanicError with its stack.

@@ -408,7 +408,7 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 // earlier try is fenced by the same token.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
 	err, unknown := retryStoreTries(ctx, r, write)
-	if err != nil && unknown && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrLeaseLost) {
+	if err != nil && unknown && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrLeaseLost) && !mutant.On("refusal-after-timeout") {
 		return fmt.Errorf("%w: an earlier try's outcome is unknown and it may still apply; a later try was refused (%v)", ErrStoreUnavailable, err)
 	}
 	return err

@@ -197,6 +197,13 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if want("nofaults") {
 		c.Kill, c.SinkFail = 0, 0
 	}
+	if want("late") && c.Store != (StoreFaults{}) {
+		// Many requests held in the network for a while, landing after
+		// their retries; one attempt, so a refusal dead-letters at once.
+		c.Store.Late = 0.2 + frac(0.3)
+		c.Store.LateBy = dur(100*time.Millisecond, 5*time.Second)
+		c.MaxAttempts, c.Sink = 1, true
+	}
 	return c
 }
 

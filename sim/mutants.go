@@ -32,4 +32,6 @@ var Mutants = []Mutant{
 	{Name: "wrap-large-fails", What: "11: Wrap records FAILED after a success whose result cannot be stored", Filter: "wrap"},
 	{Name: "stale-poison", What: "12: a holder that lost its lease dead-letters (and acknowledges) finished work"},
 	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
+	// Found by the simulation after issue 11's fixes.
+	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
 }

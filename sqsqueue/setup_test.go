@@ -83,9 +83,16 @@ func (b bundle) send(t *testing.T, q queue, body string, attrs map[string]types.
 // seconds.
 func (b bundle) receive(t *testing.T, url string, visibility int32) []types.Message {
 	t.Helper()
+	return b.receiveWait(t, url, visibility, 0)
+}
+
+// receiveWait is receive with a long poll of wait seconds.
+func (b bundle) receiveWait(t *testing.T, url string, visibility, wait int32) []types.Message {
+	t.Helper()
 	out, err := b.client.ReceiveMessage(b.ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    &url,
 		MaxNumberOfMessages:         10,
+		WaitTimeSeconds:             wait,
 		VisibilityTimeout:           visibility,
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
@@ -104,7 +111,11 @@ func (b bundle) drain(t *testing.T, url string) []types.Message {
 	for {
 		ms := b.receive(t, url, 300)
 		if len(ms) == 0 {
-			return all
+			// A short poll may answer empty while messages remain: only
+			// a long poll's empty answer says the queue is drained.
+			if ms = b.receiveWait(t, url, 300, 1); len(ms) == 0 {
+				return all
+			}
 		}
 		all = append(all, ms...)
 	}
@@ -160,9 +171,14 @@ func toEvent(m types.Message, sourceARN string) events.SQSMessage {
 func (b bundle) consume(t *testing.T, src queue, body string, attrs map[string]types.MessageAttributeValue, group string) events.SQSMessage {
 	t.Helper()
 	id := b.send(t, src, body, attrs, group)
-	for _, m := range b.receive(t, src.url, 300) {
-		if deref(m.MessageId) == id {
-			return toEvent(m, src.arn)
+	// A short poll may answer empty while the message is there (SQS
+	// samples its servers; fauxqs and moto do so under load too): long
+	// poll until it comes, within the test's bound.
+	for b.ctx.Err() == nil {
+		for _, m := range b.receiveWait(t, src.url, 300, 1) {
+			if deref(m.MessageId) == id {
+				return toEvent(m, src.arn)
+			}
 		}
 	}
 	t.Fatalf("message %s not received from %s", id, src.url)

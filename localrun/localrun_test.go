@@ -66,12 +66,14 @@ func TestMain(m *testing.M) {
 type bundle struct {
 	t      *testing.T
 	client *sqs.Client
-	url    string
-	fifo   bool
-	runner *localrun.Runner
-	invs   chan localrun.Invocation
-	procs  chan localrun.ProcessEvent
-	out    *testenv.Buffer
+	// resends counts the copies the SDK's retried sends may have added.
+	resends *testenv.Resends
+	url     string
+	fifo    bool
+	runner  *localrun.Runner
+	invs    chan localrun.Invocation
+	procs   chan localrun.ProcessEvent
+	out     *testenv.Buffer
 }
 
 type queueOpts struct {
@@ -84,7 +86,7 @@ type queueOpts struct {
 
 func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 	t.Helper()
-	client := testenv.SQS(t)
+	client, resends := testenv.SQSWithResends(t)
 	ctx := context.Background()
 	name := testenv.Name("localrun")
 	attrs := map[string]string{"VisibilityTimeout": q.visibility}
@@ -100,13 +102,14 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 		t.Fatalf("create queue: %v", err)
 	}
 	b := &bundle{
-		t:      t,
-		client: client,
-		url:    aws.ToString(created.QueueUrl),
-		fifo:   q.fifo,
-		invs:   make(chan localrun.Invocation, 1000),
-		procs:  make(chan localrun.ProcessEvent, 1000),
-		out:    &testenv.Buffer{},
+		t:       t,
+		client:  client,
+		resends: resends,
+		url:     aws.ToString(created.QueueUrl),
+		fifo:    q.fifo,
+		invs:    make(chan localrun.Invocation, 1000),
+		procs:   make(chan localrun.ProcessEvent, 1000),
+		out:     &testenv.Buffer{},
 	}
 	var pidsMu sync.Mutex
 	var pids []int

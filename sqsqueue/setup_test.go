@@ -172,10 +172,10 @@ func (b bundle) consume(t *testing.T, src queue, body string, attrs map[string]t
 	t.Helper()
 	id := b.send(t, src, body, attrs, group)
 	// A short poll may answer empty while the message is there (SQS
-	// samples its servers; fauxqs and moto do so under load too): long
-	// poll until it comes, within the test's bound.
+	// samples its servers; fauxqs did so for a message just sent): poll
+	// until it comes, within the test's bound.
 	for b.ctx.Err() == nil {
-		for _, m := range b.receiveWait(t, src.url, 300, 1) {
+		for _, m := range b.receive(t, src.url, 300) {
 			if deref(m.MessageId) == id {
 				return toEvent(m, src.arn)
 			}

@@ -161,7 +161,7 @@ func (e *stateEnv) redrive(mod func(*RedriveOptions)) (RedriveSummary, []Redrive
 	var evs []RedriveEvent
 	o := RedriveOptions{
 		Client: e.client, DeadLetterQueueURL: e.dlq.url, SourceQueues: []string{e.src.arn},
-		Resetter: e.store, WaitTime: time.Second,
+		Resetter: e.store, WaitTime: -1,
 		Progress: func(ev RedriveEvent) { evs = append(evs, ev) },
 	}
 	if mod != nil {

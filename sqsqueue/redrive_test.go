@@ -156,7 +156,7 @@ func TestRedriveMovesMessages(t *testing.T) {
 	var events []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
 		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn},
-		WaitTime: time.Second, Progress: func(e RedriveEvent) { events = append(events, e) },
+		WaitTime: -1, Progress: func(e RedriveEvent) { events = append(events, e) },
 	})
 	if err != nil {
 		t.Fatalf("Redrive: %v", err)
@@ -209,7 +209,7 @@ func TestRedriveMovesMessages(t *testing.T) {
 func TestRedriveFIFO(t *testing.T) {
 	t.Parallel()
 	rb := setupRedrive(t, true, 2)
-	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: time.Second})
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1})
 	if err != nil || sum.Moved != 2 {
 		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
 	}
@@ -231,7 +231,7 @@ func TestRedriveFIFO(t *testing.T) {
 func TestRedriveMax(t *testing.T) {
 	t.Parallel()
 	rb := setupRedrive(t, false, 5)
-	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, Max: 2, WaitTime: time.Second})
+	sum, err := Redrive(rb.ctx, RedriveOptions{Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, Max: 2, WaitTime: -1})
 	if err != nil || sum != (RedriveSummary{Moved: 2}) {
 		t.Fatalf("Redrive = %+v, %v; want 2 moved", sum, err)
 	}
@@ -248,7 +248,7 @@ func TestRedriveDryRun(t *testing.T) {
 	rb := setupRedrive(t, false, 3)
 	var outcomes []RedriveOutcome
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: time.Second, SourceQueues: []string{rb.src.arn},
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1, SourceQueues: []string{rb.src.arn},
 		Progress: func(e RedriveEvent) {
 			outcomes = append(outcomes, e.Outcome)
 			if e.TargetQueueURL != rb.src.url || e.Metadata.Key == "" {
@@ -279,7 +279,7 @@ func TestRedriveResetFailureKeepsMessage(t *testing.T) {
 	rb := setupRedrive(t, false, 3)
 	var failed []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(map[string]bool{"key-1": true}), SourceQueues: []string{rb.src.arn}, WaitTime: time.Second,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(map[string]bool{"key-1": true}), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		Progress: func(e RedriveEvent) {
 			if e.Outcome == RedriveFailed {
 				failed = append(failed, e)
@@ -308,7 +308,7 @@ func TestRedriveSendFailureKeepsMessage(t *testing.T) {
 	rb := setupRedrive(t, false, 1)
 	// Send to a queue that does not exist: the message must stay.
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: time.Second,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		TargetQueueURL: rb.src.url + "-gone",
 		Progress: func(e RedriveEvent) {
 			if e.Step != StepSend || !errors.Is(e.Err, ErrQueueNotFound) {
@@ -332,7 +332,7 @@ func TestRedriveTargetAndForeignMessages(t *testing.T) {
 	rb.send(t, rb.dlq, "foreign", nil, "")
 	var skipped []RedriveEvent
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: time.Second,
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, Resetter: rb.resetter(nil), SourceQueues: []string{rb.src.arn}, WaitTime: -1,
 		TargetQueueURL: target.url,
 		Progress: func(e RedriveEvent) {
 			if e.Outcome == RedriveSkipped {

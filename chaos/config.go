@@ -49,9 +49,9 @@ type Config struct {
 	Mode Mode
 	// Messages is the number of distinct messages (keys). Duplicates come
 	// on top: about DuplicateRate × Messages more sends. Default 10,000:
-	// both modes of `make chaos` then take about 20 minutes on a two-core
-	// machine, which manages about 20 messages a second under this mix of
-	// faults.
+	// both modes of `make chaos` then take about 9 minutes on a quiet
+	// two-core machine (about 40 messages a second per mode under this mix
+	// of faults), and about 20 minutes on a loaded one.
 	Messages int
 	// Seed drives every random choice: which messages are duplicated,
 	// crash, are poison or slow, where the duplicates go, and which store

@@ -32,10 +32,6 @@ func TestDynamoSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{bench.PathFirst, bench.PathDuplicate, bench.PathBatch, bench.PathFIFO} {
-		p := res.Path(path)
-		if p == nil {
-			t.Fatalf("no result for %s", path)
-		}
 		want := []string{bench.VariantLambdaidem, bench.VariantFloor}
 		if path != bench.PathFIFO {
 			want = append(want, bench.VariantFloorTwin)
@@ -43,17 +39,9 @@ func TestDynamoSmoke(t *testing.T) {
 		if withPT {
 			want = append(want, bench.VariantPowertools)
 		}
-		for _, v := range want {
-			if d := p.Dists[v]; d == nil || d.N() != cfg.N {
-				t.Errorf("%s, %s: %v samples, want %d", path, v, d, cfg.N)
-			}
-		}
+		checkSamples(t, res, path, want, cfg.N)
 	}
-	for _, row := range res.Requests {
-		if row.Want >= 0 && row.PerMessage() != row.Want {
-			t.Errorf("%s %s: %v requests per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
-		}
-	}
+	checkRequests(t, res)
 	var buf bytes.Buffer
 	res.WriteLatency(&buf)
 	res.WriteTargets(&buf)
@@ -155,25 +143,13 @@ func TestRedisSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{bench.PathFirst, bench.PathDuplicate} {
-		p := res.Path(path)
-		if p == nil {
-			t.Fatalf("no result for %s", path)
-		}
 		want := []string{bench.VariantLambdaidem, bench.VariantRedisFloor, bench.VariantFloorTwin}
 		if withPT {
 			want = append(want, bench.VariantPowertoolsRedis)
 		}
-		for _, v := range want {
-			if d := p.Dists[v]; d == nil || d.N() != cfg.N {
-				t.Errorf("%s, %s: %v samples, want %d", path, v, d, cfg.N)
-			}
-		}
+		checkSamples(t, res, path, want, cfg.N)
 	}
-	for _, row := range res.Requests {
-		if row.Want >= 0 && row.PerMessage() != row.Want {
-			t.Errorf("%s %s: %v commands per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
-		}
-	}
+	checkRequests(t, res)
 	var buf bytes.Buffer
 	res.WriteLatency(&buf)
 	res.WriteCarryOver(&buf)
@@ -183,4 +159,29 @@ func TestRedisSmoke(t *testing.T) {
 		t.Errorf("no A/A line of the floor's twin in\n%s", buf.String())
 	}
 	t.Logf("\n%s", buf.String())
+}
+
+// checkSamples fails unless path has n samples of each variant of want.
+func checkSamples(t *testing.T, res *bench.DynamoResult, path string, want []string, n int) {
+	t.Helper()
+	p := res.Path(path)
+	if p == nil {
+		t.Fatalf("no result for %s", path)
+	}
+	for _, v := range want {
+		if d := p.Dists[v]; d == nil || d.N() != n {
+			t.Errorf("%s, %s: %v samples, want %d", path, v, d, n)
+		}
+	}
+}
+
+// checkRequests fails for every path whose requests per message missed
+// their target.
+func checkRequests(t *testing.T, res *bench.DynamoResult) {
+	t.Helper()
+	for _, row := range res.Requests {
+		if row.Want >= 0 && row.PerMessage() != row.Want {
+			t.Errorf("%s %s: %v requests per message (%s), want %v", row.Impl, row.Path, row.PerMessage(), row.OpsText(), row.Want)
+		}
+	}
 }

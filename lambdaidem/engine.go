@@ -400,15 +400,17 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 //
 // A try that failed as unavailable may still apply later: a request held
 // in the network lands after the client gave up on it. So when a later try
-// is refused for what it carries (a transaction write's condition, say),
-// that refusal only says the earlier try had not landed yet, not that it
-// never will: retryStore then reports the write as unavailable (its outcome
-// unknown), never as refused, and the caller keeps what it would keep for
-// a write whose answer was lost. A refusal for a lost lease stands: the
-// earlier try is fenced by the same token.
+// is refused because a completion write's condition failed
+// (ErrWriteRefused), that refusal only says the earlier try had not landed
+// yet, not that it never will: retryStore then reports the write as
+// unavailable (its outcome unknown), never as refused, and the caller keeps
+// what it would keep for a write whose answer was lost. Other refusals
+// stand: a lost lease fences the earlier try by the same token, and what
+// can never apply (a result too large, a write the store cannot commit)
+// could not have applied the first time either.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
 	err, unknown := retryStoreTries(ctx, r, write)
-	if err != nil && unknown && !errors.Is(err, ErrStoreUnavailable) && !errors.Is(err, ErrLeaseLost) && !mutant.On("refusal-after-timeout") {
+	if unknown && errors.Is(err, ErrWriteRefused) && !errors.Is(err, ErrLeaseLost) && !mutant.On("refusal-after-timeout") {
 		return fmt.Errorf("%w: an earlier try's outcome is unknown and it may still apply; a later try was refused (%v)", ErrStoreUnavailable, err)
 	}
 	return err

@@ -263,20 +263,29 @@ func TestFailBatchRetryRecordsAnUnrecordedCompletion(t *testing.T) {
 // that outlived its client's timeout does.
 type lateStore struct {
 	*memstore.Store
-	mu    sync.Mutex
-	tries int
-	held  *lambdaidem.CompleteRequest
+	// refusal answers the second try; nil means the debit's condition
+	// failed (ErrWriteRefused). Later tries reach the store.
+	refusal error
+	mu      sync.Mutex
+	tries   int
+	held    *lambdaidem.CompleteRequest
 }
 
 func (s *lateStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.tries++; s.tries == 1 {
+	switch s.tries++; s.tries {
+	case 1:
 		req.Writes = nil // committed with the completion, when it lands
 		s.held = &req
 		return fmt.Errorf("late: request timed out: %w", lambdaidem.ErrStoreUnavailable)
+	case 2:
+		if s.refusal != nil {
+			return s.refusal
+		}
+		return fmt.Errorf("late: the debit's condition failed: %w", lambdaidem.ErrWriteRefused)
 	}
-	return fmt.Errorf("late: the debit's condition failed: %w", lambdaidem.ErrWriteRefused)
+	return s.Store.Complete(ctx, req)
 }
 
 func (s *lateStore) land(ctx context.Context) error {
@@ -345,5 +354,22 @@ func TestWrapRefusalAfterATimedOutCompletionIsNotFinal(t *testing.T) {
 	}
 	if r := b.record(t, "o1"); r.Status != lambdaidem.StatusFailed {
 		t.Fatalf("record %s, want FAILED (the fence)", r.Status)
+	}
+}
+
+// A refusal that the earlier try could never have escaped either (a
+// result too large for the store) stands after a timed-out try: Wrap
+// completes the key without the result, as it does without the timeout.
+func TestWrapTooLargeAfterATimedOutCompletionStands(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &lateStore{Store: b.store, refusal: fmt.Errorf("late: %w", lambdaidem.ErrResultTooLarge)}
+	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int, error) { return 7, nil },
+		b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || out != 7 {
+		t.Fatalf("call: %d, %v; want 7 and no error", out, err)
+	}
+	if r := b.record(t, "o1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want COMPLETED without its result", r.Status)
 	}
 }

@@ -65,11 +65,7 @@ func receiveN(t *testing.T, client *sqs.Client, rs *testenv.Resends, url string,
 	for more := receive(t, client, url); len(more) > 0; more = receive(t, client, url) {
 		got = append(got, more...)
 	}
-	allowed := rs.Count()
-	if strings.HasSuffix(url, ".fifo") {
-		allowed = 0
-	}
-	if extra := len(got) - n; extra > allowed {
+	if extra := len(got) - n; extra > rs.Allowed(url) {
 		t.Fatalf("received %d more messages than the %d expected (the SDK retried %d sends)", extra, n, rs.Count())
 	}
 	return got

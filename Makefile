@@ -33,7 +33,7 @@ help: ## Show this help
 .PHONY: test
 test: ## Start the local stack, run every test (-race) against it, stop it; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
-	$(GO) test -count=1 ./sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
+	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
 	python3 localstack/check_template.py
@@ -102,11 +102,11 @@ MUTANT          ?=
 
 .PHONY: sim
 sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,tx,... forces options
-	$(GO) test -count=1 -timeout 0 ./sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
+	$(GO) test -count=1 -timeout 0 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
 
 .PHONY: mutants
 mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
-	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
 
 BENCH_N   ?= 1000
 BENCH_E2E ?= 2000
@@ -120,7 +120,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 	@mkdir -p .tools
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./... | tee .tools/bench-inprocess.txt
 	$(GO) run $(BENCHSTAT) .tools/bench-inprocess.txt
-	$(GO) build -o .tools/bin/lambdaidem-bench ./bench/cmd/lambdaidem-bench
+	$(GO) build -o .tools/bin/lambdaidem-bench ./cmd/lambdaidem-bench
 	$(STACK) run -- .tools/bin/lambdaidem-bench -n $(BENCH_N) -e2e $(BENCH_E2E)
 
 CHAOS_FLAGS ?=

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/sim"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 )
 
 // Exploration runs a handler through many seeded random scenarios: the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
-	"github.com/lambdaidem/go-lambdaidem/sim"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/sim"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 

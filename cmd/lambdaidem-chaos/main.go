@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/chaos"
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/chaos"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
 const usage = `lambdaidem-chaos sends many messages through the chaos function's real

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
-// The demo is one scenario on the shared harness (internal/harness): the
+// The demo is one scenario on the shared harness (cmd/internal/harness): the
 // orders example's bootstrap as two functions, a scripted workload sent in
 // three phases, and a summary of what the run left behind. This file is
 // the scenario; run.go runs it, narrate.go tells it as it goes, summary.go

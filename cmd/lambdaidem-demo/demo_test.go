@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )

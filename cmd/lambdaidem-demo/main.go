@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
 const usage = `lambdaidem-demo runs the orders example, in its plain and its transactional

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
 // Options configure one run of the demo. DefaultOptions gives the values

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 

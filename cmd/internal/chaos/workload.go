@@ -1,6 +1,6 @@
 package chaos
 
-import "github.com/lambdaidem/go-lambdaidem/internal/harness"
+import "github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 
 // Crash points of the chaos function (see cmd/lambdaidem-chaos/fn).
 const (

@@ -17,12 +17,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
 // Cold start and memory. Both functions do the orders example's job (an
 // idempotent effect row per order, keyed by the body's order_id): the real
-// examples/orders bootstrap, and bench/powertools/coldstart.mjs, its
+// examples/orders bootstrap, and cmd/internal/bench/powertools/coldstart.mjs, its
 // Powertools counterpart. Each is started as a Lambda runtime starts it,
 // with AWS_LAMBDA_RUNTIME_API pointing at a minimal Runtime API served
 // here; cold start is the time from just before the process is started to

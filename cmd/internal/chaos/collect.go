@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )

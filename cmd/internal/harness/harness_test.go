@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 	"github.com/lambdaidem/go-lambdaidem/producer"

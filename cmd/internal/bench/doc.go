@@ -25,6 +25,6 @@
 //	if err != nil { ... }
 //	res.WriteLatency(os.Stdout)
 //
-// The command bench/cmd/lambdaidem-bench runs everything and prints
-// Markdown; bench/README.md says what each number means.
+// The command cmd/lambdaidem-bench runs everything and prints
+// Markdown; README.md says what each number means.
 package bench

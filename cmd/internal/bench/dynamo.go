@@ -17,9 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 

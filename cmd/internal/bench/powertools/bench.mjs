@@ -1,5 +1,5 @@
 // The Powertools for AWS Lambda (TypeScript) side of lambdaidem's
-// DynamoDB Local benchmark. The Go program (bench/cmd/lambdaidem-bench)
+// DynamoDB Local benchmark. The Go program (cmd/lambdaidem-bench)
 // starts this script once, next to its installed node_modules, and drives
 // it over stdin/stdout, one JSON object per line, so that Go and Node
 // iterations interleave in one run against one DynamoDB Local:

@@ -7,9 +7,9 @@
 // It needs DynamoDB Local and an SQS emulator, found through the SDK's
 // endpoint variables; localstack/stack.sh provides both:
 //
-//	localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench
+//	localstack/stack.sh run -- go run ./cmd/lambdaidem-bench
 //
-// See bench/README.md for the flags and what each number means.
+// See cmd/internal/bench/README.md for the flags and what each number means.
 package main
 
 import (
@@ -19,15 +19,15 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/bench"
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/bench"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 )
 
 const usage = `lambdaidem-bench runs lambdaidem's benchmarks against the local services and
-prints Markdown tables (bench/README.md says what each number means).
+prints Markdown tables (cmd/internal/bench/README.md says what each number means).
 
   make bench
-  localstack/stack.sh run -- go run ./bench/cmd/lambdaidem-bench
+  localstack/stack.sh run -- go run ./cmd/lambdaidem-bench
 
 Flags:
 `
@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	stack := harness.StackFromEnv()
-	if err := stack.Check(*e2e > 0, "lambdaidem-bench", "bench", "./bench/cmd/lambdaidem-bench"); err != nil {
+	if err := stack.Check(*e2e > 0, "lambdaidem-bench", "bench", "./cmd/lambdaidem-bench"); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/chaos"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/chaos"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 

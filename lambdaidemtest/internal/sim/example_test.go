@@ -3,7 +3,7 @@ package sim_test
 import (
 	"fmt"
 
-	"github.com/lambdaidem/go-lambdaidem/sim"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 )
 
 // One scenario, drawn from its seed and run to the end.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/bench"
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/bench"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 
 // powertoolsDir is where `make bench` installs the Powertools harness.
-var powertoolsDir = filepath.Join("..", ".tools", "powertools")
+var powertoolsDir = filepath.Join("..", "..", "..", ".tools", "powertools")
 
 // TestDynamoSmoke runs the DynamoDB Local benchmark with a tiny N so the
 // harness cannot rot. It checks that every path ran and was counted, never

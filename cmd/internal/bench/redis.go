@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )

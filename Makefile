@@ -50,6 +50,20 @@ test-emulators: ## Run the tests that use SQS (-race) with SQS on fauxqs instead
 	@if [[ -z "$(SQS_TEST_PKGS)" ]]; then echo "test-emulators: found no test that uses SQS" >&2; exit 1; fi
 	LAMBDAIDEM_SQS=fauxqs $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) $(patsubst %/,./%,$(SQS_TEST_PKGS))
 
+# make test-load: the targets CI gates on, run again and again while a CPU
+# hog (cmd/internal/loadhog) keeps the load average at LOAD or more, so that
+# a test that only passes on a quiet machine fails here first.
+LOAD         ?= 8
+LOAD_RUNS    ?= 5
+LOAD_TARGETS ?= test demo
+# Not $(MAKE) in the recipe: make -n would run the hog for it.
+LOAD_MAKE    := $(MAKE)
+
+.PHONY: test-load
+test-load: ## Run make test and make demo LOAD_RUNS times (5) in a row under a CPU hog that keeps the load average at LOAD (8) or more; stops at the first failure and keeps its log in .run/test-load (LOAD_TARGETS='test-emulators' runs others)
+	$(GO) build -o .tools/bin/loadhog ./cmd/internal/loadhog
+	.tools/bin/loadhog -load $(LOAD) -runs $(LOAD_RUNS) -logs .run/test-load $(foreach t,$(LOAD_TARGETS),-step '$(t)=$(LOAD_MAKE) $(t)')
+
 FUZZTIME ?= 1m
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m); FUZZ=regexp picks targets

@@ -65,19 +65,24 @@ func Config(t testing.TB) aws.Config {
 // DynamoDB returns a client for DynamoDB Local. Response checksums are not
 // checked: DynamoDB Local sends a CRC32 that does not match some error
 // responses (package dynamo's ChecksumsOnAWSOnly explains it), and a test
-// client never talks to AWS.
+// client never talks to AWS. Its HTTP client, whichever opts choose, goes
+// through HTTPClient.
 func DynamoDB(t testing.TB, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
 	ep := Endpoint(t, DynamoDBEndpointVar)
 	opts = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep); o.DisableValidateResponseChecksum = true }}, opts...)
+	// Last, so that it wraps whatever HTTP client the options chose.
+	opts = append(opts, func(o *dynamodb.Options) { o.HTTPClient = HTTPClient(o.HTTPClient) })
 	return dynamodb.NewFromConfig(Config(t), opts...)
 }
 
-// SQS returns a client for the SQS emulator.
+// SQS returns a client for the SQS emulator; its HTTP client goes through
+// HTTPClient.
 func SQS(t testing.TB, opts ...func(*sqs.Options)) *sqs.Client {
 	t.Helper()
 	ep := Endpoint(t, SQSEndpointVar)
 	opts = append([]func(*sqs.Options){func(o *sqs.Options) { o.BaseEndpoint = aws.String(ep) }}, opts...)
+	opts = append(opts, func(o *sqs.Options) { o.HTTPClient = HTTPClient(o.HTTPClient) })
 	return sqs.NewFromConfig(Config(t), opts...)
 }
 

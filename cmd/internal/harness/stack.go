@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 
 // The variables localstack/stack.sh exports for the commands it runs.
@@ -84,16 +85,25 @@ func (s Stack) Config() aws.Config {
 
 // DynamoDB returns a client for DynamoDB Local, response checksums checked
 // only against AWS (dynamo.ChecksumsOnAWSOnly); opts apply after those.
+// Its HTTP client, whichever opts choose, goes through testenv.HTTPClient:
+// on a loaded machine the SDK alone may retry a request the local service
+// already carried out.
 func (s Stack) DynamoDB(opts ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.NewFromConfig(s.Config(), append([]func(*dynamodb.Options){
+	opts = append([]func(*dynamodb.Options){
 		func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.DynamoDBEndpoint) },
 		dynamo.ChecksumsOnAWSOnly(),
-	}, opts...)...)
+	}, opts...)
+	opts = append(opts, func(o *dynamodb.Options) { o.HTTPClient = testenv.HTTPClient(o.HTTPClient) })
+	return dynamodb.NewFromConfig(s.Config(), opts...)
 }
 
-// SQS returns a client for the SQS emulator.
+// SQS returns a client for the SQS emulator, through testenv.HTTPClient as
+// DynamoDB's.
 func (s Stack) SQS() *sqs.Client {
-	return sqs.NewFromConfig(s.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQSEndpoint) })
+	return sqs.NewFromConfig(s.Config(), func(o *sqs.Options) {
+		o.BaseEndpoint = aws.String(s.SQSEndpoint)
+		o.HTTPClient = testenv.HTTPClient(o.HTTPClient)
+	})
 }
 
 // FunctionEnv is what a function process needs to reach the stack: test

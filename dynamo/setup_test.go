@@ -25,8 +25,8 @@ func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(testTuning))
 	table := testenv.Name("lambdaidem-dynamo")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}

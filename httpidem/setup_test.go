@@ -39,8 +39,8 @@ func newStoreAndClient(t *testing.T) (*dynamo.Store, *dynamodb.Client) {
 	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(testTuning))
 	table := testenv.Name("httpidem")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}

@@ -70,8 +70,8 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := dynamoClient(t)
 	e := &env{db: db, table: testenv.Name("lambdaidem-it"), clock: newClock(), ns: "it"}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, db, e.table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("create idempotency table: %v", err)
 	}

@@ -116,8 +116,9 @@
 //
 // Transactional completion writes (CompleteRequest.Writes) are DynamoDB
 // writes; this store refuses them with lambdaidem.ErrUnsupportedWrite and
-// records nothing. Listing and counting need a namespace (ErrNoNamespace),
-// and COMPLETED records are in no index (ErrNotIndexed). How durable a
+// records nothing. Listing and counting need a namespace
+// (lambdaidem.ErrNamespaceRequired), and COMPLETED records are in no index
+// (lambdaidem.ErrNotIndexed, even with AllowScan). How durable a
 // lease and a completion are depends on the server's persistence and
 // replication: see the README's "Honest limits".
 package redisstore

@@ -197,19 +197,17 @@ func exitCode(err error) int {
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &re),
-		errors.Is(err, dynamo.ErrLeaseValid),
-		errors.Is(err, dynamo.ErrRecordChanged),
-		errors.Is(err, dynamo.ErrNotInProgress),
-		errors.Is(err, redisstore.ErrLeaseValid),
-		errors.Is(err, redisstore.ErrRecordChanged),
-		errors.Is(err, redisstore.ErrNotInProgress):
+		errors.Is(err, lambdaidem.ErrInProgress),
+		errors.Is(err, lambdaidem.ErrRecordChanged),
+		errors.Is(err, lambdaidem.ErrNotInProgress),
+		errors.Is(err, lambdaidem.ErrWouldAbandonCopy):
 		return exitRefused
 	case errors.Is(err, lambdaidem.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, dynamo.ErrInvalidKey),
 		errors.Is(err, redisstore.ErrInvalidKey),
-		errors.Is(err, redisstore.ErrNoNamespace),
-		errors.Is(err, redisstore.ErrNotIndexed):
+		errors.Is(err, lambdaidem.ErrNamespaceRequired),
+		errors.Is(err, lambdaidem.ErrNotIndexed):
 		return exitUsage
 	}
 	return exitFailed

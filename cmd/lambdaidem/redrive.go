@@ -151,7 +151,7 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 	}
 	if !rf.dryRun {
 		// A dry run touches no record, so it needs no table.
-		st, err := a.admin(ctx, c, nil)
+		st, err := a.admin(ctx, c)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -33,7 +34,11 @@ func (s *Store) Release(ctx context.Context, req lambdaidem.ReleaseRequest) (lam
 	if err := lambdaidem.ReleaseRefusal(*r, req); err != nil {
 		return copyRecord(r), fmt.Errorf("memstore: release %s/%s: %w", req.Namespace, req.Key, err)
 	}
-	if !lambdaidem.LeaseLive(*r, req.Now, req.Grace) {
+	live := lambdaidem.LeaseLive(*r, req.Now, req.Grace)
+	if mutant.On("release-force-frees-live-lease") {
+		live = false // the bug: a forced release lets a claim start beside the holder
+	}
+	if !live {
 		r.Status = lambdaidem.StatusFailed
 	}
 	r.LeaseToken = "released-" + newID()

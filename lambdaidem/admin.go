@@ -163,7 +163,8 @@ type ForgetResult struct {
 	// until ForgottenAt.
 	Revoked bool
 	// ForgottenAt is when the key counts as absent: the request's Now, or
-	// when Revoked, the revoked lease's end plus the grace.
+	// when Revoked, the revoked lease's end plus the grace (rounded up to
+	// the precision the store keeps expiries in: seconds on DynamoDB).
 	ForgottenAt time.Time
 }
 

@@ -110,7 +110,9 @@
 // that applies only to a DEAD_LETTERED record carrying the redriven copy's
 // ID, and leaves it FAILED with attempts 0, one more redrive and a new
 // token, as the in-memory and DynamoDB stores do; sqsqueue's Redrive and
-// the operator CLI's redrive use it.
+// the operator CLI's redrive use it. The store implements
+// [lambdaidem.Admin] too: release and forget are one script each, listing
+// and counting read a namespace's open sets.
 //
 // # What it does not do
 //

@@ -122,5 +122,5 @@
 // (lambdaidem.ErrNamespaceRequired), and COMPLETED records are in no index
 // (lambdaidem.ErrNotIndexed, even with AllowScan). How durable a
 // lease and a completion are depends on the server's persistence and
-// replication: see the README's "Honest limits".
+// replication: see "Redis durability" in docs/limits.md.
 package redisstore

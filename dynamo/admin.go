@@ -109,8 +109,8 @@ func (a *Admin) release(ctx context.Context, pk string, req lambdaidem.ReleaseRe
 // DeleteItem conditioned on the record being neither DEAD_LETTERED (unless
 // AbandonCopy) nor under a live lease; a forced forget of a live lease is
 // then an UpdateItem, conditioned on the lease the DeleteItem saw, that
-// replaces the token and sets expires_at to the lease's end plus the grace
-// (rounded up to the second).
+// replaces the token and sets expires_at, and lease_until with it, to the
+// lease's end plus the grace (rounded up to the second).
 func (a *Admin) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambdaidem.ForgetResult, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
@@ -203,6 +203,7 @@ func (a *Admin) revokeForget(ctx context.Context, pk string, req lambdaidem.Forg
 	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, lambdaidem.DefaultForgetNote), a.errLimit)))
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	e.Set(attrExpiresAt, numAV(until))
+	e.Set(attrLeaseUntil, numAV(until*1000))
 	cond := e.n(attrToken) + " = " + e.s(r.LeaseToken) + " AND " +
 		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
 		e.n(attrLeaseUntil) + " = " + e.num(ceilMillis(r.LeaseUntil)) + " AND " +

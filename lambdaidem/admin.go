@@ -73,8 +73,9 @@ type Admin interface {
 	// record is refused with ErrWouldAbandonCopy unless
 	// req.AbandonCopy. A live lease is refused with ErrInProgress, or
 	// with req.Force revoked as Release revokes it, and the record
-	// expires when that lease's end plus req.Grace has passed: the key
-	// is forgotten then, never while the holder may still be running.
+	// expires when that lease's end plus req.Grace has passed, which
+	// becomes its LeaseUntil too, so that no takeover comes first: the
+	// key is forgotten then, never while the holder may still be running.
 	//
 	// A refusal returns the record, unchanged, with the error; an absent
 	// or expired record yields ErrNotFound (an expired one may be

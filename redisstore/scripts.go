@@ -213,7 +213,8 @@ return {'released', redis.call('HGETALL', rec)}
 // forgetScript deletes a record, unless it is DEAD_LETTERED (without
 // abandon) or IN_PROGRESS under a live lease (lease until at or after the
 // threshold). A live lease, when forced, is revoked instead: a new token,
-// and the record expires at the lease's end plus the grace.
+// and the record expires at the lease's end plus the grace, which becomes
+// its lease's end too (so no takeover comes before the expiry).
 //
 //	ARGV: now ms, force ('1'), member, abandon ('1'), threshold ms,
 //	      grace ms, new token, note, key expiry slack ms
@@ -232,7 +233,7 @@ if r ~= nil and not expired(r, now) then
     if ARGV[2] ~= '1' then return {'refused', flat} end
     local ends = num(r.lu) + tonumber(ARGV[6])
     local ea = string.format('%.0f', ends)
-    redis.call('HSET', rec, 't', ARGV[7], 'e', ARGV[8], 'ua', ARGV[1], 'ea', ea)
+    redis.call('HSET', rec, 't', ARGV[7], 'e', ARGV[8], 'ua', ARGV[1], 'ea', ea, 'lu', ea)
     redis.call('PEXPIREAT', rec, string.format('%.0f', ends + tonumber(ARGV[9])))
     index(ARGV[3], 'IN_PROGRESS', 'IN_PROGRESS', ea)
     return {'revoked', redis.call('HGETALL', rec)}

@@ -74,6 +74,7 @@ func (s *Store) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambd
 	r.LeaseToken = "forgotten-" + newID()
 	r.LastError = cmp.Or(req.Note, lambdaidem.DefaultForgetNote)
 	r.ExpiresAt = r.LeaseUntil.Add(req.Grace)
+	r.LeaseUntil = r.ExpiresAt
 	r.UpdatedAt = req.Now
 	return lambdaidem.ForgetResult{Record: copyRecord(r), Revoked: true, ForgottenAt: r.ExpiresAt}, nil
 }

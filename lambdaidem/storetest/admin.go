@@ -261,6 +261,7 @@ func testForgetForceRevokes(t *testing.T, f *fixture) {
 	want.LeaseToken = res.Record.LeaseToken
 	want.LastError = lambdaidem.DefaultForgetNote
 	want.ExpiresAt = end
+	want.LeaseUntil = end // so no takeover comes before the expiry
 	want.UpdatedAt = req.Now
 	if d := RecordDiff(want, res.Record); d != "" {
 		t.Errorf("record after a forced forget of a live lease (-want +got):\n%s", d)
@@ -271,8 +272,12 @@ func testForgetForceRevokes(t *testing.T, f *fixture) {
 	f.unchanged("reading back the revocation", res.Record, req.Now)
 	f.fenced("a forced forget", c.Lease, 11)
 	// The key stays taken while the holder may still run, then is
-	// forgotten: the next claim starts a new generation.
+	// forgotten: the next claim, even one with no grace, starts a new
+	// generation.
 	f.mustRefuse(f.claimReq("k", 20))
+	noGrace := f.claimReq("k", leaseSecs+graceSecs)
+	noGrace.Grace = 0
+	f.mustRefuse(noGrace)
 	f.get("k", end)
 	f.mustBeAbsent("k", end.Add(time.Second))
 	fresh := f.mustClaim(f.claimReq("k", leaseSecs+graceSecs+1))

@@ -792,12 +792,24 @@ func (s *Scenario) forget() {
 	res, err := a.Forget(context.Background(), req)
 	switch {
 	case err != nil:
-		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %v", k, req.Force, req.AbandonCopy, err)
+		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
 	case res.Revoked:
 		s.w.Logf("operator: forget %s revoked the lease of %s; forgotten at %.3fs", k, res.Record.MessageID, res.ForgottenAt.Sub(Epoch).Seconds())
 	default:
 		s.w.Logf("operator: forget %s (was %s)", k, res.Record.Status)
 	}
+}
+
+// refusal names why an operator call was refused, in words that do not
+// depend on the run (an error's text holds the namespace, which does).
+func refusal(err error) string {
+	for _, e := range []error{lambdaidem.ErrNotFound, lambdaidem.ErrInProgress, lambdaidem.ErrWouldAbandonCopy,
+		lambdaidem.ErrRecordChanged, lambdaidem.ErrNotInProgress, lambdaidem.ErrStoreUnavailable} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "another error"
 }
 
 // release is an operator releasing a lease with the store's Release, as
@@ -828,7 +840,7 @@ func (s *Scenario) release() {
 	})
 	switch {
 	case err != nil:
-		s.w.Logf("operator: release %s (force %t) refused: %v", k, force, err)
+		s.w.Logf("operator: release %s (force %t) refused: %s", k, force, refusal(err))
 	case out.Status == lambdaidem.StatusFailed:
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++

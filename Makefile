@@ -37,6 +37,7 @@ test: ## Start the local stack, run every test (-race) against it, stop it; then
 	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
+	cfn-lint docs/getting-started/template.yaml
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
 

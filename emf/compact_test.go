@@ -113,7 +113,7 @@ func TestTemplateAndREADMENameTheEmittedMetrics(t *testing.T) {
 		t.Errorf("README.md's metric table differs from what the hook emits (-emitted +table):\n%s", diff)
 	}
 
-	for _, path := range []string{"../template.yaml"} {
+	for _, path := range []string{"../template.yaml", "../examples/redis/template.yaml", "../docs/getting-started/template.yaml"} {
 		names := templateMetrics(t, read(path))
 		if len(names) == 0 && path == "../template.yaml" {
 			t.Errorf("%s: found no metric of namespace %s; has the template changed shape?", path, emf.DefaultNamespace)

@@ -90,9 +90,9 @@ func failed(recs ...lambdaidem.RecordReport) int {
 	return n
 }
 
-// The metrics that template.yaml's alarms and dashboard and this
-// package's README name are the metrics the hook emits, and the README's
-// table lists each of them once.
+// The metrics that template.yaml's alarms and dashboard, the operations
+// guide and this package's README name are the metrics the hook emits,
+// and the README's table lists each of them once.
 func TestTemplateAndREADMENameTheEmittedMetrics(t *testing.T) {
 	t.Parallel()
 	emitted := append(slices.Clone(countNames), emf.MetricHandlerLatency)
@@ -111,6 +111,22 @@ func TestTemplateAndREADMENameTheEmittedMetrics(t *testing.T) {
 	}
 	if diff := cmp.Diff(sorted(emitted), sorted(table)); diff != "" {
 		t.Errorf("README.md's metric table differs from what the hook emits (-emitted +table):\n%s", diff)
+	}
+
+	// The operations guide's table of the metrics to watch.
+	ops := read("../docs/operations.md")
+	section := ops[strings.Index(ops, "## Metrics"):]
+	if end := strings.Index(section[1:], "\n## "); end > 0 {
+		section = section[:end+1]
+	}
+	rows := regexp.MustCompile("(?m)^\\| \\**(\\w+)\\**(?: \\(Reason\\))? \\|").FindAllStringSubmatch(section, -1)
+	if len(rows) < 2 {
+		t.Errorf("docs/operations.md: found %d rows in the metrics table; has it changed shape?", len(rows))
+	}
+	for _, m := range rows[1:] { // the header row first
+		if !slices.Contains(emitted, m[1]) {
+			t.Errorf("docs/operations.md names metric %s, which the hook does not emit", m[1])
+		}
 	}
 
 	for _, path := range []string{"../template.yaml", "../examples/redis/template.yaml", "../docs/getting-started/template.yaml"} {

@@ -17,9 +17,11 @@ const (
 	repoRoot    = "../.."
 )
 
-// fileBlock is a guide's marker for a file shown verbatim: the fenced
-// block after <!-- file: PATH --> (PATH relative to the consumer module).
-var fileBlock = regexp.MustCompile("(?s)<!-- file: (\\S+) -->\\s*```[a-z]*\\n(.*?)```")
+// fileBlock is a guide's marker for a file of the consumer module shown
+// verbatim: the fenced block, in any language, after
+// <!-- snippet: docs/getting-started/PATH --> (docs/snippets checks the Go
+// blocks of every guide the same way).
+var fileBlock = regexp.MustCompile("(?s)<!-- snippet: docs/getting-started/(\\S+) -->\\s*```[a-z]*\\n(.*?)```")
 
 // TestGuidesShowTheFiles: every file block of the two guides is the
 // consumer module's file, verbatim, and every file of the module (but
@@ -47,7 +49,7 @@ func TestGuidesShowTheFiles(t *testing.T) {
 	}
 	for _, name := range consumerFiles(t) {
 		if name != "go.sum" && !shown[name] {
-			t.Errorf("docs/getting-started/%s is shown in neither guide (<!-- file: %s --> before its block)", name, name)
+			t.Errorf("docs/getting-started/%s is shown in neither guide (<!-- snippet: docs/getting-started/%s --> before its block)", name, name)
 		}
 	}
 }

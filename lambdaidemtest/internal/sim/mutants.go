@@ -34,4 +34,6 @@ var Mutants = []Mutant{
 	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
 	// Found by the simulation after issue 11's fixes.
 	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
+	{Name: "release-force-frees-live-lease", What: "a forced release of a live lease makes the key claimable at once, beside its holder", Filter: "forget"},
+	{Name: "redrive-deletes-unrun-copy", What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)", Filter: "redrive,conflict,forget"},
 }

@@ -3,12 +3,12 @@ package lambdaidem_test
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -163,7 +163,7 @@ func TestHeartbeatExtendsTheLeaseAndReportsLoss(t *testing.T) {
 	b.clock.Advance(50 * time.Second)
 	ticks <- time.Time{}
 	// The extension is written by the heartbeat's goroutine: wait for it.
-	waitFor(t, "the lease end to move", func() bool { return b.record(t, "m1").LeaseUntil.After(first) })
+	testenv.WaitFor(t, "the lease end to move", func() bool { return b.record(t, "m1").LeaseUntil.After(first) })
 	// Another consumer takes the lease over once it runs out; the next
 	// extension is refused and the handler learns it lost the lease.
 	b.clock.Advance(5 * time.Minute)
@@ -231,19 +231,5 @@ func TestFencingNumberRefusesAStaleOwnersLateWrite(t *testing.T) {
 	<-done
 	if staleErr == nil || len(led.rows) != 1 || led.rows[0] != "fresh" {
 		t.Fatalf("ledger rows %v, stale write error %v: the stale owner's late write got through", led.rows, staleErr)
-	}
-}
-
-// waitFor polls cond, for state another goroutine writes, failing the test
-// if it does not hold within a generous deadline. It is a wait, not a timed
-// assertion: only a hang makes it fail.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
@@ -87,7 +88,8 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 			return
 		}
 		stopped = true
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Stop waits for the invocation in flight: a bound for a hang.
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		if err := r.Stop(ctx); err != nil {
 			t.Errorf("stop runner: %v", err)
@@ -98,14 +100,13 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 	}
 	t.Cleanup(stop)
 
-	// Wait for the external condition: both messages settled.
-	deadline := time.Now().Add(60 * time.Second)
-	for b.queue.Count(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue not drained by the runner: %+v", r.Stats())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runner: %+v", r.Stats())
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	})
+	// Wait for the external condition: both messages settled.
+	testenv.WaitFor(t, "the runner to drain the queue", func() bool { return b.queue.Count(t) == 0 })
 	stop()
 
 	eff := b.effects(t)

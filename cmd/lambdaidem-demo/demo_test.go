@@ -69,8 +69,14 @@ func TestDemo(t *testing.T) {
 	if tx := s.PerMode[ModeTransactional]; tx.Orders != TransactionalOrders+1 {
 		t.Errorf("transactional orders = %d, want %d", tx.Orders, TransactionalOrders+1)
 	}
-	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got != 1 || len(s.DeadLettered) != 1 {
-		t.Errorf("DeadLettered = %v, want poison 1 only", s.DeadLettered)
+	// The DLQ holds the poison order only. Usually one copy; a second when
+	// the function sent it again, as any SQS producer may: its SDK retried
+	// a send whose response was lost, or a store call that timed out left
+	// the dead-letter mark unwritten and the next delivery sent a spare.
+	// PoisonDeadLettered (checked by OK) says the copies are the poison
+	// order's, with its reason.
+	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got < 1 || len(s.DeadLettered) != 1 {
+		t.Errorf("DeadLettered = %v, want poison only", s.DeadLettered)
 	}
 	// Each crash order (before the effect in plain mode, after it in
 	// transactional mode) crashes on its first attempt, once. A loaded

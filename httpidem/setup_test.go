@@ -22,8 +22,10 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-// testTuning keeps the SDK's retries short: the outage test waits them out.
-var testTuning = dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}
+// testTuning keeps the SDK's retries few and short: the outage test waits
+// them out. The per-attempt timeout is a bound for a hang, long enough for
+// DynamoDB Local on a loaded machine.
+var testTuning = dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}
 
 // newStore gives a test its own table on DynamoDB Local (TTL off: DynamoDB
 // Local would delete expired records within seconds).

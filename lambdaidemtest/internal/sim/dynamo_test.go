@@ -19,7 +19,7 @@ var flagDynamoBudget = flag.Duration("sim.dynamo-budget", 20*time.Second, "how l
 // same invariants. It skips without an endpoint, unless
 // LAMBDAIDEM_REQUIRE_SERVICES=1.
 func TestSimulationDynamoDB(t *testing.T) {
-	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxBackoff: 20 * time.Millisecond}))
+	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}))
 	table := testenv.Name("sim")
 	// TTL off: DynamoDB Local would delete records the simulated clock
 	// still needs.

@@ -16,30 +16,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
-// Errors of Wrap's completion. Test with errors.Is.
-var (
-	// ErrResultNotStored: a repeat of a key whose call succeeded but whose
-	// result could not be stored (not JSON-encodable, or larger than
-	// WithMaxResultBytes or than the store can hold). The key is complete
-	// and the function is not run again; the result cannot be replayed.
-	ErrResultNotStored = errors.New("lambdaidem: the call succeeded but its result was not stored")
-
-	// ErrWritesNotCommitted: the function succeeded but the completion
-	// writes it added with AddCompletionWrite did not commit, or it is
-	// not known whether they did. Its effect must not be taken for done.
-	// When the store refused the writes for good (a condition of the
-	// caller's own write failed, or the store cannot commit them) the key
-	// is left retryable; a failed condition also matches ErrWriteRefused.
-	ErrWritesNotCommitted = errors.New("lambdaidem: completion writes not committed")
-
-	// ErrWriteRefused: the store refused a completion write for good, most
-	// often because that write's own condition did not hold; nothing of
-	// the completion was written. A Store reports it by wrapping this
-	// error (the DynamoDB store's TransactionError matches it when a
-	// write's condition failed).
-	ErrWriteRefused = errors.New("lambdaidem: completion write refused")
-)
-
 // notStoredPrefix starts the stored result of a key whose result could not
 // be stored. JSON never starts with '!', so no real result can look like
 // the marker.

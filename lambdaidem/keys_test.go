@@ -3,12 +3,14 @@ package lambdaidem_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
@@ -29,6 +31,159 @@ func keyReports(t *testing.T, opts []lambdaidem.Option, bodies ...string) ([]lam
 		out = append(out, reps[len(reps)-1].Records[0])
 	}
 	return out, b
+}
+
+func TestProducerDuplicateByBusinessKeyAndConflict(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyJSONField("order.id"))...)
+	ctx := context.Background()
+	if _, err := h(ctx, batch(msg("m1", `{"order":{"id":"o-1"},"amount":5}`))); err != nil {
+		t.Fatal(err)
+	}
+	// Same business key and body, new message ID: a producer duplicate.
+	resp, err := h(ctx, batch(msg("m2", `{"order":{"id":"o-1"},"amount":5}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFailed(t, resp)
+	if b.calls.get("m2") != 0 {
+		t.Fatal("handler ran for a producer duplicate")
+	}
+	// Same key, different payload: a conflict, never "already done". With
+	// no sink it is reported failed.
+	resp, _ = h(ctx, batch(msg("m3", `{"order":{"id":"o-1"},"amount":6}`), msg("m4", `{"order":{"id":"o-2"}}`)))
+	wantFailed(t, resp, "m3")
+	if b.calls.get("m3") != 0 || b.calls.get("m4") != 1 {
+		t.Fatalf("calls m3=%d m4=%d, want 0 and 1", b.calls.get("m3"), b.calls.get("m4"))
+	}
+	if r := b.record(t, "o-1"); r.MessageID != "m1" || r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("the first message's record changed: %+v", r)
+	}
+}
+
+// With the default message-ID key the body is not hashed (SQS never gives
+// one message ID two bodies); an explicit WithPayloadHash still applies.
+func TestMessageIDKeySkipsTheHashUnlessOneIsSet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	hashed := 0
+	countingHash := func(body []byte) (string, error) {
+		hashed++
+		return "len-" + strconv.Itoa(len(body)), nil
+	}
+
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts()...)
+	if _, err := h(ctx, batch(msg("m1", "body one"))); err != nil {
+		t.Fatal(err)
+	}
+	first := b.record(t, "m1").PayloadHash
+	// A copy with another body under the same ID cannot come from SQS; if a
+	// caller builds one anyway it is a duplicate, not a conflict.
+	resp, _ := h(ctx, batch(msg("m1", "a different body")))
+	wantFailed(t, resp)
+	if r := b.record(t, "m1"); r.PayloadHash != first || b.calls.get("m1") != 1 {
+		t.Fatalf("hash %q -> %q, handler calls %d; want one unchanged record, one call", first, r.PayloadHash, b.calls.get("m1"))
+	}
+
+	b = setup(t)
+	h = lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithPayloadHash(countingHash))...)
+	if _, err := h(ctx, batch(msg("m1", "body one"))); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = h(ctx, batch(msg("m1", "a different body")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.PayloadHash != "len-8" || hashed != 2 || b.calls.get("m1") != 1 {
+		t.Fatalf("hash %q, hashed %d times, handler calls %d; want len-8, 2, 1", r.PayloadHash, hashed, b.calls.get("m1"))
+	}
+
+	// Any other key hashes by default: WithKeyMessageID after another key
+	// restores the skip, WithKeyFunc removes it.
+	for _, tc := range []struct {
+		opts []lambdaidem.Option
+		same bool
+	}{
+		{[]lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithKeyMessageID()}, true},
+		{[]lambdaidem.Option{lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) { return m.MessageId, nil })}, false},
+	} {
+		b = setup(t)
+		h = lambdaidem.SQS(b.store, ok, b.opts(tc.opts...)...)
+		for _, body := range []string{`{"id":"x"}`, `{"id":"y"}`} {
+			if _, err := h(ctx, batch(msg("m-"+body[7:8], body))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if same := b.record(t, "m-x").PayloadHash == b.record(t, "m-y").PayloadHash; same != tc.same {
+			t.Errorf("records of two bodies share a hash: %v, want %v", same, tc.same)
+		}
+	}
+}
+
+func TestMissingKeyAndMalformedBodyAreFailedNotLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyJSONField("id"), reportsOf(&reps, &mu))...)
+	resp, _ := h(context.Background(), batch(msg("m1", `{"other":1}`), msg("m2", `not json`), msg("m3", `{"id":7}`)))
+	wantFailed(t, resp, "m1", "m2")
+	if !errors.Is(reps[0].Records[0].Err, lambdaidem.ErrMissingKey) || !errors.Is(reps[0].Records[1].Err, lambdaidem.ErrMalformedBody) {
+		t.Fatalf("errors = %v / %v", reps[0].Records[0].Err, reps[0].Records[1].Err)
+	}
+	if b.calls.total() != 1 {
+		t.Fatalf("handler ran %d times, want 1 (only m3)", b.calls.total())
+	}
+	// With a sink, a keyless message is dead-lettered with its reason.
+	h = lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithDeadLetterSink(b.sink))...)
+	resp, _ = h(context.Background(), batch(msg("m5", `{"other":1}`)))
+	wantFailed(t, resp)
+	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonMissingKey {
+		t.Fatalf("dead letters %v, want [missing_key]", got)
+	}
+}
+
+// A panicking key function fails only its own record.
+func TestPanickingKeyFunctionFailsOnlyItsRecord(t *testing.T) {
+	t.Parallel()
+	for _, withSink := range []bool{true, false} {
+		b := setup(t)
+		opts := []lambdaidem.Option{lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) {
+			if m.Body == "bad" {
+				panic("malformed")
+			}
+			return m.Body, nil
+		})}
+		if withSink {
+			opts = append(opts, lambdaidem.WithDeadLetterSink(b.sink))
+		}
+		h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(opts...)...)
+		resp, err := h(context.Background(), batch(msg("m1", "good"), msg("m2", "bad"), msg("m3", "fine")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.calls.get("m1") != 1 || b.calls.get("m3") != 1 {
+			t.Fatal("batch-mates of a message whose key function panicked did not run")
+		}
+		if withSink {
+			wantFailed(t, resp)
+			if b.sink.reasons()[0] != lambdaidem.ReasonMissingKey || !strings.Contains(b.sink.sent[0].Error, "malformed") {
+				t.Fatalf("dead letter %v %q, want missing_key with the panic", b.sink.reasons(), b.sink.sent[0].Error)
+			}
+		} else {
+			wantFailed(t, resp, "m2")
+		}
+	}
+	// The hash function too.
+	b := setup(t)
+	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithPayloadHash(func(body []byte) (string, error) {
+		if string(body) == "bad" {
+			panic("hash")
+		}
+		return string(body), nil
+	}))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "good"), msg("m2", "bad")))
+	wantFailed(t, resp, "m2")
 }
 
 func TestKeysThatAreNotValidUnicodeAreMalformedNotMerged(t *testing.T) {

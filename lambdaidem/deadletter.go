@@ -43,7 +43,8 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
-	if lease != nil && !mutant.On("stale-poison") { // issue 11 bug 12 when on
+	unconfirmed := mutant.On("dead-letter-without-lease") // the bug: neither confirms the lease nor heeds a refused mark
+	if lease != nil && !unconfirmed {
 		// Confirm the lease before sending: a holder that lost it (its
 		// key taken over and perhaps completed) must never put a copy of
 		// finished work in the DLQ.
@@ -66,11 +67,11 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		}
 	}
 	id, err := p.c.sink.Send(dctx, dl)
-	if err != nil && mutant.On("ack-before-dlq-send") {
-		r.Outcome, r.Acked = OutcomeDeadLettered, true
-		return r
-	}
 	if err != nil {
+		if mutant.On("ack-failed-dead-letter-send") {
+			r.Outcome, r.Acked = OutcomeDeadLettered, true // the bug: acknowledged, never sent
+			return r
+		}
 		r.Outcome, r.Err = OutcomeDeadLetterFailed, errors.Join(cause, fmt.Errorf("dead-letter send: %w", err))
 		if lease != nil && reason != ReasonOutcomeUnknown {
 			p.fail(dctx, t, *lease, cause, &r)
@@ -89,7 +90,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			})
 		})
 		switch {
-		case errors.Is(merr, ErrLeaseLost) && !mutant.On("stale-poison"):
+		case errors.Is(merr, ErrLeaseLost) && !unconfirmed:
 			// The lease was confirmed before the send but lost since: the
 			// new holder decides the key. Never acknowledge this as
 			// dead-lettered; the redelivery sees the new holder's outcome.

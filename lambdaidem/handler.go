@@ -42,9 +42,9 @@ func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now 
 		}
 		return time.Now().Add(at.Sub(now))
 	}
-	if mutant.On("heartbeat-unbounded") {
-		// issue 11 bug 4: the context runs to the invocation's deadline,
-		// whether or not the heartbeat's extensions are granted.
+	if mutant.On("heartbeat-handler-outlives-lease") {
+		// The bug: the context runs to the invocation's deadline, whether
+		// or not the heartbeat's extensions are granted.
 		end = t.deadline.Add(-t.margin)
 	}
 	mctx, cancel := seam.WithDeadline(hctx, seam.ClockOf(t.rt), toClock(end, now))

@@ -132,7 +132,8 @@ func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
 // validate rejects combinations of options that could never work, as the
 // constructors reject a nil store: at build time, with a panic.
 func (c *config) validate() {
-	if c.marginSet && c.margin >= c.maxLease && !mutant.On("lease-margin-unchecked") { // issue 11 bug 9 when on
+	acceptDeadLease := mutant.On("lease-margin-unchecked") // the bug: handlers would start with no time left
+	if c.marginSet && c.margin >= c.maxLease && !acceptDeadLease {
 		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
 	}
 	if c.marginSet && c.margin >= c.leaseNoDeadline {

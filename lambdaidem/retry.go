@@ -29,7 +29,10 @@ import (
 // could not have applied the first time either.
 func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
 	err, unknown := retryStoreTries(ctx, r, write)
-	if unknown && errors.Is(err, ErrWriteRefused) && !errors.Is(err, ErrLeaseLost) && !mutant.On("refusal-after-timeout") {
+	if mutant.On("refusal-after-timeout-trusted") {
+		return err // the bug: the refusal is taken as final though the earlier try may still land
+	}
+	if unknown && errors.Is(err, ErrWriteRefused) && !errors.Is(err, ErrLeaseLost) {
 		return fmt.Errorf("%w: an earlier try's outcome is unknown and it may still apply; a later try was refused (%v)", ErrStoreUnavailable, err)
 	}
 	return err

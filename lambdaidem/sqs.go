@@ -188,8 +188,8 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			if mutant.On("key-panic-crash") {
-				panic(v) // issue 11 bug 10: one record crashes the batch
+			if mutant.On("key-panic-crashes-batch") {
+				panic(v) // the bug: one record's key crashes the whole batch
 			}
 			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
 		}

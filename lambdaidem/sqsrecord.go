@@ -29,7 +29,8 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome = OutcomeNotStarted
 		return p.logged(ctx, slog.LevelWarn, r)
 	}
-	if req, ok := p.unrecorded.get(r.Key, hash); ok && !mutant.On("unrecorded-rerun") { // issue 11 bug 8 when on
+	rerunUnrecorded := mutant.On("unrecorded-completion-reruns") // the bug: the handler runs again
+	if req, ok := p.unrecorded.get(r.Key, hash); ok && !rerunUnrecorded {
 		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
 			return rep
 		}
@@ -88,8 +89,8 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
-		if mutant.On("cache-non-completed") {
-			p.cache.add(r.Key, hash, now, time.Time{})
+		if mutant.On("cache-in-progress-key") {
+			p.cache.add(r.Key, hash, now, time.Time{}) // the bug: later copies are skipped as duplicates
 		}
 		wait := rec.LeaseUntil.Add(p.c.grace).Sub(now)
 		wait += time.Duration(t.int64N(int64(time.Second)))
@@ -148,12 +149,11 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		case err == nil:
 			// Never remember it longer than the store does, nor past the
 			// result's retention (a later repeat is a late replay).
+			limit := minNonZero(req.ExpiresAt, req.ResultUntil)
 			if mutant.On("cache-outlives-retention") {
-				// issue 11 bugs 5 and 6: remembered for the cache's TTL alone.
-				p.cache.add(r.Key, hash, now, time.Time{})
-			} else {
-				p.cache.add(r.Key, hash, now, minNonZero(req.ExpiresAt, req.ResultUntil))
+				limit = time.Time{} // the bug: remembered for the cache's TTL alone
 			}
+			p.cache.add(r.Key, hash, now, limit)
 			r.Outcome, r.Acked = OutcomeProcessed, true
 			return p.logged(ctx, slog.LevelDebug, r)
 		case errors.Is(err, ErrLeaseLost):
@@ -188,10 +188,13 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	r.Err = herr
 	var poison *PoisonError
 	var panicked *PanicError
+	if mutant.On("at-most-once-retries-cancelled") {
+		st.ctxEnded = false // the bug: an attempt cut off at its deadline counts as a plain failure
+	}
 	switch {
 	case errors.As(herr, &poison):
 		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
-	case p.c.atMostOnce && st.ctxEnded && !mutant.On("amo-cancel-retry"): // issue 11 bug 7 when on
+	case p.c.atMostOnce && st.ctxEnded:
 		// The handler gave up because its context ended (the deadline,
 		// a lost lease): whatever it had started may have happened. That is
 		// as unknown as a crash, and this mode never runs it again.

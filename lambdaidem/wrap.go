@@ -204,13 +204,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.ResultUntil = done.Add(w.c.resultRetention)
 	}
 	result, why := w.encode(out)
-	if why != nil && mutant.On("wrap-large-fails") {
-		// issue 11 bug 11: record failure after success; a repeat runs fn again.
-		ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
-		w.fail(ctx, dctx, t, lease, key, ferr)
-		return zero, ferr
-	}
 	if why != nil {
+		if mutant.On("wrap-fails-unstorable-result") {
+			// The bug: failure recorded after success; a repeat runs fn again.
+			ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
+			w.fail(ctx, dctx, t, lease, key, ferr)
+			return zero, ferr
+		}
 		result = notStoredMarker(why)
 	}
 	req.Result = result
@@ -355,8 +355,9 @@ func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, 
 func decodeResult[Out any](b []byte) (Out, error) {
 	var out Out
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if !mutant.On("wrap-float-replay") { // issue 11 bug 13 when on
-		dec.UseNumber()
+	dec.UseNumber()
+	if mutant.On("wrap-replays-through-float64") {
+		dec = json.NewDecoder(bytes.NewReader(b)) // the bug: numbers in interface values become float64
 	}
 	if err := dec.Decode(&out); err != nil {
 		return out, err

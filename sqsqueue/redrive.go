@@ -447,9 +447,9 @@ func (r *redriver) check(md Metadata) error {
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
 		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)
-	case mutant.On("redrive-endless"):
-		// issue 11 bug 3: a run sends back every copy it meets, the new
-		// copies of messages it sent back included.
+	case mutant.On("redrive-resends-its-own-copies"):
+		// The bug: a run sends back every copy it meets, the new copies of
+		// messages it sent back included, and never ends.
 		return nil
 	case r.sent[md.MessageID]:
 		return fmt.Errorf("%w: this run sent message %s back and it was dead-lettered again", ErrHandledThisRun, md.MessageID)

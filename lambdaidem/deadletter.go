@@ -140,11 +140,17 @@ func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.
 
 // badInput handles a message no key can be derived from: it can never be
 // processed, so it is dead-lettered when a sink is configured, and
-// otherwise reported failed so SQS keeps it.
+// otherwise reported failed so SQS keeps it. A body the key or hash options
+// cannot read (ErrMalformedBody) says so in its reason and outcome; any
+// other underivable key is a missing key.
 func (p *sqsProcessor) badInput(ctx context.Context, t timing, msg events.SQSMessage, err error, r RecordReport) RecordReport {
+	reason, outcome := ReasonMissingKey, OutcomeMissingKey
+	if errors.Is(err, ErrMalformedBody) {
+		reason, outcome = ReasonMalformedBody, OutcomeMalformedBody
+	}
 	if p.c.sink == nil {
-		r.Outcome, r.Err = OutcomeMissingKey, err
+		r.Outcome, r.Err = outcome, err
 		return p.logged(ctx, slog.LevelError, r)
 	}
-	return p.deadLetter(ctx, t, msg, nil, nil, ReasonMissingKey, err, r)
+	return p.deadLetter(ctx, t, msg, nil, nil, reason, err, r)
 }

@@ -63,7 +63,12 @@ var ErrResetRefused = errors.New("lambdaidem: record was not dead-lettered by th
 
 // ErrMalformedBody: the key or payload hash needs JSON from a body that is
 // not exactly one JSON value, or whose key or hashed field is ambiguous
-// (given twice) or not valid Unicode. It wraps ErrMissingKey.
+// (given twice) or not valid Unicode; for Wrap, an input that has no JSON
+// encoding or holds a string that is not valid UTF-8. It wraps
+// ErrMissingKey. SQS dead-letters such a message with ReasonMalformedBody
+// (without a sink, reports it failed as OutcomeMalformedBody); Wrap returns
+// the error to its caller. A WithKeyFunc function may wrap it to say the
+// same of a body it cannot parse.
 var ErrMalformedBody = fmt.Errorf("%w: malformed JSON body", ErrMissingKey)
 
 // Errors of Wrap's completion. Test with errors.Is.

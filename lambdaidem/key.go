@@ -343,7 +343,7 @@ func checkEncodedInput(b []byte) error {
 			continue
 		}
 		if string(b[i:i+6]) == `\ufffd` {
-			return fmt.Errorf("%w: the input holds a string that is not valid UTF-8", ErrMissingKey)
+			return fmt.Errorf("%w: the input holds a string that is not valid UTF-8", ErrMalformedBody)
 		}
 		i++ // skip the escaped character, so "\\ufffd" is not taken for one
 	}

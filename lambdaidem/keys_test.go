@@ -2,7 +2,10 @@ package lambdaidem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,18 +131,83 @@ func TestMissingKeyAndMalformedBodyAreFailedNotLost(t *testing.T) {
 	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithKeyJSONField("id"), reportsOf(&reps, &mu))...)
 	resp, _ := h(context.Background(), batch(msg("m1", `{"other":1}`), msg("m2", `not json`), msg("m3", `{"id":7}`)))
 	wantFailed(t, resp, "m1", "m2")
-	if !errors.Is(reps[0].Records[0].Err, lambdaidem.ErrMissingKey) || !errors.Is(reps[0].Records[1].Err, lambdaidem.ErrMalformedBody) {
-		t.Fatalf("errors = %v / %v", reps[0].Records[0].Err, reps[0].Records[1].Err)
+	missing, malformed := reps[0].Records[0], reps[0].Records[1]
+	if !errors.Is(missing.Err, lambdaidem.ErrMissingKey) || errors.Is(missing.Err, lambdaidem.ErrMalformedBody) || missing.Outcome != lambdaidem.OutcomeMissingKey {
+		t.Errorf("m1 (no id): outcome %s, error %v; want missing_key with ErrMissingKey alone", missing.Outcome, missing.Err)
+	}
+	if !errors.Is(malformed.Err, lambdaidem.ErrMalformedBody) || !errors.Is(malformed.Err, lambdaidem.ErrMissingKey) || malformed.Outcome != lambdaidem.OutcomeMalformedBody {
+		t.Errorf("m2 (not JSON): outcome %s, error %v; want malformed_body with ErrMalformedBody", malformed.Outcome, malformed.Err)
 	}
 	if b.calls.total() != 1 {
 		t.Fatalf("handler ran %d times, want 1 (only m3)", b.calls.total())
 	}
-	// With a sink, a keyless message is dead-lettered with its reason.
+	// With a sink, each is dead-lettered with its own reason.
 	h = lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithDeadLetterSink(b.sink))...)
-	resp, _ = h(context.Background(), batch(msg("m5", `{"other":1}`)))
+	resp, _ = h(context.Background(), batch(msg("m5", `{"other":1}`), msg("m6", `{"id":7`)))
 	wantFailed(t, resp)
-	if got := b.sink.reasons(); len(got) != 1 || got[0] != lambdaidem.ReasonMissingKey {
-		t.Fatalf("dead letters %v, want [missing_key]", got)
+	if got := deadLetterReasons(b.sink); len(got) != 2 || got["m5"] != lambdaidem.ReasonMissingKey || got["m6"] != lambdaidem.ReasonMalformedBody {
+		t.Fatalf("dead letters %v, want m5 missing_key and m6 malformed_body", got)
+	}
+}
+
+// deadLetterReasons maps each dead-lettered message to its reason.
+func deadLetterReasons(s *sink) map[string]lambdaidem.Reason {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]lambdaidem.Reason{}
+	for _, d := range s.sent {
+		out[d.Message.MessageId] = d.Reason
+	}
+	return out
+}
+
+// A body is malformed whichever option has to read it, the key or the
+// payload hash, and a key function may say so too; a key function's
+// other errors and its panics stay missing keys.
+func TestMalformedBodyHasItsOwnReasonWhoeverReadsIt(t *testing.T) {
+	t.Parallel()
+	byFunc := lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) {
+		switch m.Body {
+		case "unparsable":
+			return "", fmt.Errorf("%w: the producer's format changed", lambdaidem.ErrMalformedBody)
+		case "boom":
+			panic("unexpected input")
+		case "":
+			return "", lambdaidem.ErrMissingKey
+		}
+		return m.Body, nil
+	})
+	for _, c := range []struct {
+		name string
+		opts []lambdaidem.Option
+		body string
+		want lambdaidem.Reason
+	}{
+		{"hashed field, body not JSON", []lambdaidem.Option{lambdaidem.WithHashJSONFields("x")}, `{"x":`, lambdaidem.ReasonMalformedBody},
+		{"hashed field given twice", []lambdaidem.Option{lambdaidem.WithHashJSONFields("x")}, `{"x":1,"x":2}`, lambdaidem.ReasonMalformedBody},
+		{"key field, trailing data", []lambdaidem.Option{lambdaidem.WithKeyJSONField("id")}, `{"id":1} {}`, lambdaidem.ReasonMalformedBody},
+		{"key field not a scalar", []lambdaidem.Option{lambdaidem.WithKeyJSONField("id")}, `{"id":{}}`, lambdaidem.ReasonMissingKey},
+		{"key function says malformed", []lambdaidem.Option{byFunc}, "unparsable", lambdaidem.ReasonMalformedBody},
+		{"key function panics", []lambdaidem.Option{byFunc}, "boom", lambdaidem.ReasonMissingKey},
+		{"key function finds no key", []lambdaidem.Option{byFunc}, "", lambdaidem.ReasonMissingKey},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			reps, b := keyReports(t, c.opts, c.body)
+			r := reps[0]
+			if r.Outcome != lambdaidem.OutcomeDeadLettered || r.Reason != c.want || !errors.Is(r.Err, lambdaidem.ErrMissingKey) {
+				t.Errorf("outcome %s, reason %q, error %v; want dead-lettered as %s", r.Outcome, r.Reason, r.Err, c.want)
+			}
+			if got := errors.Is(r.Err, lambdaidem.ErrMalformedBody); got != (c.want == lambdaidem.ReasonMalformedBody) {
+				t.Errorf("errors.Is(%v, ErrMalformedBody) = %v", r.Err, got)
+			}
+			if got := deadLetterReasons(b.sink)["ma"]; got != c.want {
+				t.Errorf("dead-letter copy's reason %q, want %s", got, c.want)
+			}
+			if n := b.calls.total(); n != 0 {
+				t.Errorf("handler ran %d times, want 0", n)
+			}
+		})
 	}
 }
 
@@ -205,8 +273,8 @@ func TestKeysThatAreNotValidUnicodeAreMalformedNotMerged(t *testing.T) {
 			}
 			reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField(path)}, bodies...)
 			for i, r := range reps {
-				if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMissingKey || r.Outcome != lambdaidem.OutcomeDeadLettered {
-					t.Errorf("body %d: outcome %s, reason %q, error %v; want dead-lettered as missing_key with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
+				if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMalformedBody || r.Outcome != lambdaidem.OutcomeDeadLettered {
+					t.Errorf("body %d: outcome %s, reason %q, error %v; want dead-lettered as malformed_body with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
 				}
 			}
 			if n := b.calls.total(); n != 0 {
@@ -221,8 +289,8 @@ func TestHashedFieldsThatAreNotValidUnicodeAreMalformed(t *testing.T) {
 	reps, b := keyReports(t, []lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHashJSONFields("x")},
 		`{"id":"1","x":{"k":"\ud800"}}`, `{"id":"1","x":{"k":"\udbff"}}`, `{"id":"2","x":{"\ud800":1}}`)
 	for i, r := range reps {
-		if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMissingKey {
-			t.Errorf("body %d: outcome %s, reason %q, error %v; want missing_key with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
+		if !errors.Is(r.Err, lambdaidem.ErrMalformedBody) || r.Reason != lambdaidem.ReasonMalformedBody {
+			t.Errorf("body %d: outcome %s, reason %q, error %v; want malformed_body with ErrMalformedBody", i, r.Outcome, r.Reason, r.Err)
 		}
 	}
 	if n := b.calls.total(); n != 0 {
@@ -303,8 +371,8 @@ func TestWrapRefusesInputsThatEncodeAlike(t *testing.T) {
 	runs := 0
 	f := lambdaidem.Wrap(memstore.New(), func(_ context.Context, v in) (string, error) { runs++; return v.S, nil }, lambdaidem.WithNamespace(ns))
 	for _, s := range []string{"\xff", "\xfe"} {
-		if _, err := f(context.Background(), in{S: s}); !errors.Is(err, lambdaidem.ErrMissingKey) {
-			t.Errorf("input %q: error %v, want ErrMissingKey", s, err)
+		if _, err := f(context.Background(), in{S: s}); !errors.Is(err, lambdaidem.ErrMalformedBody) || !errors.Is(err, lambdaidem.ErrMissingKey) {
+			t.Errorf("input %q: error %v, want ErrMalformedBody (an ErrMissingKey)", s, err)
 		}
 	}
 	// A real U+FFFD and a literal backslash-u text are fine, and distinct.
@@ -315,6 +383,37 @@ func TestWrapRefusesInputsThatEncodeAlike(t *testing.T) {
 	}
 	if runs != 2 {
 		t.Errorf("ran %d times, want 2", runs)
+	}
+}
+
+// Wrap's next door to a malformed body: an input with no JSON encoding, or
+// whose keyed field is ambiguous, is refused with ErrMalformedBody before
+// anything is claimed, and fn never runs.
+func TestWrapRefusesMalformedInputs(t *testing.T) {
+	t.Parallel()
+	type in struct {
+		ID  json.RawMessage `json:"id"`
+		Amt float64         `json:"amt"`
+	}
+	store := memstore.New()
+	runs := 0
+	f := lambdaidem.Wrap(store, func(context.Context, in) (int, error) { runs++; return 1, nil },
+		lambdaidem.WithNamespace(ns), lambdaidem.WithKeyJSONField("id.n"))
+	for name, v := range map[string]in{
+		"no JSON encoding":  {ID: json.RawMessage(`{"n":1}`), Amt: math.NaN()},
+		"field given twice": {ID: json.RawMessage(`{"n":1,"n":2}`)},
+		"lone surrogate":    {ID: json.RawMessage(`{"n":"\ud800"}`)},
+	} {
+		if _, err := f(context.Background(), v); !errors.Is(err, lambdaidem.ErrMalformedBody) || !errors.Is(err, lambdaidem.ErrMissingKey) {
+			t.Errorf("%s: error %v, want ErrMalformedBody (an ErrMissingKey)", name, err)
+		}
+	}
+	// A missing field is a missing key, not a malformed input.
+	if _, err := f(context.Background(), in{ID: json.RawMessage(`{}`)}); !errors.Is(err, lambdaidem.ErrMissingKey) || errors.Is(err, lambdaidem.ErrMalformedBody) {
+		t.Errorf("missing field: error %v, want ErrMissingKey alone", err)
+	}
+	if n := store.Stats().Total(); runs != 0 || n != 0 {
+		t.Errorf("fn ran %d times and the store saw %d calls, want none", runs, n)
 	}
 }
 

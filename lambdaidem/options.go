@@ -230,11 +230,13 @@ func WithKeyDeduplicationID(perGroup bool) Option {
 }
 
 // WithKeyFunc keys records by a function of the message. Return an error
-// wrapping ErrMissingKey when the message has no key. Any string is a valid
-// key: one that is long, not valid UTF-8 or starts with HashedKeyPrefix is
-// stored hashed (StoredKey), never merged with another. A panic in it (or in
-// a WithPayloadHash function) is that message's missing key: it alone is
-// dead-lettered with ReasonMissingKey, or reported failed without a sink.
+// wrapping ErrMissingKey when the message has no key, or ErrMalformedBody
+// when its body cannot be parsed (the message is then dead-lettered with
+// ReasonMalformedBody). Any string is a valid key: one that is long, not
+// valid UTF-8 or starts with HashedKeyPrefix is stored hashed (StoredKey),
+// never merged with another. A panic in it (or in a WithPayloadHash
+// function) is that message's missing key: it alone is dead-lettered with
+// ReasonMissingKey, or reported failed without a sink.
 func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be

@@ -78,7 +78,8 @@ func notStoredMarker(why error) []byte {
 // stays retryable.
 //
 // An input holding a string that is not valid UTF-8 is refused with
-// ErrMissingKey: its JSON encoding would be the same as another input's.
+// ErrMalformedBody (which wraps ErrMissingKey): its JSON encoding would be
+// the same as another input's. So is an input with no JSON encoding.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -121,7 +122,7 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 	}()
 	b, err := json.Marshal(in)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
+		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMalformedBody, err)
 	}
 	if err := checkEncodedInput(b); err != nil {
 		return "", "", err

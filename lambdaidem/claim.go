@@ -22,6 +22,24 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 	return minTime(t.deadline, now.Add(e.c.maxLease))
 }
 
+// claimRequest asks for the lease on key at now, for the message msgID (""
+// for Wrap): until the invocation's deadline or the lease cap, the record
+// kept for the unfinished retention. In at-most-once mode it does not take
+// over an abandoned lease.
+func (e *engine) claimRequest(t timing, key, hash, msgID string, now time.Time) ClaimRequest {
+	return ClaimRequest{
+		Namespace:   e.c.namespace,
+		Key:         key,
+		PayloadHash: hash,
+		MessageID:   msgID,
+		Now:         now,
+		LeaseUntil:  e.leaseUntil(t, now),
+		Grace:       e.c.grace,
+		NoTakeover:  e.c.atMostOnce,
+		ExpiresAt:   e.retentionUntil(now, false),
+	}
+}
+
 // leaseOf rebuilds the lease of a record's latest claim.
 func leaseOf(rec Record) Lease {
 	return Lease{Namespace: rec.Namespace, Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}

@@ -118,10 +118,9 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.StoreCalls++
-	cr, err := p.store.Claim(ctx, ClaimRequest{
-		Namespace: p.c.namespace, Key: r.Key, PayloadHash: hash, MessageID: msg.MessageId, Now: now,
-		LeaseUntil: p.leaseUntil(t, now), Grace: p.c.grace, ExpiresAt: p.retentionUntil(now, false),
-	})
+	req := p.claimRequest(t, r.Key, hash, msg.MessageId, now)
+	req.NoTakeover = false // take the abandoned lease over: that fences its owner
+	cr, err := p.store.Claim(ctx, req)
 	switch {
 	case err != nil:
 		r.Outcome, r.Err = OutcomeStoreError, err

@@ -6,8 +6,13 @@ import (
 	"time"
 )
 
-// engine is what SQS and Wrap share: the store, the options, the clock
-// arithmetic and the retry-safe recording of outcomes.
+// engine is what SQS and Wrap share: the store, the options, the cache of
+// completed keys and the completions this container could not write. Its
+// methods live with their concept: timing.go (deadlines and the clock),
+// claim.go, handler.go (running the handler under the lease),
+// heartbeat.go, retry.go (retrying store writes), unrecorded.go and
+// visibility.go; this file holds the record's log line and its failure
+// mark.
 type engine struct {
 	store      Store
 	c          *config
@@ -22,11 +27,31 @@ func newEngine(store Store, c *config) *engine {
 	return &engine{store: store, c: c, cache: newCompletedCache(c.cacheSize, c.cacheTTL), unrecorded: newUnrecorded()}
 }
 
+// retentionUntil is when a record written at now may be forgotten: the
+// key retention once finished, the unfinished retention before.
 func (e *engine) retentionUntil(now time.Time, finished bool) time.Time {
 	if finished {
 		return now.Add(e.c.retention)
 	}
 	return now.Add(e.c.unfinishedRetention)
+}
+
+// failRecord marks the record FAILED (retryable) under the lease. If that
+// cannot be written the lease runs out and the next claim takes over.
+func (e *engine) failRecord(ctx context.Context, t timing, r *RecordReport, lease Lease, cause error) error {
+	now := t.now()
+	return retryStore(ctx, r, func(ctx context.Context) error {
+		return e.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: e.retentionUntil(now, false)})
+	})
+}
+
+// fail records a retryable failure, logging when it cannot be written
+// (the lease then runs out and the next claim takes over).
+func (e *engine) fail(ctx context.Context, t timing, lease Lease, cause error, r *RecordReport) {
+	if err := e.failRecord(ctx, t, r, lease, cause); err != nil {
+		e.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", err))
+	}
 }
 
 // log writes one structured line if the level is enabled, so a quiet
@@ -36,6 +61,32 @@ func (e *engine) log(ctx context.Context, level slog.Level, msg string, attrs ..
 		return
 	}
 	e.c.logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// logged writes the record's one line and returns it.
+func (e *engine) logged(ctx context.Context, level slog.Level, r RecordReport) RecordReport {
+	if !e.c.logger.Enabled(ctx, level) {
+		return r
+	}
+	attrs := []slog.Attr{
+		slog.String("namespace", e.c.namespace),
+		slog.String("key", r.Key),
+		slog.String("message_id", r.MessageID),
+		slog.Int("attempt", r.Attempt),
+		slog.String("outcome", string(r.Outcome)),
+		slog.Bool("acked", r.Acked),
+	}
+	if r.Reason != "" {
+		attrs = append(attrs, slog.String("reason", string(r.Reason)))
+	}
+	if r.MessageGroupID != "" {
+		attrs = append(attrs, slog.String("message_group_id", r.MessageGroupID))
+	}
+	if r.Err != nil {
+		attrs = append(attrs, slog.String("error", r.Err.Error()))
+	}
+	e.c.logger.LogAttrs(ctx, level, "lambdaidem: record "+string(r.Outcome), attrs...)
+	return r
 }
 
 func minTime(a, b time.Time) time.Time {

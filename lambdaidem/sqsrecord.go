@@ -36,17 +36,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		}
 	}
 	r.StoreCalls++
-	cr, err := p.store.Claim(ctx, ClaimRequest{
-		Namespace:   p.c.namespace,
-		Key:         r.Key,
-		PayloadHash: hash,
-		MessageID:   msg.MessageId,
-		Now:         now,
-		LeaseUntil:  p.leaseUntil(t, now),
-		Grace:       p.c.grace,
-		NoTakeover:  p.c.atMostOnce,
-		ExpiresAt:   p.retentionUntil(now, false),
-	})
+	cr, err := p.store.Claim(ctx, p.claimRequest(t, r.Key, hash, msg.MessageId, now))
 	if err != nil {
 		r.Outcome, r.Err = OutcomeStoreError, err
 		r.StoreErrors++
@@ -56,6 +46,36 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		return p.refused(ctx, t, msg, hash, cr.Record, r)
 	}
 	return p.claimed(ctx, t, msg, hash, cr, r)
+}
+
+// recordLate writes a completion this container could not write when the
+// handler succeeded, now that its key came back (WithFailBatchOnAnyFailure
+// returns the whole batch, say). The write is fenced by that attempt's
+// lease token: it applies only if nobody took the key over since. done is
+// false when the key must be claimed as usual.
+func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	r.Attempt = req.Lease.Attempt
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
+		req.Now = t.now()
+		return p.store.Complete(ctx, req)
+	})
+	switch {
+	case err == nil:
+		p.unrecorded.drop(r.Key)
+		p.cache.add(r.Key, hash, req.Now, minNonZero(req.ExpiresAt, req.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r), true
+	case errors.Is(err, ErrStoreUnavailable):
+		// Still cannot write it: keep the message, never run it again here.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r), true
+	default:
+		// Taken over, forgotten or refused: the store decides, as usual.
+		p.unrecorded.drop(r.Key)
+		return r, false
+	}
 }
 
 // refused decides what a refused claim means (the outcome table of docs/design.md).
@@ -217,61 +237,6 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 		p.changeVisibility(ctx, t, msg, p.c.backoff(lease.Attempt), &r)
 	}
 	return p.logged(ctx, slog.LevelWarn, r)
-}
-
-// fail records a retryable failure; if that cannot be written the lease
-// runs out and the next claim takes over.
-func (p *sqsProcessor) fail(ctx context.Context, t timing, lease Lease, herr error, r *RecordReport) {
-	now := t.now()
-	err := retryStore(ctx, r, func(ctx context.Context) error {
-		return p.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: herr.Error(), ExpiresAt: p.retentionUntil(now, false)})
-	})
-	if err != nil {
-		p.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
-			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", err))
-	}
-}
-
-func (p *sqsProcessor) changeVisibility(ctx context.Context, t timing, msg events.SQSMessage, d time.Duration, r *RecordReport) {
-	if p.c.visibility == nil {
-		return
-	}
-	d = min(max(d, 0), 12*time.Hour)
-	dctx, cancel := p.detached(ctx, t)
-	defer cancel()
-	if err := p.c.visibility.ChangeVisibility(dctx, msg, d); err != nil {
-		// The message comes back when the queue's own visibility timeout
-		// ends, not when asked (RetryAfter, backoff): the report says so.
-		r.VisibilityErr = err
-		p.log(ctx, slog.LevelWarn, "lambdaidem: could not change visibility",
-			slog.String("message_id", r.MessageID), slog.Duration("timeout", d), slog.Any("error", err))
-	}
-}
-
-// logged writes the record's one line and returns it.
-func (p *sqsProcessor) logged(ctx context.Context, level slog.Level, r RecordReport) RecordReport {
-	if !p.c.logger.Enabled(ctx, level) {
-		return r
-	}
-	attrs := []slog.Attr{
-		slog.String("namespace", p.c.namespace),
-		slog.String("key", r.Key),
-		slog.String("message_id", r.MessageID),
-		slog.Int("attempt", r.Attempt),
-		slog.String("outcome", string(r.Outcome)),
-		slog.Bool("acked", r.Acked),
-	}
-	if r.Reason != "" {
-		attrs = append(attrs, slog.String("reason", string(r.Reason)))
-	}
-	if r.MessageGroupID != "" {
-		attrs = append(attrs, slog.String("message_group_id", r.MessageGroupID))
-	}
-	if r.Err != nil {
-		attrs = append(attrs, slog.String("error", r.Err.Error()))
-	}
-	p.c.logger.LogAttrs(ctx, level, "lambdaidem: record "+string(r.Outcome), attrs...)
-	return r
 }
 
 // cloneMessageAttributes copies message attributes deeply enough that a

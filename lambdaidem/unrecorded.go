@@ -1,9 +1,6 @@
 package lambdaidem
 
 import (
-	"context"
-	"errors"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 )
@@ -72,35 +69,5 @@ func (u *unrecordedCompletions) drop(key string) {
 			u.order = append(u.order[:i], u.order[i+1:]...)
 			break
 		}
-	}
-}
-
-// recordLate writes a completion this container could not write when the
-// handler succeeded, now that its key came back (WithFailBatchOnAnyFailure
-// returns the whole batch, say). The write is fenced by that attempt's
-// lease token: it applies only if nobody took the key over since. done is
-// false when the key must be claimed as usual.
-func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
-	dctx, cancel := p.detached(ctx, t)
-	defer cancel()
-	r.Attempt = req.Lease.Attempt
-	err := retryStore(dctx, &r, func(ctx context.Context) error {
-		req.Now = t.now()
-		return p.store.Complete(ctx, req)
-	})
-	switch {
-	case err == nil:
-		p.unrecorded.drop(r.Key)
-		p.cache.add(r.Key, hash, req.Now, minNonZero(req.ExpiresAt, req.ResultUntil))
-		r.Outcome, r.Acked = OutcomeDuplicate, true
-		return p.logged(ctx, slog.LevelInfo, r), true
-	case errors.Is(err, ErrStoreUnavailable):
-		// Still cannot write it: keep the message, never run it again here.
-		r.Outcome, r.Err = OutcomeStoreError, err
-		return p.logged(ctx, slog.LevelError, r), true
-	default:
-		// Taken over, forgotten or refused: the store decides, as usual.
-		p.unrecorded.drop(r.Key)
-		return r, false
 	}
 }

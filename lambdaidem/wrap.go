@@ -155,11 +155,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if !t.canClaim(now) {
 		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
 	}
-	cr, err := w.store.Claim(ctx, ClaimRequest{
-		Namespace: w.c.namespace, Key: key, PayloadHash: hash, Now: now,
-		LeaseUntil: w.leaseUntil(t, now), Grace: w.c.grace, ExpiresAt: w.retentionUntil(now, false),
-		NoTakeover: w.c.atMostOnce,
-	})
+	cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
 	if err != nil {
 		return zero, err
 	}
@@ -190,7 +186,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		// crash. Never retryable.
 		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr)
 	}
-	w.fail(ctx, dctx, t, cr.Lease, key, ferr)
+	w.failCall(ctx, dctx, t, cr.Lease, key, ferr)
 	return zero, ferr
 }
 
@@ -209,7 +205,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		if mutant.On("wrap-fails-unstorable-result") {
 			// The bug: failure recorded after success; a repeat runs fn again.
 			ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
-			w.fail(ctx, dctx, t, lease, key, ferr)
+			w.failCall(ctx, dctx, t, lease, key, ferr)
 			return zero, ferr
 		}
 		result = notStoredMarker(why)
@@ -259,7 +255,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		// The store refused the writes for good (a condition failed, or it
 		// cannot commit them at all); nothing was written.
 		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
-		w.fail(ctx, dctx, t, lease, key, ferr)
+		w.failCall(ctx, dctx, t, lease, key, ferr)
 		return zero, ferr
 	}
 }
@@ -276,16 +272,8 @@ func (w *wrapper[In, Out]) encode(out Out) (result []byte, why error) {
 	return result, nil
 }
 
-// failRecord marks the record FAILED (retryable) under the lease.
-func (w *wrapper[In, Out]) failRecord(dctx context.Context, t timing, calls *RecordReport, lease Lease, cause error) error {
-	done := t.now()
-	return retryStore(dctx, calls, func(ctx context.Context) error {
-		return w.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: w.retentionUntil(done, false)})
-	})
-}
-
-// fail records fn's failure, logging when it cannot.
-func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
+// failCall records fn's failure, logging when it cannot.
+func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
 	var calls RecordReport
 	if err := w.failRecord(dctx, t, &calls, lease, cause); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",

@@ -55,7 +55,7 @@
 // or hash options cannot read (not one JSON value, a field given twice, a
 // string that is not valid Unicode) is [ErrMalformedBody]. Neither is ever
 // run: both are dead-lettered, with [ReasonMissingKey] and
-// [ReasonMalformedBody].
+// [ReasonMalformedBody]. docs/handlers.md has every key and hash option.
 //
 // # Outcomes and the partial batch response
 //
@@ -71,7 +71,8 @@
 // ([WithAllFailedError]). On a FIFO queue the records of a message group
 // run in order, and the rest of a group stops at its first record that was
 // not acknowledged. [WithInvocationHook] receives each invocation's
-// [InvocationReport]: package emf turns it into CloudWatch metrics.
+// [InvocationReport]: package emf turns it into CloudWatch metrics. What
+// each record becomes, state by state, is the table of docs/design.md.
 //
 // # Poison messages and the dead-letter queue
 //
@@ -151,7 +152,8 @@
 // twice, a producer's duplicate, a crash after the effect, a poison
 // message, a takeover from a paused holder, a redrive), and an explorer
 // that checks the handler's own invariant over thousands of seeded
-// scenarios. docs/testing.md shows how.
+// scenarios. docs/testing.md shows how; docs/proof.md shows how the
+// library itself is tested.
 //
 // # Operations
 //

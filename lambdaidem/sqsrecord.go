@@ -13,6 +13,12 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
+// process takes one record from its derived key to its outcome, in the
+// order the rest of this file follows: a key that could not be derived is
+// dead-lettered (badInput); a cached duplicate needs no store request; too
+// little time left starts nothing; a completion this container remembers
+// as unrecorded is written instead of running the handler (recordLate);
+// otherwise the claim decides, refused or claimed.
 func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
 	r := RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
 	if d.err != nil {

@@ -43,6 +43,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
+	dl.PayloadHash = p.copyHash(msg, lease, rec)
 	unconfirmed := mutant.On("dead-letter-without-lease") // the bug: neither confirms the lease nor heeds a refused mark
 	if lease != nil && !unconfirmed {
 		// Confirm the lease before sending: a holder that lost it (its

@@ -62,9 +62,15 @@ type Config struct {
 	MaxRedrives     int
 	// BadKey is the chance a key's messages cannot be keyed: the key
 	// function panics, or (half of them) the body is malformed.
-	BadKey     float64
-	Forget     int  // operator forgets
-	SlowPoison bool // slow handlers may end with Poison
+	BadKey float64
+	// Forget is how many operator forgets (and as many releases) run.
+	// ForceOps is the chance one is forced (a live lease is revoked);
+	// AbandonCopy the chance a forget of a DEAD_LETTERED record abandons
+	// its dead-letter copy.
+	Forget      int
+	ForceOps    float64
+	AbandonCopy float64
+	SlowPoison  bool // slow handlers may end with Poison
 	// Request streams through Wrap (or httpidem when HTTP).
 	Requests      int
 	HTTP          bool
@@ -81,8 +87,8 @@ var Known []string
 
 // Draw returns a scenario configuration for seed. known is ignored (no
 // known-bug knob is left; see Known). filter, when not empty, forces options: a comma list
-// of names (fifo, tx, cache, heartbeat, amo, failany, redrive, faults,
-// nofaults, wrap).
+// of names (fifo, tx, cache, heartbeat, amo, failany, redrive, forget,
+// conflict, faults, nofaults, wrap, late).
 func Draw(seed uint64, known []string, filter string) Config {
 	_ = known
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -182,8 +188,25 @@ func Draw(seed uint64, known []string, filter string) Config {
 		}
 	}
 	c.BadKey = frac(0.05)
-	if p(0.2) {
+	if p(0.2) || want("forget") {
 		c.Forget = 1 + r.IntN(3)
+		c.ForceOps = frac(0.6)
+		c.AbandonCopy = frac(0.6)
+		if want("forget") {
+			// Operators busy on running keys: more of them, often forced,
+			// and handlers slow enough to be caught running.
+			c.Forget += 2
+			c.ForceOps = 0.3 + r.Float64()*0.5
+			c.Slow = max(c.Slow, 0.3)
+		}
+	}
+	if want("conflict") {
+		// Payloads that never run under their key: conflicting bodies,
+		// keys poison on their first run only (so a later message of
+		// another payload completes them), and a sink to hold the copies.
+		c.Conflict = 0.2 + r.Float64()*0.3
+		c.Poison = 0.2 + r.Float64()*0.3
+		c.SlowPoison, c.Sink = true, true
 	}
 	if c.Tx {
 		c.TxRefuse = frac(0.2)

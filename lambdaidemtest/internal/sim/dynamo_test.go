@@ -31,5 +31,5 @@ func TestSimulationDynamoDB(t *testing.T) {
 			t.Logf("delete table %s: %v", table, err)
 		}
 	})
-	exploreStore(t, "DynamoDB Local", *flagDynamoBudget, dynamo.New(client, table))
+	exploreStore(t, "DynamoDB Local", *flagDynamoBudget, dynamo.NewAdmin(client, table))
 }

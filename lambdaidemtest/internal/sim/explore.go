@@ -107,6 +107,8 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zeroDur(&c.Store.Latency) },
 		func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
 		func(c *Config) bool { return zeroInt(&c.Forget) },
+		func(c *Config) bool { return zero(&c.ForceOps) },
+		func(c *Config) bool { return zero(&c.AbandonCopy) },
 		func(c *Config) bool { return halve(&c.Redrive) },
 		func(c *Config) bool { return zero(&c.RedriveDelFail) },
 		func(c *Config) bool { return zeroDur(&c.Cache) },

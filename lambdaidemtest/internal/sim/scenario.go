@@ -108,7 +108,11 @@ type Scenario struct {
 	badAcked []string       // acknowledged messages whose key cannot be derived
 	copies   map[string]int // dead-letter copies per source message
 	keyDLQ   map[string]int // dead-letter copies per key
-	starts   map[*Process]time.Time
+	// bodyOf maps each message a handler ran, and each dead-letter copy,
+	// to its body: what redrive may delete as done must have had its
+	// effect.
+	bodyOf map[string]string
+	starts map[*Process]time.Time
 	// container maps each invocation to its execution environment.
 	container map[*Process]string
 	claimAt   map[string]time.Time // claim time per lease token
@@ -179,6 +183,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.msgKey = map[string]string{}
 	s.copies = map[string]int{}
 	s.keyDLQ = map[string]int{}
+	s.bodyOf = map[string]string{}
 	s.starts = map[*Process]time.Time{}
 	s.container = map[*Process]string{}
 	s.claimAt = map[string]time.Time{}
@@ -431,6 +436,7 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	f := s.key(k)
+	s.bodyOf[msg.MessageId] = msg.Body
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
@@ -637,6 +643,7 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	}
 	s.copies[dl.Message.MessageId]++
 	s.keyDLQ[dl.Key]++
+	s.bodyOf[id] = dl.Message.Body
 	w.Logf("dead-lettered %s (%s) as %s", dl.Message.MessageId, dl.Reason, id)
 	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the dead-letter send", w.cur.owner.Name)
@@ -645,7 +652,9 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	return id, nil
 }
 
-// operators schedules redrives and forgets at random moments.
+// operators schedules redrives, forgets and releases at random moments,
+// out of band: an operator acts whatever the function is doing, and may
+// force a live lease.
 func (s *Scenario) operators() {
 	c, w := s.Cfg, s.w
 	span := c.SendOver + Horizon/2
@@ -690,6 +699,9 @@ func (s *Scenario) redrive() {
 		Progress: func(ev sqsqueue.RedriveEvent) {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true
+			}
+			if ev.Outcome == sqsqueue.RedriveAlreadyDone {
+				s.checkDone(run, ev)
 			}
 		},
 		MaxRedrives: s.Cfg.MaxRedrives,
@@ -760,47 +772,100 @@ func (s *Scenario) pickKey() string {
 	return keys[s.w.rng.IntN(len(keys))]
 }
 
-// forget is an operator forgetting one key, as the CLI's forget does
-// without --force: refused while the record is IN_PROGRESS under a lease
-// that has not ended.
-func (s *Scenario) forget() {
-	k := s.pickKey()
-	if k == "" {
-		return
+// checkDone checks a copy redrive deleted as done: some message with the
+// copy's body must have had its effect on the copy's key. Otherwise the
+// copy's payload never ran, and deleting it lost the message.
+func (s *Scenario) checkDone(run int, ev sqsqueue.RedriveEvent) {
+	k, body := ev.Metadata.Key, s.bodyOf[ev.DeadLetterMessageID]
+	for _, by := range slices.Concat(s.ledger.Plain[k], s.ledger.Tx[k]) {
+		if s.bodyOf[by] == body {
+			return
+		}
 	}
-	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	if err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now) {
-		s.w.Logf("operator: forget %s refused, lease valid", k)
-		return
-	}
-	s.w.Logf("operator: forget %s", k)
-	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: s.ns, Key: k})
+	s.violate("redrive run %d deleted DLQ copy %s (message %s, key %s) as done, but no message with its body had an effect on the key: its payload never ran (the record completed with payload hash %s)",
+		run, ev.DeadLetterMessageID, ev.Metadata.MessageID, k, ev.Record.PayloadHash)
 }
 
-// release is an operator releasing an abandoned lease (the CLI's release
-// without --force): an IN_PROGRESS record whose lease has ended becomes
-// FAILED, so the next delivery runs at once instead of after the grace.
+// admin is the store's operator interface, nil when the store has none
+// (the scenario then runs no forget or release).
+func (s *Scenario) admin() lambdaidem.Admin {
+	a, _ := s.raw.(lambdaidem.Admin)
+	return a
+}
+
+// forget is an operator forgetting one key with the store's Forget, as
+// the CLI's forget does: sometimes forced (a live lease is revoked and the
+// record forgotten once it has run out), sometimes abandoning a
+// dead-lettered record's copy. It goes straight to the store: a forget
+// held in the network and landing later would leave the checker behind.
+func (s *Scenario) forget() {
+	k, a := s.pickKey(), s.admin()
+	if k == "" || a == nil {
+		return
+	}
+	rng := s.w.rng
+	req := lambdaidem.ForgetRequest{
+		Namespace: s.ns, Key: k, Now: s.w.now, Grace: s.Cfg.Grace,
+		Force:       rng.Float64() < s.Cfg.ForceOps,
+		AbandonCopy: rng.Float64() < s.Cfg.AbandonCopy,
+	}
+	res, err := a.Forget(context.Background(), req)
+	switch {
+	case err != nil:
+		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
+	case res.Revoked:
+		s.w.Logf("operator: forget %s revoked the lease of %s; forgotten at %.3fs", k, res.Record.MessageID, res.ForgottenAt.Sub(Epoch).Seconds())
+	default:
+		s.w.Logf("operator: forget %s (was %s)", k, res.Record.Status)
+	}
+}
+
+// refusal names why an operator call was refused, in words that do not
+// depend on the run (an error's text holds the namespace, which does).
+func refusal(err error) string {
+	for _, e := range []error{lambdaidem.ErrNotFound, lambdaidem.ErrInProgress, lambdaidem.ErrWouldAbandonCopy,
+		lambdaidem.ErrRecordChanged, lambdaidem.ErrNotInProgress, lambdaidem.ErrStoreUnavailable} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "another error"
+}
+
+// release is an operator releasing a lease with the store's Release, as
+// the CLI's release does: an IN_PROGRESS record whose lease ended becomes
+// FAILED, so the next delivery runs at once instead of after a takeover;
+// a live lease is refused, or when forced revoked, and then taken over
+// once it has run out.
 func (s *Scenario) release() {
-	k := s.pickKey()
-	if k == "" || s.Cfg.AtMostOnce {
-		// At most once: a release is the operator deciding to run the
-		// key again, which the invariant would count against the library.
+	k, a := s.pickKey(), s.admin()
+	if k == "" || a == nil {
 		return
 	}
 	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	if err != nil || rec.Status != lambdaidem.StatusInProgress || !rec.LeaseUntil.Before(now) {
+	rec, err := a.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	s.w.Logf("operator: release %s", k)
-	lease := lambdaidem.Lease{Namespace: s.ns, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
-	// Straight to the store: a release held in the network and landing
-	// later would leave the checker's count behind the store.
-	_ = s.raw.Fail(context.Background(), lambdaidem.FailRequest{Lease: lease, Now: now, Error: "released by operator", ExpiresAt: rec.ExpiresAt})
-	after, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: s.w.now})
-	if err == nil && after.Status == lambdaidem.StatusFailed && after.LeaseToken == rec.LeaseToken {
+	force := s.w.rng.Float64() < s.Cfg.ForceOps
+	if s.Cfg.AtMostOnce && !(force && lambdaidem.LeaseLive(rec, now, s.Cfg.Grace)) {
+		// At most once: releasing an ended lease is the operator deciding
+		// to run the key again, which the invariant would count against
+		// the library. Revoking a live one is not: the key is then taken
+		// over, and dead-lettered as outcome_unknown.
+		return
+	}
+	out, err := a.Release(context.Background(), lambdaidem.ReleaseRequest{
+		Namespace: s.ns, Key: k, Token: rec.LeaseToken, Now: now, Grace: s.Cfg.Grace, Force: force,
+	})
+	switch {
+	case err != nil:
+		s.w.Logf("operator: release %s (force %t) refused: %s", k, force, refusal(err))
+	case out.Status == lambdaidem.StatusFailed:
+		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
+	default:
+		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)
 	}
 }
 

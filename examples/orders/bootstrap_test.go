@@ -73,6 +73,10 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 			EnvNamespace+"="+b.cfg.Namespace,
 			EnvDLQURL+"="+b.cfg.DLQURL,
 			EnvEffectMode+"="+b.cfg.EffectMode,
+			// DynamoDB Local on a loaded machine can take longer than the
+			// default second: an attempt abandoned then ends before its
+			// handler runs, and the crash set for it never happens.
+			EnvStoreAttemptTimeout+"=10s",
 		),
 		Output: out,
 	})

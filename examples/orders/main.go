@@ -32,7 +32,7 @@ func main() {
 	}
 	// ClientOptions also skips the response checksum check off AWS
 	// (DynamoDB Local's CRC32 does not match some error answers).
-	dbOpts := []func(*dynamodb.Options){dynamo.ClientOptions(dynamo.Tuning{})}
+	dbOpts := []func(*dynamodb.Options){dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: cfg.StoreAttemptTimeout})}
 	lambda.Start(NewHandler(cfg, Deps{
 		DynamoDB: dynamodb.NewFromConfig(awsCfg, dbOpts...),
 		SQS:      sqs.NewFromConfig(awsCfg),

@@ -34,6 +34,12 @@ const (
 	EnvDLQURL           = "DLQ_URL"               // optional: without it SQS's redrive policy is the only DLQ
 	EnvMaxAttempts      = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
 	EnvEffectMode       = "EFFECT_MODE"           // EffectModePlain (default) or EffectModeTransactional
+	// EnvStoreAttemptTimeout is the store's per-attempt timeout
+	// (dynamo.Tuning.AttemptTimeout), a Go duration; default
+	// dynamo.DefaultAttemptTimeout, which suits DynamoDB. A DynamoDB Local
+	// on a loaded machine can take longer to answer, and an attempt
+	// abandoned there is only retried against the same server.
+	EnvStoreAttemptTimeout = "DYNAMODB_ATTEMPT_TIMEOUT"
 	// EnvFunctionName is set by Lambda; it is the FunctionName dimension
 	// of the metrics, which template.yaml's alarms select on.
 	EnvFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
@@ -95,6 +101,9 @@ type Config struct {
 	// FunctionName is the FunctionName dimension of the EMF metrics;
 	// empty publishes them without dimensions.
 	FunctionName string
+	// StoreAttemptTimeout is the DynamoDB client's per-attempt timeout;
+	// 0 keeps dynamo.DefaultAttemptTimeout.
+	StoreAttemptTimeout time.Duration
 }
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in
@@ -124,6 +133,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	case EffectModePlain, EffectModeTransactional:
 	default:
 		errs = append(errs, fmt.Errorf("%w: %s=%q is neither %q nor %q", ErrConfig, EnvEffectMode, c.EffectMode, EffectModePlain, EffectModeTransactional))
+	}
+	if v := getenv(EnvStoreAttemptTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s=%q is not a positive duration", ErrConfig, EnvStoreAttemptTimeout, v))
+		}
+		c.StoreAttemptTimeout = d
 	}
 	if v := getenv(EnvMaxAttempts); v != "" {
 		n, err := strconv.Atoi(v)

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -107,13 +108,26 @@ func (s Stack) SQS() *sqs.Client {
 }
 
 // FunctionEnv is what a function process needs to reach the stack: test
-// credentials and the endpoints, as "NAME=VALUE". (localrun passes the
-// region itself.)
+// credentials and the endpoints, as "NAME=VALUE", and
+// DYNAMODB_ATTEMPT_TIMEOUT (read by examples/orders) of
+// StoreAttemptTimeout. (localrun passes the region itself.)
 func (s Stack) FunctionEnv() []string {
 	return []string{
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		DynamoDBEndpointVar + "=" + s.DynamoDBEndpoint,
 		SQSEndpointVar + "=" + s.SQSEndpoint,
+		StoreAttemptTimeoutVar + "=" + StoreAttemptTimeout.String(),
 	}
 }
+
+// StoreAttemptTimeoutVar is the orders example's per-attempt timeout of
+// its DynamoDB client. Its default, a second, suits DynamoDB; DynamoDB
+// Local on a loaded two-core machine answers later than that now and then,
+// and the function then reports a store error for a store that is only
+// slow: an attempt ends before its handler runs, a crash set for it never
+// happens, a batch fails. StoreAttemptTimeout only bounds a hang.
+const (
+	StoreAttemptTimeoutVar = "DYNAMODB_ATTEMPT_TIMEOUT"
+	StoreAttemptTimeout    = 10 * time.Second
+)

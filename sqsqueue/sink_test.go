@@ -128,7 +128,6 @@ func TestSinkFIFOFromStandardSource(t *testing.T) {
 
 func TestSinkTooLarge(t *testing.T) {
 	t.Parallel()
-	testenv.SkipOn(t, testenv.FauxqsLimitSizedMessageUnseen)
 	b := setup(t)
 	// SQS's default size for new queues is now 1 MiB; this DLQ keeps the
 	// old 256 KiB, which the sink reads from the queue.

@@ -148,11 +148,6 @@ var (
 	// message size with its base64 text, a third more than its bytes.
 	FauxqsBinarySizeAsBase64 = Difference{"fauxqs", "Binary attributes sized as base64",
 		"a Binary attribute counts with the length of its base64 text; SQS counts its bytes, so a message at the size limit is refused"}
-	// FauxqsLimitSizedMessageUnseen: a message whose body fills the
-	// 256 KiB limit exactly was acknowledged and then never received, in
-	// two of six CI runs (not yet explained).
-	FauxqsLimitSizedMessageUnseen = Difference{"fauxqs", "a limit-sized message sometimes never received",
-		"a message whose body is exactly 256 KiB is acknowledged and, in some runs, never handed to a receive; SQS delivers it"}
 )
 
 // SkipOn skips the test when the SQS emulator in use is d's, with d's name

@@ -104,6 +104,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zero(&c.Store.LostAfter) },
 		func(c *Config) bool { return zero(&c.Store.Throttle) },
 		func(c *Config) bool { return zero(&c.Store.Late) },
+		func(c *Config) bool { return zero(&c.Store.MarkErr) },
 		func(c *Config) bool { return zeroDur(&c.Store.Latency) },
 		func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
 		func(c *Config) bool { return zeroInt(&c.Forget) },
@@ -115,6 +116,27 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return off(&c.Backoff) },
 		func(c *Config) bool { return off(&c.Visibility2) },
 		func(c *Config) bool { return off(&c.FIFO) },
+		func(c *Config) bool { return zero(&c.Force) },
+		func(c *Config) bool { return halve(&c.Requests) },
+		func(c *Config) bool { return zeroInt(&c.Requests) },
+		func(c *Config) bool { return zeroInt(&c.Callers) },
+		func(c *Config) bool { return off(&c.HTTP) },
+		func(c *Config) bool { return off(&c.HashFields) },
+		func(c *Config) bool { return off(&c.NoAllFailedError) },
+		func(c *Config) bool { return zeroDur(&c.UnfinishedRet) },
+		func(c *Config) bool { return zeroDur(&c.Retention) },
+		func(c *Config) bool { return zeroDur(&c.ResultRet) },
+		func(c *Config) bool { return off(&c.Tx) },
+		func(c *Config) bool { return off(&c.AtMostOnce) },
+		func(c *Config) bool { return off(&c.FailOnAny) },
+		func(c *Config) bool { return zeroInt(&c.MaxReceive) },
+		func(c *Config) bool {
+			if c.KeyBy == "" {
+				return false
+			}
+			c.KeyBy = ""
+			return true
+		},
 	}
 	for changed := true; changed; {
 		changed = false
@@ -183,10 +205,11 @@ func (st Stats) Report() string {
 	for _, v := range st.Original.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	fmt.Fprintf(&b, "replay: make sim SEED=%d SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.config=%s)\n",
-		f.Seed, st.Filter, f.Seed, st.Filter)
+	known := strings.Join(st.Known, ",")
+	fmt.Fprintf(&b, "replay: make sim SEED=%d SIM_CONFIG=%s KNOWN=%s   (go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.config=%s -sim.known=%s)\n",
+		f.Seed, st.Filter, known, f.Seed, st.Filter, known)
 	if f != st.Original {
-		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
+		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
 		for _, v := range f.Violations {
 			fmt.Fprintf(&b, "  %s\n", v)
 		}

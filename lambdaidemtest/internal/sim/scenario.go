@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
@@ -40,6 +42,11 @@ type Result struct {
 	// Answered counts successful answers to Wrap and httpidem clients;
 	// Resets the redrive resets that applied.
 	Answered, Resets int
+	// Revoked counts leases an operator revoked while valid (forced
+	// release or forget), Refused the lease extensions the store refused,
+	// GroupStops the FIFO records held back after an unacknowledged one,
+	// Conflicts the copies dead-lettered as key conflicts.
+	Revoked, Refused, GroupStops, Conflicts int
 }
 
 // Failed reports whether an invariant broke.
@@ -74,12 +81,34 @@ type keyFacts struct {
 	// its result expires (zero: never).
 	completions []time.Time
 	runs        int
+	// genHash and genBody are, per generation of the record, the payload
+	// hash of its first claim and that claimant's body (SQS messages).
+	genHash, genBody map[string]string
+	// completedBody holds the bodies whose claims completed the key.
+	completedBody map[string]bool
+	// forgotten counts the operator's forgets that deleted the record.
+	forgotten int
+}
+
+// claimFacts is what the checker knows of one lease: the claim that got
+// it.
+type claimFacts struct {
+	key, gen, hash, msg, body string
 }
 
 type running struct {
-	ctx  context.Context
-	proc *Process
-	msg  string
+	ctx   context.Context
+	proc  *Process
+	msg   string
+	token string
+}
+
+// invocation is what the checker knows of one invocation of the SQS
+// function: its batch, and per FIFO group the send order of the last
+// message whose handler it started.
+type invocation struct {
+	batch   []*Message
+	lastRun map[string]int
 }
 
 // Scenario is one world built from a Config: a producer, a queue with an
@@ -105,10 +134,18 @@ type Scenario struct {
 	run      map[string][]*running
 	msgKey   map[string]string
 	acked    []string
-	badAcked []string       // acknowledged messages whose key function panics
-	copies   map[string]int // dead-letter copies per source message
-	keyDLQ   map[string]int // dead-letter copies per key
-	starts   map[*Process]time.Time
+	inv      map[*Process]*invocation
+	tokens   map[string]claimFacts
+	// revoked holds the lease tokens an operator revoked while the lease
+	// was valid (release --force, forget --force); refused those whose
+	// holder's heartbeat had an extension refused since.
+	revoked, refused map[string]bool
+	// Counts for Result.
+	nRefused, groupStops, conflicts int
+	badAcked                        []string       // acknowledged messages whose key function panics
+	copies                          map[string]int // dead-letter copies per source message
+	keyDLQ                          map[string]int // dead-letter copies per key
+	starts                          map[*Process]time.Time
 	// container maps each invocation to its execution environment.
 	container map[*Process]string
 	claimAt   map[string]time.Time // claim time per lease token
@@ -141,7 +178,8 @@ func (s *Scenario) violate(format string, args ...any) {
 func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
-		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}}
+		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{},
+			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}}
 		s.facts[k] = f
 	}
 	return f
@@ -185,6 +223,10 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
+	s.inv = map[*Process]*invocation{}
+	s.tokens = map[string]claimFacts{}
+	s.revoked = map[string]bool{}
+	s.refused = map[string]bool{}
 
 	s.raw = s.Store
 	if s.raw == nil {
@@ -210,7 +252,12 @@ func (s *Scenario) run1(tracing bool) *Result {
 			until = req.ResultUntil
 		}
 		f.completions = append(f.completions, until)
+		if tc, ok := s.tokens[req.Lease.Token]; ok && tc.body != "" {
+			f.completedBody[tc.body] = true
+		}
 	}
+	s.store.OnExtendRefused = func(l lambdaidem.Lease) { s.refused[l.Token] = true; s.nRefused++ }
+	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
@@ -231,14 +278,16 @@ func (s *Scenario) run1(tracing bool) *Result {
 		NewHandler: s.function,
 		OnAck: func(m *Message) {
 			s.acked = append(s.acked, m.ID)
-			if s.body(m.Body).Kind == "badkey" {
+			if s.body(m.Body).Kind == "badkey" && s.Cfg.KeyBy == "" {
 				s.badAcked = append(s.badAcked, m.ID)
 			}
 		},
-		OnStart: func(p *Process) {
+		OnStart: func(p *Process, batch []*Message) {
 			s.starts[p] = w.now
 			s.container[p] = w.cur.name
+			s.inv[p] = &invocation{batch: batch}
 		},
+		BeforeDelete: s.beforeDelete,
 	}
 	es.Start()
 	s.clients()
@@ -249,7 +298,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
-		Answered: s.answeredOK, Resets: s.resets}
+		Answered: s.answeredOK, Resets: s.resets, Revoked: len(s.revoked), Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -290,24 +339,53 @@ func (s *Scenario) produce() {
 		if c.Conflict > 0 && r.Float64() < c.Conflict {
 			b.V = 1 + r.IntN(2)
 		}
-		s.sqsKeys[b.Key] = true
 		raw, _ := json.Marshal(b)
 		text := string(raw)
 		group := "g" + strconv.Itoa(ki%c.Groups)
 		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
+		var attrs map[string]types.MessageAttributeValue
+		if c.KeyBy == "attr" {
+			attrs = map[string]types.MessageAttributeValue{keyAttribute: {DataType: aws.String("String"), StringValue: aws.String(b.Key)}}
+		}
 		send := func() {
 			s.sent++
-			s.src.Send(text, nil, group, "")
+			s.src.Send(text, attrs, group, "")
 		}
 		w.At(at, nil, send)
 		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {
 			dedup := "retry-" + strconv.Itoa(r.IntN(1<<30))
 			w.At(at+time.Duration(r.Int64N(int64(90*time.Second))), nil, func() {
 				s.sent++
-				s.src.Send(text, nil, group, dedup)
+				s.src.Send(text, attrs, group, dedup)
 			})
 		}
 	}
+}
+
+// keyAttribute is the message attribute keys are read from with
+// WithKeyAttribute.
+const keyAttribute = "idempotency-key"
+
+// keyOption is the scenario's key option for SQS messages.
+func (s *Scenario) keyOption() lambdaidem.Option {
+	switch s.Cfg.KeyBy {
+	case "field":
+		return lambdaidem.WithKeyJSONField("key")
+	case "attr":
+		return lambdaidem.WithKeyAttribute(keyAttribute)
+	case "id":
+		return lambdaidem.WithKeyMessageID()
+	}
+	return lambdaidem.WithKeyFunc(s.keyOf)
+}
+
+// keyOfMessage is the stored key of a queued message under the scenario's
+// key option.
+func (s *Scenario) keyOfMessage(m *Message) string {
+	if s.Cfg.KeyBy == "id" {
+		return m.ID
+	}
+	return s.body(m.Body).Key
 }
 
 // function builds one execution environment's decorated handler.
@@ -315,7 +393,7 @@ func (s *Scenario) function() SQSHandler {
 	c := s.Cfg
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns),
-		lambdaidem.WithKeyFunc(s.keyOf),
+		s.keyOption(),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
@@ -357,6 +435,14 @@ func (s *Scenario) function() SQSHandler {
 	}
 	if c.UnfinishedRet > 0 {
 		opts = append(opts, lambdaidem.WithUnfinishedRetention(c.UnfinishedRet))
+	}
+	if c.HashFields {
+		// Every field that tells two bodies of a key apart: the same
+		// payloads as the whole body's hash, chosen field by field.
+		opts = append(opts, lambdaidem.WithHashJSONFields("key", "v", "kind", "fail", "slow", "honour", "first"))
+	}
+	if c.NoAllFailedError {
+		opts = append(opts, lambdaidem.WithAllFailedError(false))
 	}
 	return s.build(opts)
 }
@@ -419,11 +505,15 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	f := s.key(k)
-	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
+	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
 	f.runs++
 	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
+	s.inOrder(msg.MessageId)
+	if tc, ok := s.tokens[lease.Token]; ok && tc.msg != msg.MessageId {
+		s.violate("key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		// A slow claim may leave a handler little time, but its context
 		// must end after the claim was made: one that ended before gives
@@ -433,10 +523,11 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 				msg.MessageId, k, dl.Sub(Epoch).Seconds(), at.Sub(Epoch).Seconds())
 		}
 	}
-	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId) }
+	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId, msg.Body) }
 	slow := func() error {
 		for range b.Slow {
 			w.Sleep(time.Second)
+			s.stopped(ctx, k, lease)
 			if b.Honour && ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -476,13 +567,76 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 // enter records a handler starting on key k, and checks that no other
 // handler on k still runs with a live context: its lease would still be
 // valid, or the decorator failed to end its context when the lease ended.
+//
+// An operator who forces a release or a forget revokes a lease that is
+// still valid: its holder runs on until it learns of it (its heartbeat's
+// next extension is refused, or its lease ends), beside the next
+// claimant, and its outcome is refused. That window is documented; once
+// an extension was refused, the holder's context must have ended.
 func (s *Scenario) enter(k string, me *running, attempt int) {
 	for _, o := range s.run[k] {
-		if !o.proc.Dead() && o.ctx.Err() == nil {
+		if o.proc.Dead() || o.ctx.Err() != nil {
+			continue
+		}
+		switch {
+		case s.refused[o.token]:
+			s.violate("key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
+		case s.revoked[o.token]:
+			s.w.Logf("key %s: %s still runs under a lease an operator revoked as %s starts", k, o.msg, me.msg)
+		default:
 			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
 		}
 	}
 	s.run[k] = append(s.run[k], me)
+}
+
+// stopped checks a running handler: once its heartbeat's extension was
+// refused, its context must have ended (the decorator cancels it at once).
+func (s *Scenario) stopped(ctx context.Context, k string, lease lambdaidem.Lease) {
+	if s.refused[lease.Token] && ctx.Err() == nil {
+		s.violate("key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
+		delete(s.refused, lease.Token) // once per lease
+	}
+}
+
+// inOrder checks FIFO order as a handler starts for message id: every
+// message of its group sent before it is finished (deleted from the
+// queue) or earlier in this very batch (the invocation report checks how
+// it ended), and no later-sent message of its group ran before it in this
+// invocation.
+func (s *Scenario) inOrder(id string) {
+	if !s.Cfg.FIFO || s.w.cur == nil {
+		return
+	}
+	inv := s.inv[s.w.cur.owner]
+	if inv == nil {
+		return
+	}
+	pos := slices.IndexFunc(inv.batch, func(m *Message) bool { return m.ID == id })
+	if pos < 0 {
+		return
+	}
+	m := inv.batch[pos]
+	for _, e := range s.src.EarlierUnfinished(m) {
+		if !slices.Contains(inv.batch[:pos], e) {
+			s.violate("FIFO order: message %s of group %s runs while %s, sent before it, is unfinished and not in this batch", id, m.GroupID, e.ID)
+		}
+	}
+	if inv.lastRun == nil {
+		inv.lastRun = map[string]int{}
+	}
+	if last := inv.lastRun[m.GroupID]; last > m.Seq {
+		s.violate("FIFO order: message %s of group %s runs after a message sent after it (send order %d before %d)", id, m.GroupID, last, m.Seq)
+	}
+	inv.lastRun[m.GroupID] = m.Seq
+}
+
+// beforeDelete checks FIFO order as the event source acknowledges m: no
+// message of its group sent before it may still be in the queue.
+func (s *Scenario) beforeDelete(m *Message) {
+	for _, e := range s.src.EarlierUnfinished(m) {
+		s.violate("FIFO order: message %s of group %s is acknowledged while %s, sent before it, is unfinished", m.ID, m.GroupID, e.ID)
+	}
 }
 
 func (s *Scenario) leave(k string, me *running) {
@@ -491,8 +645,19 @@ func (s *Scenario) leave(k string, me *running) {
 
 // effect has the handler's effect on key k: committed with the completion
 // (Tx), or written to the ledger at once; a kill point follows.
-func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by string) error {
+//
+// Whose effect: the effect must come from the payload the generation was
+// first claimed with (body, for SQS messages; "" when the checker has no
+// body to compare).
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by, body string) error {
 	w := s.w
+	s.stopped(ctx, k, lease)
+	gen := lease.Fence.Generation
+	if tc, ok := s.tokens[lease.Token]; ok && tc.hash != f.genHash[gen] {
+		s.violate("whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)
+	} else if first := f.genBody[gen]; body != "" && first != "" && body != first {
+		s.violate("whose effect: key %s has an effect by %s with body %s, but generation %s was first claimed with body %s", k, by, body, gen, first)
+	}
 	if s.Cfg.Tx {
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
@@ -523,6 +688,17 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 	f := s.key(req.Key)
 	f.claims++
 	s.claimAt[res.Lease.Token] = req.Now
+	if req.Namespace == s.ns {
+		s.sqsKeys[req.Key] = true
+	}
+	gen := res.Lease.Fence.Generation
+	tc := claimFacts{key: req.Key, gen: gen, hash: req.PayloadHash, msg: req.MessageID, body: s.svc.Body(req.MessageID)}
+	s.tokens[res.Lease.Token] = tc
+	if first, ok := f.genHash[gen]; !ok {
+		f.genHash[gen], f.genBody[gen] = req.PayloadHash, tc.body
+	} else if first != req.PayloadHash {
+		s.violate("key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
+	}
 	switch res.Previous {
 	case lambdaidem.StatusInProgress:
 		f.takeovers++
@@ -554,6 +730,27 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 	var start time.Time
 	if w.cur != nil && w.cur.owner != nil {
 		start = s.starts[w.cur.owner]
+	}
+	if s.Cfg.FIFO {
+		// FIFO order within the batch: once a record of a group is not
+		// acknowledged, the group's later records neither run nor are
+		// acknowledged.
+		var stoppedBy map[string]string
+		for _, r := range rep.Records {
+			if r.Outcome == lambdaidem.OutcomeSkippedGroup {
+				s.groupStops++
+			}
+			if by := stoppedBy[r.MessageGroupID]; by != "" && (r.HandlerRan || r.Acked) {
+				s.violate("FIFO order: message %s of group %s ran or was acknowledged (%s) although %s, before it in the batch, was not acknowledged",
+					r.MessageID, r.MessageGroupID, r.Outcome, by)
+			}
+			if !r.Acked && stoppedBy[r.MessageGroupID] == "" {
+				if stoppedBy == nil {
+					stoppedBy = map[string]string{}
+				}
+				stoppedBy[r.MessageGroupID] = r.MessageID
+			}
+		}
 	}
 	for _, r := range rep.Records {
 		if r.Key != "" {
@@ -603,12 +800,28 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	if dl.Reason == "" {
 		s.violate("dead-letter copy of %s without a reason", dl.Message.MessageId)
 	}
+	// The reason must say why.
 	switch dl.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
 		// Sent by a lease holder: the work must not be done already.
+		if dl.Key == "" {
+			s.violate("message %s dead-lettered as %s, a lease holder's reason, but no key could be derived from it", dl.Message.MessageId, dl.Reason)
+			break
+		}
 		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if err == nil && rec.Status == lambdaidem.StatusCompleted {
 			s.violate("message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
+		}
+	case lambdaidem.ReasonKeyConflict:
+		// Another payload holds the key. (Checked while the key has had
+		// one generation: the record read now is the one the claim met.)
+		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
+		if f := s.facts[dl.Key]; err == nil && f != nil && len(f.genHash) == 1 && f.genBody[rec.Fence.Generation] == dl.Message.Body {
+			s.violate("message %s dead-lettered as key_conflict, but its payload is the one key %s was first claimed with", dl.Message.MessageId, dl.Key)
+		}
+	case lambdaidem.ReasonMissingKey:
+		if dl.Key != "" {
+			s.violate("message %s dead-lettered as missing_key, but it has the key %s", dl.Message.MessageId, dl.Key)
 		}
 	}
 	id, err := k.sink.Send(ctx, dl)
@@ -617,6 +830,9 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	}
 	s.copies[dl.Message.MessageId]++
 	s.keyDLQ[dl.Key]++
+	if dl.Reason == lambdaidem.ReasonKeyConflict {
+		s.conflicts++
+	}
 	w.Logf("dead-lettered %s (%s) as %s", dl.Message.MessageId, dl.Reason, id)
 	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the dead-letter send", w.cur.owner.Name)
@@ -670,6 +886,15 @@ func (s *Scenario) redrive() {
 		Progress: func(ev sqsqueue.RedriveEvent) {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true
+			}
+			if ev.Outcome == sqsqueue.RedriveAlreadyDone && s.Cfg.knob("unrun-delete") {
+				// Deleted as done: the copy's payload must have completed
+				// the key (in this generation or an earlier one).
+				body := s.svc.Body(ev.DeadLetterMessageID)
+				if f := s.facts[ev.Metadata.Key]; f == nil || !f.completedBody[body] {
+					s.violate("redrive deleted DLQ copy %s of key %s as already done, but its payload never completed the key (the record is %s by another payload): its work never ran",
+						ev.DeadLetterMessageID, ev.Metadata.Key, ev.Record.Status)
+				}
 			}
 		},
 		MaxRedrives: s.Cfg.MaxRedrives,
@@ -727,11 +952,22 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	return rec, nil
 }
 
-// pickKey returns one key the world has claimed, or "".
-func (s *Scenario) pickKey() string {
+// pickKey returns one key the world has claimed, or "". With live set it
+// prefers a key whose handler runs now (what a forced operator action
+// would cut short).
+func (s *Scenario) pickKey(live bool) string {
 	keys := make([]string, 0, len(s.facts))
-	for k := range s.facts {
-		keys = append(keys, k)
+	if live {
+		for k, rs := range s.run {
+			if len(rs) > 0 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		for k := range s.facts {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) == 0 {
 		return ""
@@ -740,29 +976,43 @@ func (s *Scenario) pickKey() string {
 	return keys[s.w.rng.IntN(len(keys))]
 }
 
-// forget is an operator forgetting one key, as the CLI's forget does
-// without --force: refused while the record is IN_PROGRESS under a lease
-// that has not ended.
+// forced draws whether an operator action is forced (the CLI's --force).
+func (s *Scenario) forced() bool { return s.Cfg.Force > 0 && s.w.rng.Float64() < s.Cfg.Force }
+
+// forget is an operator forgetting one key, as the CLI's forget does:
+// refused while the record is IN_PROGRESS under a lease that has not
+// ended, unless forced. A forced forget of a live lease revokes it: its
+// holder's outcome is refused, and the next claim starts a new generation
+// while the holder may still run.
 func (s *Scenario) forget() {
-	k := s.pickKey()
+	force := s.forced()
+	k := s.pickKey(force)
 	if k == "" {
 		return
 	}
 	now := s.w.now
 	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	if err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now) {
+	live := err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now)
+	switch {
+	case live && !force:
 		s.w.Logf("operator: forget %s refused, lease valid", k)
 		return
+	case live:
+		s.revoked[rec.LeaseToken] = true
+		s.w.Logf("operator: forget --force %s under a valid lease (attempt %d)", k, rec.Attempts)
+	default:
+		s.w.Logf("operator: forget %s", k)
 	}
-	s.w.Logf("operator: forget %s", k)
 	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: s.ns, Key: k})
 }
 
-// release is an operator releasing an abandoned lease (the CLI's release
-// without --force): an IN_PROGRESS record whose lease has ended becomes
-// FAILED, so the next delivery runs at once instead of after the grace.
+// release is an operator releasing a lease (the CLI's release): an
+// IN_PROGRESS record whose lease has ended becomes FAILED, so the next
+// delivery runs at once instead of after the grace; forced, a lease that
+// is still valid is released too, and its holder's outcome is refused.
 func (s *Scenario) release() {
-	k := s.pickKey()
+	force := s.forced()
+	k := s.pickKey(force)
 	if k == "" || s.Cfg.AtMostOnce {
 		// At most once: a release is the operator deciding to run the
 		// key again, which the invariant would count against the library.
@@ -770,10 +1020,14 @@ func (s *Scenario) release() {
 	}
 	now := s.w.now
 	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	if err != nil || rec.Status != lambdaidem.StatusInProgress || !rec.LeaseUntil.Before(now) {
+	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	s.w.Logf("operator: release %s", k)
+	live := !rec.LeaseUntil.Before(now)
+	if live && !force {
+		return
+	}
+	s.w.Logf("operator: release %s (forced: %v)", k, live)
 	lease := lambdaidem.Lease{Namespace: s.ns, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
 	// Straight to the store: a release held in the network and landing
 	// later would leave the checker's count behind the store.
@@ -781,6 +1035,9 @@ func (s *Scenario) release() {
 	after, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: s.w.now})
 	if err == nil && after.Status == lambdaidem.StatusFailed && after.LeaseToken == rec.LeaseToken {
 		s.key(k).released++
+		if live {
+			s.revoked[rec.LeaseToken] = true
+		}
 	}
 }
 
@@ -813,7 +1070,7 @@ func (s *Scenario) final() {
 	for _, q := range []*Queue{s.src, s.backstop} {
 		if q != nil {
 			for _, m := range q.Messages() {
-				queued[s.body(m.Body).Key] = true
+				queued[s.keyOfMessage(m)] = true
 			}
 		}
 	}
@@ -859,5 +1116,36 @@ func (s *Scenario) final() {
 		if dm.Metadata.Reason == "" {
 			s.violate("dead-letter copy %s has no reason", m.ID)
 		}
+		if s.Cfg.knob("stranded") {
+			s.stranded(dm, queued, now)
+		}
+	}
+}
+
+// stranded checks that a lease holder's dead-letter copy whose payload
+// never completed its key can still be redriven: its record is
+// DEAD_LETTERED (by it or a later copy), reset by it, or a message of its
+// key is still queued to take the record over. A record still IN_PROGRESS
+// with nothing left to deliver, or gone without an operator's forget or a
+// retention that allows it, leaves the copy in the DLQ for good.
+func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
+	md := dm.Metadata
+	switch md.Reason {
+	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
+	default:
+		return
+	}
+	f := s.facts[md.Key]
+	if md.Namespace != s.ns || f == nil || f.completedBody[dm.Body] || queued[md.Key] {
+		return
+	}
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})
+	switch {
+	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
+		s.violate("stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
+			md.MessageID, md.Key, md.Reason)
+	case err == nil && rec.Status == lambdaidem.StatusInProgress:
+		s.violate("stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
+			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}
 }

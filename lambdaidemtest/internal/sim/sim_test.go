@@ -14,8 +14,8 @@ var (
 	flagBudget   = flag.Duration("sim.budget", 40*time.Second, "how long TestSimulation explores (wall time)")
 	flagSeed     = flag.Uint64("sim.seed", 0, "replay this seed (with -sim.scenario, that exact scenario) and print its trace")
 	flagScenario = flag.String("sim.scenario", "", "a shrunk scenario's JSON, as a failure prints it")
-	flagKnown    = flag.String("sim.known", "", "accepted for older commands and ignored: no known-bug knob is left (see Known)")
-	flagFilter   = flag.String("sim.config", "", "force options: fifo,tx,cache,heartbeat,amo,failany,redrive,faults,nofaults,wrap,late")
+	flagKnown    = flag.String("sim.known", "", "turn on known-bug knobs (comma list, or all; see Known)")
+	flagFilter   = flag.String("sim.config", "", "force options: a comma list of the words of Filters (fifo,ordered,tx,force,conflict,...)")
 )
 
 func known() []string {
@@ -51,6 +51,9 @@ func freshSeed() uint64 {
 
 // TestSimulation explores fresh seeds for the budget, or replays one.
 func TestSimulation(t *testing.T) {
+	if err := CheckFilter(*flagFilter); err != nil {
+		t.Fatal(err)
+	}
 	if *flagSeed != 0 {
 		cfg := Draw(*flagSeed, known(), *flagFilter)
 		if *flagScenario != "" {

@@ -38,8 +38,11 @@ const (
 	// DefaultUnavailableRetryAfter is the Retry-After of a 503 sent when
 	// the store could not be reached.
 	DefaultUnavailableRetryAfter = time.Second
-	// Anonymous is the caller of a request without an authorizer identity,
-	// accepted only with WithAnonymousCallers.
+	// Anonymous names, in logs and documents, the caller of a request
+	// without an authorizer identity, accepted only with
+	// WithAnonymousCallers. Such requests are not stored under this
+	// string: their key space is marked apart from every caller's, so a
+	// caller whose identity happens to be "anonymous" never shares it.
 	Anonymous = "anonymous"
 	// DefaultWriteRefusedStatus answers a request whose completion writes
 	// the store refused for good (see WithWriteRefusedStatus).
@@ -240,8 +243,13 @@ func keyFromValues(values []string, maxLen int) (string, error) {
 
 // storeKey namespaces the client's key by route and caller. Route and
 // caller are quoted so that no choice of either can make two different
-// pairs produce the same stored key.
+// pairs produce the same stored key. A request without a caller ("") is
+// stored under the bare word anonymous: a caller's identity is always
+// quoted, so no caller, whatever it is called, shares that key space.
 func storeKey(route, caller, key string) string {
+	if caller == "" {
+		return strconv.Quote(route) + " " + Anonymous + " " + key
+	}
 	return strconv.Quote(route) + " " + strconv.Quote(caller) + " " + key
 }
 
@@ -347,12 +355,9 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 			return writeProblem(a, c.problemType, http.StatusBadRequest, "idempotency-key-invalid", "Idempotency-Key is invalid", err.Error(), 0)
 		}
 		caller := a.caller(req)
-		if caller == "" {
-			if !c.anonymous {
-				return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-caller-unknown", "Caller unknown",
-					"This request carries no caller identity, so its Idempotency-Key cannot be kept apart from other callers' keys. It was not processed.", 0)
-			}
-			caller = Anonymous
+		if caller == "" && !c.anonymous {
+			return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-caller-unknown", "Caller unknown",
+				"This request carries no caller identity, so its Idempotency-Key cannot be kept apart from other callers' keys. It was not processed.", 0)
 		}
 		in := input[Req, Resp]{
 			fingerprint: a.fingerprint(req),

@@ -242,6 +242,37 @@ func TestCallersAreNamespaced(t *testing.T) {
 	}
 }
 
+// A caller that WithCaller names "anonymous" and a request with no caller
+// at all are two callers: neither replays the other's response, whichever
+// comes first and on every store.
+func TestAnonymousIsNoCallerName(t *testing.T) {
+	t.Parallel()
+	for _, anonymousFirst := range []bool{true, false} {
+		t.Run("anonymous first="+strconv.FormatBool(anonymousFirst), func(t *testing.T) {
+			t.Parallel()
+			store := newStore(t)
+			var p payments
+			h := httpidem.HTTP(store, p.HTTP, ns(t), httpidem.WithAnonymousCallers(),
+				httpidem.WithCaller(func(r events.APIGatewayV2HTTPRequest) string { return r.Headers["x-caller"] }))
+			named := httpReq("k-1", `{}`)
+			named.Headers["x-caller"] = httpidem.Anonymous
+			reqs := []events.APIGatewayV2HTTPRequest{httpReq("k-1", `{}`), named}
+			if !anonymousFirst {
+				reqs[0], reqs[1] = reqs[1], reqs[0]
+			}
+			for i, req := range reqs {
+				resp, err := h(t.Context(), req)
+				if err != nil || resp.StatusCode != 201 || resp.Headers[httpidem.HeaderReplayed] != "" {
+					t.Fatalf("request %d = %+v, %v; want a fresh 201 of its own", i, resp, err)
+				}
+			}
+			if n := p.runs.Load(); n != 2 {
+				t.Errorf("handler ran %d times, want 2: one per caller", n)
+			}
+		})
+	}
+}
+
 func TestRoutesAreNamespaced(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
@@ -349,7 +380,7 @@ func TestDeadLetteredKeyGets500(t *testing.T) {
 	// is refused whatever the payload.
 	now := time.Now()
 	cr, err := store.Claim(ctx, lambdaidem.ClaimRequest{
-		Namespace: namespace, Key: httpidem.StoreKey("POST /payments", httpidem.Anonymous, "k-1"), PayloadHash: "h",
+		Namespace: namespace, Key: httpidem.StoreKey("POST /payments", "", "k-1") /* no caller */, PayloadHash: "h",
 		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 	})
 	if err != nil || !cr.Claimed {

@@ -100,10 +100,8 @@ type Config struct {
 //     final dead-letter mark could not be written) with no delivery left
 //     to take it over, so redrive skips it for good;
 //   - "unrun-delete": redrive deleting a copy as already done when the
-//     key was completed by another payload;
-//   - "callers": httpidem with a real caller named like the anonymous
-//     callers' shared key space.
-var Known = []string{"stranded", "unrun-delete", "callers"}
+//     key was completed by another payload.
+var Known = []string{"stranded", "unrun-delete"}
 
 // knob reports whether the known-bug knob name is on.
 func (c Config) knob(name string) bool { return slices.Contains(c.Known, name) }
@@ -289,9 +287,6 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Store.MarkErr = 0.5 + 0.5*r.Float64()
 	}
 	c.Known = known
-	if !c.knob("callers") {
-		c.Callers = 0
-	}
 
 	switch {
 	case want("keyfield"):

@@ -34,4 +34,5 @@ var Mutants = []Mutant{
 	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
 	// Found by the simulation after issue 11's fixes.
 	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
+	{Name: "anonymous-shares-caller-key", What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space", Filter: "callers"},
 }

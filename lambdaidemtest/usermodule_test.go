@@ -13,8 +13,8 @@ import (
 // that imports only the library and this kit (and the Lambda event types
 // its handler's signature names), as a user's module would: the charging
 // handler that charges before it checks its ledger is caught, and the
-// fixed one passes 10,000 seeded scenarios. The README shows its test files
-// verbatim, so this checks that too.
+// fixed one passes 10,000 seeded scenarios. docs/testing.md shows its test
+// files verbatim, so this checks that too.
 func TestUserModule(t *testing.T) {
 	dir := filepath.Join("testdata", "usermodule")
 	gotool, err := exec.LookPath("go")
@@ -49,7 +49,7 @@ func TestUserModule(t *testing.T) {
 		}
 	}
 
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "testing.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +58,8 @@ func TestUserModule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(readme), "```go\n"+string(src)+"```\n") {
-			t.Errorf("README.md does not show %s verbatim", filepath.Join(dir, f))
+		if !strings.Contains(string(guide), "```go\n"+string(src)+"```\n") {
+			t.Errorf("docs/testing.md does not show %s verbatim", filepath.Join(dir, f))
 		}
 	}
 }

@@ -23,7 +23,7 @@
 #   LAMBDAIDEM_REDIS=0         no redis-server (make demo: it does not use one)
 #   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
 #                              with it); always|everysec|no turns the append-only file on
-#                              with that fsync policy (always: what the README's single-node
+#                              with that fsync policy (always: what docs/limits.md's single-node
 #                              guarantee assumes)
 #   LAMBDAIDEM_START_TIMEOUT   seconds to wait for the services (default 90)
 #   LAMBDAIDEM_TOOLS_DIR       where tools go (default .tools)

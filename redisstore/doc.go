@@ -119,5 +119,5 @@
 // records nothing. Listing and counting need a namespace (ErrNoNamespace),
 // and COMPLETED records are in no index (ErrNotIndexed). How durable a
 // lease and a completion are depends on the server's persistence and
-// replication: see the README's "Honest limits".
+// replication: see "Redis durability" in docs/limits.md.
 package redisstore

@@ -1,5 +1,6 @@
-// Command completionwrite commits its effect, a ledger row, in the same
-// DynamoDB transaction as the record's completion: both happen or neither.
+// Command completionwrite commits its effect, a row of EFFECTS_TABLE, in
+// the same DynamoDB transaction as the record's completion: both happen or
+// neither.
 package main
 
 import (
@@ -20,7 +21,7 @@ import (
 
 func handle(ctx context.Context, msg events.SQSMessage) error {
 	return lambdaidem.AddCompletionWrite(ctx, types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String("ledger"),
+		TableName: aws.String(os.Getenv("EFFECTS_TABLE")),
 		Item: map[string]types.AttributeValue{
 			"pk":   &types.AttributeValueMemberS{Value: "entry#" + msg.MessageId},
 			"body": &types.AttributeValueMemberS{Value: msg.Body},
@@ -33,6 +34,6 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), os.Getenv("TABLE_NAME"))
+	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), os.Getenv("IDEMPOTENCY_TABLE"))
 	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("ledger")))
 }

@@ -28,7 +28,7 @@ func handle(ctx context.Context, msg events.SQSMessage) error {
 		return errors.New("not running under the decorator")
 	}
 	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String("accounts"),
+		TableName: aws.String(os.Getenv("EFFECTS_TABLE")),
 		Item: map[string]types.AttributeValue{
 			"pk":          &types.AttributeValueMemberS{Value: "account#" + msg.MessageId},
 			"fence_gen":   &types.AttributeValueMemberS{Value: l.Fence.Generation},
@@ -49,6 +49,6 @@ func main() {
 		log.Fatal(err)
 	}
 	db = dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{}))
-	store := dynamo.New(db, os.Getenv("TABLE_NAME"))
+	store := dynamo.New(db, os.Getenv("IDEMPOTENCY_TABLE"))
 	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("accounts")))
 }

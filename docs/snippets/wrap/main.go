@@ -29,7 +29,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), os.Getenv("TABLE_NAME"))
+	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), os.Getenv("IDEMPOTENCY_TABLE"))
 	charge := lambdaidem.Wrap(store, func(ctx context.Context, req ChargeRequest) (Receipt, error) {
 		return Receipt{ChargeID: "ch_" + req.RequestID}, nil // your payment call
 	}, lambdaidem.WithNamespace("charges"), lambdaidem.WithKeyJSONField("request_id"))

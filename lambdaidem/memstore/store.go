@@ -32,6 +32,9 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
+	if mutant.On("failed-reclaimed-by-other-payload") && r != nil && r.Status == lambdaidem.StatusFailed {
+		r.PayloadHash = req.PayloadHash // a FAILED record claimed by any payload
+	}
 	var prev lambdaidem.Status
 	switch {
 	case r == nil:

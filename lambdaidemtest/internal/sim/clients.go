@@ -155,7 +155,7 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		}
 		who, n, _ := strings.Cut(resp.Body, "|")
 		if who != rq.Caller {
-			s.violate("caller isolation: request %q of caller %q got the response stored for caller %q", rq.Key, rq.Caller, who)
+			s.violate(InvCallers, "caller isolation: request %q of caller %q got the response stored for caller %q", rq.Key, rq.Caller, who)
 		}
 		return reply{"n": n, "replayed": resp.Headers[httpidem.HeaderReplayed] == "true"}, nil
 	}
@@ -264,12 +264,12 @@ func (s *Scenario) answered(rq request, out reply, err error) {
 		return
 	}
 	if s.Cfg.Tx && len(s.ledger.Tx[k]) == 0 {
-		s.violate("request %s answered as a success but its effect never committed", rq.id())
+		s.violate(InvAckEffect, "request %s answered as a success but its effect never committed", rq.id())
 	}
 	f := s.key(k)
 	got := fmt.Sprint(out["n"])
 	if prev, ok := s.answers[rq.id()]; ok && prev != got && f.fresh+f.takeovers+f.released == 0 {
-		s.violate("request %s answered %s, and %s before: a replay must return what the first call returned", rq.id(), got, prev)
+		s.violate(InvReplay, "request %s answered %s, and %s before: a replay must return what the first call returned", rq.id(), got, prev)
 	}
 	s.answers[rq.id()] = got
 }

@@ -25,6 +25,10 @@ type Options struct {
 	Store func() lambdaidem.Store
 	// Shrink shrinks the first failure before reporting it.
 	Shrink bool
+	// Spent, when set, measures what Budget bounds (the process's CPU
+	// time, say, which a loaded machine does not shrink as it does wall
+	// time); nil: wall time since the start.
+	Spent func() time.Duration
 }
 
 // Stats sums an exploration.
@@ -32,6 +36,9 @@ type Stats struct {
 	Scenarios, Messages, Invocations int
 	SimTime                          time.Duration
 	Elapsed                          time.Duration
+	// Elapsed (wall time) and Spent (what Options.Spent measures, wall
+	// time without it) run up to the first failure, before it is shrunk.
+	Spent time.Duration
 	// Failure is the first failing scenario (shrunk when asked), or nil.
 	Failure *Result
 	// Original is the failing scenario before shrinking.
@@ -47,8 +54,16 @@ type Stats struct {
 func Explore(o Options) Stats {
 	st := Stats{Known: o.Known, Filter: o.Filter}
 	start := time.Now()
+	spent := o.Spent
+	if spent == nil {
+		spent = func() time.Duration { return time.Since(start) }
+	} else {
+		base := spent()
+		measure := spent
+		spent = func() time.Duration { return measure() - base }
+	}
 	for i := 0; ; i++ {
-		if o.Max > 0 && i >= o.Max || o.Max == 0 && time.Since(start) >= o.Budget {
+		if o.Max > 0 && i >= o.Max || o.Max == 0 && spent() >= o.Budget {
 			break
 		}
 		seed := o.Seed + uint64(i)
@@ -61,13 +76,16 @@ func Explore(o Options) Stats {
 		if res.Failed() {
 			st.Original = res
 			st.Failure = res
+			st.Elapsed, st.Spent = time.Since(start), spent()
 			if o.Shrink {
 				st.Failure = Shrink(seed, cfg, o.Store)
 			}
 			break
 		}
 	}
-	st.Elapsed = time.Since(start)
+	if st.Failure == nil {
+		st.Elapsed, st.Spent = time.Since(start), spent()
+	}
 	return st
 }
 

@@ -30,9 +30,55 @@ var Mutants = []Mutant{
 	{Name: "lease-margin-unchecked", What: "9: a lease no longer than the deadline margin is accepted; handlers start dead"},
 	{Name: "key-panic-crash", What: "10: a panicking key function crashes the whole batch"},
 	{Name: "wrap-large-fails", What: "11: Wrap records FAILED after a success whose result cannot be stored", Filter: "wrap"},
-	{Name: "stale-poison", What: "12: a holder that lost its lease dead-letters (and acknowledges) finished work"},
+	{Name: "stale-poison", What: "12: a holder that lost its lease dead-letters (and acknowledges) finished work", Filter: "poison"},
 	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
 	// Found by the simulation after issue 11's fixes.
 	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
+	{Name: "failed-reclaimed-by-other-payload", What: "a FAILED record is claimed by a message with another payload, which runs and completes the key"},
 	{Name: "anonymous-shares-caller-key", What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space", Filter: "callers"},
+}
+
+// Promise is one promise the README and the packages' documentation make,
+// the invariant that checks it and the mutants that break it. `make
+// mutants` prints the table with the seconds each row's slowest mutant
+// took to be found (docs/promises.md).
+type Promise struct {
+	Promise   string
+	Invariant Invariant
+	Mutants   []string
+}
+
+// Promises is the promise table. Every row has a mutant in Mutants, and
+// every mutant is in a row (TestPromisesHaveMutants).
+var Promises = []Promise{
+	{"Nothing is lost: every message the event source deletes had its effect or has a dead-letter copy of its own", InvLost,
+		[]string{"ack-before-dlq-send"}},
+	{"At most one effect per key and generation, outside the documented crash window (a crash or a lease that ran out between the effect and the completion)", InvRepeats,
+		[]string{"wrap-large-fails"}},
+	{"Effects committed with the completion (AddCompletionWrite) happen exactly once, crashes included", InvTxOnce,
+		[]string{"complete-no-token"}},
+	{"Key conflicts: a key's effect comes from the payload of its generation's first claim; another payload never runs on that generation and is dead-lettered as key_conflict", InvWhose,
+		[]string{"failed-reclaimed-by-other-payload"}},
+	{"At-most-once (WithAtMostOnce): never two effects in a generation; an uncertain attempt is dead-lettered as outcome_unknown", InvAMO,
+		[]string{"amo-cancel-retry"}},
+	{"Every dead-letter copy has a reason, and the reason is true; finished work never goes to the DLQ", InvReasons,
+		[]string{"stale-poison", "refusal-after-timeout"}},
+	{"Redrive resets only a record its own copy dead-lettered", InvRedriveReset,
+		[]string{"redrive-reset-any"}},
+	{"Redrive ends: a run handles each key once, and every reset counts against MaxRedrives", InvRedriveEnds,
+		[]string{"redrive-endless", "redrive-uncounted"}},
+	{"The warm container's cache never answers for a key that is not completed, nor past the key's or the result's retention", InvCache,
+		[]string{"cache-non-completed", "cache-outlives-retention"}},
+	{"Never two live handlers on one key; a lease an operator revokes (release --force, forget --force) stops its handler at its heartbeat's next extension", InvTwoHandlers,
+		[]string{"claim-no-expiry", "heartbeat-unbounded"}},
+	{"httpidem: one caller's stored response never reaches another caller", InvCallers,
+		[]string{"anonymous-shares-caller-key"}},
+	{"Wrap and httpidem replays return what the first call returned", InvReplay,
+		[]string{"wrap-float-replay"}},
+	{"No success is acknowledged (SQS record, Wrap result, HTTP 2xx) whose committed effect did not commit", InvAckEffect,
+		[]string{"http-2xx-uncommitted"}},
+	{"A completion that could not be recorded is written on the next delivery to the same container, never run again there", InvUnrecorded,
+		[]string{"unrecorded-rerun"}},
+	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
+		[]string{"lease-margin-unchecked", "key-panic-crash"}},
 }

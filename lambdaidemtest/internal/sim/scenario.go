@@ -167,8 +167,8 @@ func Run(seed uint64, cfg Config, store lambdaidem.Store, tracing bool) *Result 
 	return s.run1(tracing)
 }
 
-func (s *Scenario) violate(format string, args ...any) {
-	msg := fmt.Sprintf("t=%.3fs ", s.w.now.Sub(Epoch).Seconds()) + fmt.Sprintf(format, args...)
+func (s *Scenario) violate(inv Invariant, format string, args ...any) {
+	msg := fmt.Sprintf("t=%.3fs [%s] ", s.w.now.Sub(Epoch).Seconds(), inv) + fmt.Sprintf(format, args...)
 	s.w.Logf("VIOLATION %s", msg)
 	if len(s.viol) < 20 {
 		s.viol = append(s.viol, msg)
@@ -294,7 +294,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.operators()
 	w.Run(until.Add(2 * time.Hour))
 	if w.Panic != nil {
-		s.violate("panic: %v", w.Panic)
+		s.violate(InvProgress, "panic: %v", w.Panic)
 	}
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
@@ -512,14 +512,14 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
 	s.inOrder(msg.MessageId)
 	if tc, ok := s.tokens[lease.Token]; ok && tc.msg != msg.MessageId {
-		s.violate("key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
+		s.violate(InvWhose, "key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// A slow claim may leave a handler little time, but its context
 		// must end after the claim was made: one that ended before gives
 		// every attempt a dead context, whatever the store's luck.
 		if at, ok := s.claimAt[lease.Token]; ok && !dl.After(at) {
-			s.violate("handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
+			s.violate(InvProgress, "handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
 				msg.MessageId, k, dl.Sub(Epoch).Seconds(), at.Sub(Epoch).Seconds())
 		}
 	}
@@ -580,11 +580,11 @@ func (s *Scenario) enter(k string, me *running, attempt int) {
 		}
 		switch {
 		case s.refused[o.token]:
-			s.violate("key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
+			s.violate(InvTwoHandlers, "key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
 		case s.revoked[o.token]:
 			s.w.Logf("key %s: %s still runs under a lease an operator revoked as %s starts", k, o.msg, me.msg)
 		default:
-			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
+			s.violate(InvTwoHandlers, "two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
 		}
 	}
 	s.run[k] = append(s.run[k], me)
@@ -594,7 +594,7 @@ func (s *Scenario) enter(k string, me *running, attempt int) {
 // refused, its context must have ended (the decorator cancels it at once).
 func (s *Scenario) stopped(ctx context.Context, k string, lease lambdaidem.Lease) {
 	if s.refused[lease.Token] && ctx.Err() == nil {
-		s.violate("key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
+		s.violate(InvTwoHandlers, "key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
 		delete(s.refused, lease.Token) // once per lease
 	}
 }
@@ -619,14 +619,14 @@ func (s *Scenario) inOrder(id string) {
 	m := inv.batch[pos]
 	for _, e := range s.src.EarlierUnfinished(m) {
 		if !slices.Contains(inv.batch[:pos], e) {
-			s.violate("FIFO order: message %s of group %s runs while %s, sent before it, is unfinished and not in this batch", id, m.GroupID, e.ID)
+			s.violate(InvFIFO, "FIFO order: message %s of group %s runs while %s, sent before it, is unfinished and not in this batch", id, m.GroupID, e.ID)
 		}
 	}
 	if inv.lastRun == nil {
 		inv.lastRun = map[string]int{}
 	}
 	if last := inv.lastRun[m.GroupID]; last > m.Seq {
-		s.violate("FIFO order: message %s of group %s runs after a message sent after it (send order %d before %d)", id, m.GroupID, last, m.Seq)
+		s.violate(InvFIFO, "FIFO order: message %s of group %s runs after a message sent after it (send order %d before %d)", id, m.GroupID, last, m.Seq)
 	}
 	inv.lastRun[m.GroupID] = m.Seq
 }
@@ -635,7 +635,7 @@ func (s *Scenario) inOrder(id string) {
 // message of its group sent before it may still be in the queue.
 func (s *Scenario) beforeDelete(m *Message) {
 	for _, e := range s.src.EarlierUnfinished(m) {
-		s.violate("FIFO order: message %s of group %s is acknowledged while %s, sent before it, is unfinished", m.ID, m.GroupID, e.ID)
+		s.violate(InvFIFO, "FIFO order: message %s of group %s is acknowledged while %s, sent before it, is unfinished", m.ID, m.GroupID, e.ID)
 	}
 }
 
@@ -654,9 +654,9 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lamb
 	s.stopped(ctx, k, lease)
 	gen := lease.Fence.Generation
 	if tc, ok := s.tokens[lease.Token]; ok && tc.hash != f.genHash[gen] {
-		s.violate("whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)
 	} else if first := f.genBody[gen]; body != "" && first != "" && body != first {
-		s.violate("whose effect: key %s has an effect by %s with body %s, but generation %s was first claimed with body %s", k, by, body, gen, first)
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s with body %s, but generation %s was first claimed with body %s", k, by, body, gen, first)
 	}
 	if s.Cfg.Tx {
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
@@ -664,7 +664,7 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lamb
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
 	f.gens[lease.Fence.Generation]++
 	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
-		s.violate("at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
+		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
 	}
 	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the effect", w.cur.owner.Name)
@@ -697,7 +697,7 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 	if first, ok := f.genHash[gen]; !ok {
 		f.genHash[gen], f.genBody[gen] = req.PayloadHash, tc.body
 	} else if first != req.PayloadHash {
-		s.violate("key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
+		s.violate(InvWhose, "key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
 	}
 	switch res.Previous {
 	case lambdaidem.StatusInProgress:
@@ -710,7 +710,7 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" {
 			// The container remembers that attempt's completion: it must
 			// write it, never run the handler again.
-			s.violate("key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
+			s.violate(InvUnrecorded, "key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
 		}
 	case "":
 		// A new record (the first, or after a forget or an expiry):
@@ -741,7 +741,7 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 				s.groupStops++
 			}
 			if by := stoppedBy[r.MessageGroupID]; by != "" && (r.HandlerRan || r.Acked) {
-				s.violate("FIFO order: message %s of group %s ran or was acknowledged (%s) although %s, before it in the batch, was not acknowledged",
+				s.violate(InvFIFO, "FIFO order: message %s of group %s ran or was acknowledged (%s) although %s, before it in the batch, was not acknowledged",
 					r.MessageID, r.MessageGroupID, r.Outcome, by)
 			}
 			if !r.Acked && stoppedBy[r.MessageGroupID] == "" {
@@ -762,7 +762,7 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 		switch r.Outcome {
 		case lambdaidem.OutcomeProcessed:
 			if s.Cfg.Tx && len(s.ledger.Tx[r.Key]) == 0 {
-				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
+				s.violate(InvAckEffect, "message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
 			// The answer came at some moment of this invocation: a
@@ -775,9 +775,9 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 			switch {
 			case len(f.completions) == 0:
 				rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
-				s.violate("message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
+				s.violate(InvCache, "message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
 			case !f.completedUntilAfter(start):
-				s.violate("message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
+				s.violate(InvCache, "message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
 			}
 		}
 	}
@@ -798,30 +798,30 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 		w.KillCurrent()
 	}
 	if dl.Reason == "" {
-		s.violate("dead-letter copy of %s without a reason", dl.Message.MessageId)
+		s.violate(InvReasons, "dead-letter copy of %s without a reason", dl.Message.MessageId)
 	}
 	// The reason must say why.
 	switch dl.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
 		// Sent by a lease holder: the work must not be done already.
 		if dl.Key == "" {
-			s.violate("message %s dead-lettered as %s, a lease holder's reason, but no key could be derived from it", dl.Message.MessageId, dl.Reason)
+			s.violate(InvReasons, "message %s dead-lettered as %s, a lease holder's reason, but no key could be derived from it", dl.Message.MessageId, dl.Reason)
 			break
 		}
 		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if err == nil && rec.Status == lambdaidem.StatusCompleted {
-			s.violate("message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
+			s.violate(InvReasons, "message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
 		}
 	case lambdaidem.ReasonKeyConflict:
 		// Another payload holds the key. (Checked while the key has had
 		// one generation: the record read now is the one the claim met.)
 		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if f := s.facts[dl.Key]; err == nil && f != nil && len(f.genHash) == 1 && f.genBody[rec.Fence.Generation] == dl.Message.Body {
-			s.violate("message %s dead-lettered as key_conflict, but its payload is the one key %s was first claimed with", dl.Message.MessageId, dl.Key)
+			s.violate(InvReasons, "message %s dead-lettered as key_conflict, but its payload is the one key %s was first claimed with", dl.Message.MessageId, dl.Key)
 		}
 	case lambdaidem.ReasonMissingKey:
 		if dl.Key != "" {
-			s.violate("message %s dead-lettered as missing_key, but it has the key %s", dl.Message.MessageId, dl.Key)
+			s.violate(InvReasons, "message %s dead-lettered as missing_key, but it has the key %s", dl.Message.MessageId, dl.Key)
 		}
 	}
 	id, err := k.sink.Send(ctx, dl)
@@ -892,7 +892,7 @@ func (s *Scenario) redrive() {
 				// the key (in this generation or an earlier one).
 				body := s.svc.Body(ev.DeadLetterMessageID)
 				if f := s.facts[ev.Metadata.Key]; f == nil || !f.completedBody[body] {
-					s.violate("redrive deleted DLQ copy %s of key %s as already done, but its payload never completed the key (the record is %s by another payload): its work never ran",
+					s.violate(InvRedriveKeeps, "redrive deleted DLQ copy %s of key %s as already done, but its payload never completed the key (the record is %s by another payload): its work never ran",
 						ev.DeadLetterMessageID, ev.Metadata.Key, ev.Record.Status)
 				}
 			}
@@ -928,7 +928,7 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	}
 	rec, err := rs.ResetDeadLetter(ctx, req)
 	if err == nil && (gerr != nil || before.Status != lambdaidem.StatusDeadLettered || before.DeadLetterMessageID != req.DeadLetterMessageID) {
-		s.violate("redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
+		s.violate(InvRedriveReset, "redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
 			req.Key, before.Status, before.DeadLetterMessageID, req.DeadLetterMessageID)
 	}
 	if err != nil {
@@ -943,11 +943,11 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
 	case r.sent[req.Key]:
-		s.violate("redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
+		s.violate(InvRedriveEnds, "redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
 	case gerr == nil && rec.Redrives != before.Redrives+1:
-		s.violate("redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
+		s.violate(InvRedriveEnds, "redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
 	case req.MaxRedrives > 0 && rec.Redrives > req.MaxRedrives:
-		s.violate("redrive reset key %s to %d redrives, beyond the limit %d", req.Key, rec.Redrives, req.MaxRedrives)
+		s.violate(InvRedriveEnds, "redrive reset key %s to %d redrives, beyond the limit %d", req.Key, rec.Redrives, req.MaxRedrives)
 	}
 	return rec, nil
 }
@@ -1045,7 +1045,7 @@ func (s *Scenario) release() {
 func (s *Scenario) final() {
 	now := s.w.now
 	if s.redriveEnded != s.redriveRuns {
-		s.violate("%d of %d redrive runs never ended", s.redriveRuns-s.redriveEnded, s.redriveRuns)
+		s.violate(InvRedriveEnds, "%d of %d redrive runs never ended", s.redriveRuns-s.redriveEnded, s.redriveRuns)
 	}
 	for _, id := range s.acked {
 		k, ok := s.msgKey[id]
@@ -1053,12 +1053,12 @@ func (s *Scenario) final() {
 			continue
 		}
 		if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && s.copies[id] == 0 {
-			s.violate("lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
+			s.violate(InvLost, "lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
 		}
 	}
 	for _, id := range s.badAcked {
 		if s.copies[id] == 0 {
-			s.violate("lost: message %s, whose key function panics, was acknowledged with no dead-letter copy", id)
+			s.violate(InvLost, "lost: message %s, whose key function panics, was acknowledged with no dead-letter copy", id)
 		}
 	}
 	keys := make([]string, 0, len(s.facts))
@@ -1077,10 +1077,10 @@ func (s *Scenario) final() {
 	for _, k := range keys {
 		f := s.facts[k]
 		if n := len(s.ledger.Tx[k]); n > 1+f.fresh {
-			s.violate("key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
+			s.violate(InvTxOnce, "key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
 		}
 		if n := len(s.ledger.Plain[k]); n > 1+f.fresh+f.takeovers+f.failedAfterEffect+f.released+f.redrives {
-			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
+			s.violate(InvRepeats, "key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
 				k, n, f.takeovers, f.released, f.redrives, f.fresh, f.failedAfterEffect)
 		}
 		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
@@ -1090,11 +1090,11 @@ func (s *Scenario) final() {
 		switch rec.Status {
 		case lambdaidem.StatusCompleted:
 			if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 {
-				s.violate("key %s is COMPLETED in the store but its effect never happened", k)
+				s.violate(InvFinal, "key %s is COMPLETED in the store but its effect never happened", k)
 			}
 		case lambdaidem.StatusDeadLettered:
 			if s.keyDLQ[k] == 0 {
-				s.violate("key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
+				s.violate(InvFinal, "key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
 			}
 		case lambdaidem.StatusInProgress:
 			// Every lease has ended and deliveries have stopped: an
@@ -1103,18 +1103,18 @@ func (s *Scenario) final() {
 			// queued, or a dead-letter copy. Requests (Wrap) are left
 			// out: their clients may simply have stopped retrying.
 			if s.sqsKeys[k] && len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && !queued[k] && s.keyDLQ[k] == 0 {
-				s.violate("key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
+				s.violate(InvFinal, "key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
 			}
 		}
 	}
 	for _, m := range s.dlq.Messages() {
 		dm, err := sqsqueue.ParseEvent(s.dlq.Event(m))
 		if err != nil {
-			s.violate("dead-letter copy %s cannot be parsed: %v", m.ID, err)
+			s.violate(InvReasons, "dead-letter copy %s cannot be parsed: %v", m.ID, err)
 			continue
 		}
 		if dm.Metadata.Reason == "" {
-			s.violate("dead-letter copy %s has no reason", m.ID)
+			s.violate(InvReasons, "dead-letter copy %s has no reason", m.ID)
 		}
 		if s.Cfg.knob("stranded") {
 			s.stranded(dm, queued, now)
@@ -1142,10 +1142,10 @@ func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]boo
 	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})
 	switch {
 	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
-		s.violate("stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
+		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
 			md.MessageID, md.Key, md.Reason)
 	case err == nil && rec.Status == lambdaidem.StatusInProgress:
-		s.violate("stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
+		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
 			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -92,8 +93,9 @@ func TestSimulation(t *testing.T) {
 	if cpu > 0 {
 		// On a shared machine the wall-clock rate is the load's; the rate
 		// per CPU-second is the simulator's.
-		t.Logf("process CPU time %s (%.0f%% of wall): %.0f messages per CPU-second",
-			cpu.Round(time.Millisecond), 100*cpu.Seconds()/st.Elapsed.Seconds(), float64(st.Messages)/cpu.Seconds())
+		t.Logf("process CPU time %s (%.0f%% of wall): %.0f messages per CPU-second (%.2f M per CPU-minute, %.2f M per wall minute); GOMAXPROCS %d, load average %s",
+			cpu.Round(time.Millisecond), 100*cpu.Seconds()/st.Elapsed.Seconds(), float64(st.Messages)/cpu.Seconds(),
+			60*float64(st.Messages)/cpu.Seconds()/1e6, 60*float64(st.Messages)/st.Elapsed.Seconds()/1e6, runtime.GOMAXPROCS(0), loadAverage())
 	}
 	if st.Failure != nil {
 		t.Fatal(st.Report())
@@ -140,4 +142,18 @@ func TestMain(m *testing.M) {
 		debug.SetGCPercent(400)
 	}
 	os.Exit(m.Run())
+}
+
+// loadAverage is the machine's load over the last minute, as uptime
+// prints it ("?" where it cannot be read).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }

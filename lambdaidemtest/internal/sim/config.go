@@ -275,7 +275,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 	case x < 0.34:
 		c.KeyBy = "id"
 	}
-	c.HashFields = p(0.15)
+	c.HashFields = p(0.08)
 	c.NoAllFailedError = p(0.2)
 	if p(0.1) {
 		c.UnfinishedRet = dur(time.Minute, 2*time.Hour)

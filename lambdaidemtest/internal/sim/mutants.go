@@ -8,6 +8,9 @@ type Mutant struct {
 	What   string
 	Known  []string
 	Filter string
+	// Stores names the real stores that carry the switch too ("dynamo",
+	// "redis"): TestMutantsOnStores runs it against them.
+	Stores []string
 }
 
 // Mutants is the table `make mutants` runs: each must be found within the
@@ -34,7 +37,8 @@ var Mutants = []Mutant{
 	{Name: "wrap-float-replay", What: "13: Wrap replays integers above 2^53 through float64", Filter: "wrap"},
 	// Found by the simulation after issue 11's fixes.
 	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
-	{Name: "failed-reclaimed-by-other-payload", What: "a FAILED record is claimed by a message with another payload, which runs and completes the key"},
+	{Name: "failed-reclaimed-by-other-payload", What: "a FAILED record is claimed by a message with another payload, which runs and completes the key", Filter: "conflict,failing",
+		Stores: []string{"dynamo", "redis"}},
 	{Name: "anonymous-shares-caller-key", What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space", Filter: "callers"},
 }
 

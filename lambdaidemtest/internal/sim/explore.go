@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -25,6 +27,9 @@ type Options struct {
 	Store func() lambdaidem.Store
 	// Shrink shrinks the first failure before reporting it.
 	Shrink bool
+	// Workers is how many scenarios run at once, each in its own world
+	// (0: GOMAXPROCS).
+	Workers int
 	// Spent, when set, measures what Budget bounds (the process's CPU
 	// time, say, which a loaded machine does not shrink as it does wall
 	// time); nil: wall time since the start.
@@ -49,8 +54,8 @@ type Stats struct {
 	Filter string
 }
 
-// Explore runs scenarios with consecutive seeds until the budget is spent
-// or one fails.
+// Explore runs scenarios with consecutive seeds, several at once, until
+// the budget is spent or one fails.
 func Explore(o Options) Stats {
 	st := Stats{Known: o.Known, Filter: o.Filter}
 	start := time.Now()
@@ -62,29 +67,54 @@ func Explore(o Options) Stats {
 		measure := spent
 		spent = func() time.Duration { return measure() - base }
 	}
-	for i := 0; ; i++ {
-		if o.Max > 0 && i >= o.Max || o.Max == 0 && spent() >= o.Budget {
-			break
-		}
-		seed := o.Seed + uint64(i)
-		cfg := Draw(seed, o.Known, o.Filter)
-		res := Run(seed, cfg, newStore(o.Store), false)
-		st.Scenarios++
-		st.Messages += res.Messages
-		st.Invocations += res.Invocation
-		st.SimTime += res.SimTime
-		if res.Failed() {
-			st.Original = res
-			st.Failure = res
-			st.Elapsed, st.Spent = time.Since(start), spent()
-			if o.Shrink {
-				st.Failure = Shrink(seed, cfg, o.Store)
-			}
-			break
-		}
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
+	// Each worker runs whole scenarios, each in a world of its own: a
+	// scenario depends on its seed alone, whichever worker runs it.
+	var (
+		mu     sync.Mutex
+		next   uint64
+		done   bool
+		failed *Config
+		wg     sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if done || o.Max > 0 && next >= uint64(o.Max) || o.Max == 0 && spent() >= o.Budget {
+					done = true
+					mu.Unlock()
+					return
+				}
+				seed := o.Seed + next
+				next++
+				mu.Unlock()
+				cfg := Draw(seed, o.Known, o.Filter)
+				res := Run(seed, cfg, newStore(o.Store), false)
+				mu.Lock()
+				st.Scenarios++
+				st.Messages += res.Messages
+				st.Invocations += res.Invocation
+				st.SimTime += res.SimTime
+				if res.Failed() && st.Failure == nil {
+					st.Original, st.Failure, failed = res, res, &cfg
+					st.Elapsed, st.Spent = time.Since(start), spent()
+					done = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 	if st.Failure == nil {
 		st.Elapsed, st.Spent = time.Since(start), spent()
+	} else if o.Shrink {
+		st.Failure = Shrink(st.Original.Seed, *failed, o.Store)
 	}
 	return st
 }

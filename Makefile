@@ -33,10 +33,12 @@ help: ## Show this help
 .PHONY: test
 test: ## Start the local stack, run every test (-race) against it, stop it; a minute of simulation, the mutant table; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
+	LAMBDAIDEM_DYNAMODB=0 $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) -run '^TestStackWithoutDynamoDB$$' ./localstack/provision
 	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(MAKE) mutants
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
+	cfn-lint docs/getting-started/template.yaml
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
 
@@ -173,6 +175,11 @@ demo-readme: ## Run the demo and write its summary into README.md's sample (make
 .PHONY: stack-up
 stack-up: ## Start the local stack in the background and print its endpoints (eval "$(localstack/stack.sh env)")
 	$(STACK) start
+	@$(STACK) env
+
+.PHONY: stack-up-redis
+stack-up-redis: ## Start the local stack for the Redis store in the background: SQS and redis, no DynamoDB (needs no Java)
+	LAMBDAIDEM_DYNAMODB=0 $(STACK) start
 	@$(STACK) env
 
 .PHONY: stack-down

@@ -23,93 +23,6 @@ func adminSetup(t *testing.T) (*bundle, *dynamo.Admin) {
 	return b, dynamo.NewAdmin(client, b.table)
 }
 
-func TestReleaseRefusesValidLease(t *testing.T) {
-	t.Parallel()
-	b, a := adminSetup(t)
-	held := b.mustClaim(t, b.claimReq("k", 0)) // lease until 30
-	rel := dynamo.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(10)}
-
-	r, err := a.Release(t.Context(), rel)
-	if !errors.Is(err, dynamo.ErrLeaseValid) {
-		t.Fatalf("Release of a valid lease: %v, want ErrLeaseValid", err)
-	}
-	if r.Status != lambdaidem.StatusInProgress || r.LeaseToken != held.Lease.Token {
-		t.Errorf("refusal returned %s/%s, want the holder's IN_PROGRESS record", r.Status, r.LeaseToken)
-	}
-	if got := b.get(t, "k", 10); got.Status != lambdaidem.StatusInProgress || got.LeaseToken != held.Lease.Token {
-		t.Fatalf("refused release changed the record: %+v", got)
-	}
-
-	rel.Force = true
-	r, err = a.Release(t.Context(), rel)
-	if err != nil {
-		t.Fatalf("forced Release: %v", err)
-	}
-	if r.Status != lambdaidem.StatusFailed || r.Attempts != 1 || r.LeaseToken == held.Lease.Token || r.LastError == "" {
-		t.Errorf("after forced release: status %s attempts %d token changed %t last_error %q",
-			r.Status, r.Attempts, r.LeaseToken != held.Lease.Token, r.LastError)
-	}
-	// The old holder is fenced off.
-	err = b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: held.Lease, Now: b.at(11), ExpiresAt: b.at(3600)})
-	if !errors.Is(err, lambdaidem.ErrLeaseLost) {
-		t.Errorf("old holder's Complete after release: %v, want ErrLeaseLost", err)
-	}
-	// The next delivery claims it as after any failure, attempts counting on.
-	again := b.mustClaim(t, b.claimReq("k", 12))
-	if again.Previous != lambdaidem.StatusFailed || again.Lease.Attempt != 2 {
-		t.Errorf("claim after release: previous %q attempt %d, want FAILED and 2", again.Previous, again.Lease.Attempt)
-	}
-}
-
-func TestReleaseExpiredLease(t *testing.T) {
-	t.Parallel()
-	b, a := adminSetup(t)
-	held := b.mustClaim(t, b.claimReq("k", 0))
-	r, err := a.Release(t.Context(), dynamo.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(31), Note: "stuck since the deploy"})
-	if err != nil {
-		t.Fatalf("Release of an expired lease: %v", err)
-	}
-	if r.Status != lambdaidem.StatusFailed || r.LastError != "stuck since the deploy" || !r.UpdatedAt.Equal(b.at(31)) {
-		t.Errorf("released record: %s %q updated %s", r.Status, r.LastError, r.UpdatedAt)
-	}
-	if got := b.get(t, "k", 31); got.Status != lambdaidem.StatusFailed || got.Fence != held.Lease.Fence {
-		t.Errorf("stored: %s fence %+v, want FAILED with the fence kept", got.Status, got.Fence)
-	}
-}
-
-// TestReleaseRefusals: a release never applies to a record other than the
-// one the operator read.
-func TestReleaseRefusals(t *testing.T) {
-	t.Parallel()
-	b, a := adminSetup(t)
-	ctx := t.Context()
-	stale := b.mustClaim(t, b.claimReq("taken", 0))
-	b.mustClaim(t, b.claimReq("taken", 40)) // takeover: new token
-
-	done := b.mustClaim(t, b.claimReq("done", 0))
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: done.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name, key, token string
-		now              int
-		want             error
-	}{
-		{"claimed in between", "taken", stale.Lease.Token, 100, dynamo.ErrRecordChanged},
-		{"completed", "done", done.Lease.Token, 100, dynamo.ErrNotInProgress},
-		{"absent", "nothing", "tok", 100, lambdaidem.ErrNotFound},
-		{"expired", "done", done.Lease.Token, 7200, lambdaidem.ErrNotFound},
-	} {
-		_, err := a.Release(ctx, dynamo.ReleaseRequest{Namespace: b.ns, Key: tc.key, Token: tc.token, Now: b.at(tc.now), Force: true})
-		if !errors.Is(err, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		}
-	}
-	if _, err := a.Release(ctx, dynamo.ReleaseRequest{Namespace: b.ns, Key: "taken", Now: b.at(100)}); !errors.Is(err, dynamo.ErrInvalidKey) {
-		t.Errorf("release without token: %v, want ErrInvalidKey", err)
-	}
-}
-
 // TestReleaseLostResponse: the SDK's retry of a release that applied is
 // recognised by the new token, not reported as a changed record.
 func TestReleaseLostResponse(t *testing.T) {
@@ -117,7 +30,7 @@ func TestReleaseLostResponse(t *testing.T) {
 	b, a := adminSetup(t)
 	held := b.mustClaim(t, b.claimReq("k", 0))
 	b.proxy.Inject(faultproxy.Fault{Match: faultproxy.Op("UpdateItem"), Action: faultproxy.DropResponse, Times: 1})
-	r, err := a.Release(t.Context(), dynamo.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(31)})
+	r, err := a.Release(t.Context(), lambdaidem.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(31)})
 	if err != nil {
 		t.Fatalf("Release with a lost response: %v", err)
 	}
@@ -126,46 +39,6 @@ func TestReleaseLostResponse(t *testing.T) {
 	}
 	if r.Status != lambdaidem.StatusFailed {
 		t.Errorf("status %s, want FAILED", r.Status)
-	}
-}
-
-func TestForget(t *testing.T) {
-	t.Parallel()
-	b, a := adminSetup(t)
-	ctx := t.Context()
-	b.mustClaim(t, b.claimReq("running", 0)) // lease until 30
-	b.mustClaim(t, b.claimReq("stuck", 0))
-	done := b.mustClaim(t, b.claimReq("done", 0))
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: done.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
-		t.Fatal(err)
-	}
-
-	r, err := a.Forget(ctx, dynamo.ForgetRequest{Namespace: b.ns, Key: "running", Now: b.at(10)})
-	if !errors.Is(err, dynamo.ErrLeaseValid) || r.Status != lambdaidem.StatusInProgress {
-		t.Fatalf("Forget of a valid lease: %v (record %s), want ErrLeaseValid", err, r.Status)
-	}
-	b.get(t, "running", 10) // still there
-
-	if r, err = a.Forget(ctx, dynamo.ForgetRequest{Namespace: b.ns, Key: "running", Now: b.at(10), Force: true}); err != nil || r.Key != "running" {
-		t.Fatalf("forced Forget: %v %+v", err, r)
-	}
-	if r, err = a.Forget(ctx, dynamo.ForgetRequest{Namespace: b.ns, Key: "stuck", Now: b.at(31)}); err != nil || r.Status != lambdaidem.StatusInProgress {
-		t.Fatalf("Forget of an expired lease: %v %+v", err, r)
-	}
-	if r, err = a.Forget(ctx, dynamo.ForgetRequest{Namespace: b.ns, Key: "done", Now: b.at(10)}); err != nil || r.Status != lambdaidem.StatusCompleted {
-		t.Fatalf("Forget of a completed record: %v %+v", err, r)
-	}
-	for _, k := range []string{"running", "stuck", "done"} {
-		if _, err := b.store.Get(ctx, lambdaidem.GetRequest{Namespace: b.ns, Key: k, Now: b.at(40)}); !errors.Is(err, lambdaidem.ErrNotFound) {
-			t.Errorf("Get(%s) after Forget: %v, want ErrNotFound", k, err)
-		}
-	}
-	if _, err := a.Forget(ctx, dynamo.ForgetRequest{Namespace: b.ns, Key: "done", Now: b.at(10)}); !errors.Is(err, lambdaidem.ErrNotFound) {
-		t.Errorf("second Forget: %v, want ErrNotFound", err)
-	}
-	// The forgotten key is claimed afresh.
-	if res := b.mustClaim(t, b.claimReq("done", 50)); res.Previous != "" || res.Lease.Attempt != 1 {
-		t.Errorf("claim after Forget: previous %q attempt %d, want a fresh generation", res.Previous, res.Lease.Attempt)
 	}
 }
 
@@ -219,12 +92,12 @@ func TestCount(t *testing.T) {
 		{lambdaidem.StatusCompleted, b.ns, false, 3},
 		{lambdaidem.StatusCompleted, "", false, 4},
 	} {
-		req := dynamo.CountRequest{Status: tc.status, Namespace: tc.ns, Now: now}
+		req := lambdaidem.CountRequest{Status: tc.status, Namespace: tc.ns, Now: now, AllowScan: tc.status == lambdaidem.StatusCompleted}
 		if tc.stuck {
 			req.LeaseEndedBefore = now
 		}
-		var last dynamo.CountProgress
-		req.Progress = func(p dynamo.CountProgress) { last = p }
+		var last lambdaidem.PageProgress
+		req.Progress = func(p lambdaidem.PageProgress) { last = p }
 		got, err := a.Count(ctx, req)
 		if err != nil {
 			t.Fatalf("Count(%s, %q): %v", tc.status, tc.ns, err)
@@ -232,15 +105,15 @@ func TestCount(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("Count(%s, ns %q, stuck %t) = %d, want %d", tc.status, tc.ns, tc.stuck, got, tc.want)
 		}
-		if last.Pages < 1 || last.Counted != got || last.Scanned < got {
+		if last.Pages < 1 || last.Matched != got || last.Read < got {
 			t.Errorf("Count(%s): last progress %+v for %d", tc.status, last, got)
 		}
 	}
 	// Expired records are not counted.
-	if got, err := a.Count(ctx, dynamo.CountRequest{Status: lambdaidem.StatusCompleted, Now: b.at(7200)}); err != nil || got != 0 {
+	if got, err := a.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusCompleted, Now: b.at(7200), AllowScan: true}); err != nil || got != 0 {
 		t.Errorf("Count of expired records: %d, %v", got, err)
 	}
-	if _, err := a.Count(ctx, dynamo.CountRequest{Status: "NOPE"}); err == nil {
-		t.Error("Count of an unknown status: no error")
+	if _, err := a.Count(ctx, lambdaidem.CountRequest{Status: "NOPE"}); !errors.Is(err, lambdaidem.ErrNotIndexed) {
+		t.Errorf("Count of an unknown status: %v, want ErrNotIndexed", err)
 	}
 }

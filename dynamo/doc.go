@@ -18,6 +18,14 @@
 // tests and tools; the project's template.yaml declares the same for
 // production.
 //
+// # Operators
+//
+// [Admin] (from [NewAdmin]) is a Store with the operator calls of
+// [lambdaidem.Admin], which the operator CLI uses: list and count the open
+// index, release or revoke a lease, forget a key. Counting COMPLETED
+// records takes a scan of the whole table, only with
+// CountRequest.AllowScan.
+//
 // # Stored attributes
 //
 // This is the one place where the item layout is written down. Times in ms

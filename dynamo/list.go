@@ -14,35 +14,19 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-// ListOpenRequest selects unfinished records from the sparse index.
-type ListOpenRequest struct {
-	// Status is IN_PROGRESS, FAILED or DEAD_LETTERED. COMPLETED records
-	// are not in the index.
-	Status lambdaidem.Status
-	// Namespace, when set, keeps only that namespace's records (a filter:
-	// the index is read across namespaces).
-	Namespace string
-	// UpdatedBefore, when set, keeps only records last written before it
-	// (e.g. "stuck for an hour").
-	UpdatedBefore time.Time
-	// Now hides records expired at Now, as every read does. Zero means
-	// time.Now().
-	Now time.Time
-	// PageSize is how many index entries one Query reads. Default 100.
-	PageSize int32
-}
-
-// ListOpen returns the unfinished records of one status, least recently
+// ListOpen yields the unfinished records of one status, least recently
 // updated first, reading the sparse index OpenIndex page by page: no table
-// scan. The index is eventually consistent, so a record written a moment
-// ago may be missing or show its previous state; read it with Get before
-// acting on it. The sequence stops at the first error, which it yields.
-func (s *Store) ListOpen(ctx context.Context, req ListOpenRequest) iter.Seq2[lambdaidem.Record, error] {
+// scan. An empty Namespace lists every namespace (the index is read across
+// namespaces; a namespace is a filter). The index is eventually
+// consistent, so a record written a moment ago may be missing or show its
+// previous state; read it with Get before acting on it. The sequence stops
+// at the first error, which it yields. See [lambdaidem.Admin].
+func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) iter.Seq2[lambdaidem.Record, error] {
 	return func(yield func(lambdaidem.Record, error) bool) {
 		switch req.Status {
 		case lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered:
 		default:
-			yield(lambdaidem.Record{}, fmt.Errorf("dynamo: list: status %q is not in the open index", req.Status))
+			yield(lambdaidem.Record{}, fmt.Errorf("dynamo: list %q: %w: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in the open index", req.Status, lambdaidem.ErrNotIndexed))
 			return
 		}
 		if strings.Contains(req.Namespace, "#") {
@@ -53,8 +37,9 @@ func (s *Store) ListOpen(ctx context.Context, req ListOpenRequest) iter.Seq2[lam
 		if now.IsZero() {
 			now = time.Now()
 		}
-		if req.PageSize <= 0 {
-			req.PageSize = 100
+		size := int32(100)
+		if req.PageSize > 0 {
+			size = int32(min(req.PageSize, 1<<20))
 		}
 		e := newExpr()
 		keyCond := e.n(attrOpenStatus) + " = " + e.s(string(req.Status))
@@ -65,6 +50,7 @@ func (s *Store) ListOpen(ctx context.Context, req ListOpenRequest) iter.Seq2[lam
 		if req.Namespace != "" {
 			filter = aws.String("begins_with(" + e.n(attrPK) + ", " + e.s(req.Namespace+"#") + ")")
 		}
+		var p lambdaidem.PageProgress
 		var start map[string]types.AttributeValue
 		for {
 			out, err := s.client.Query(ctx, &dynamodb.QueryInput{
@@ -75,18 +61,26 @@ func (s *Store) ListOpen(ctx context.Context, req ListOpenRequest) iter.Seq2[lam
 				ExpressionAttributeNames:  e.names,
 				ExpressionAttributeValues: e.values,
 				ExclusiveStartKey:         start,
-				Limit:                     aws.Int32(req.PageSize),
+				Limit:                     aws.Int32(size),
 			})
 			if err != nil {
 				yield(lambdaidem.Record{}, classify("list", string(req.Status), err))
 				return
 			}
+			var live []lambdaidem.Record
 			for _, raw := range out.Items {
-				it := item(raw)
-				if it.expiredAt(now) {
-					continue
+				if it := item(raw); !it.expiredAt(now) {
+					live = append(live, it.record())
 				}
-				if !yield(it.record(), nil) {
+			}
+			p.Pages++
+			p.Read += int(out.ScannedCount)
+			p.Matched += len(live)
+			if req.Progress != nil {
+				req.Progress(p)
+			}
+			for _, r := range live {
+				if !yield(r, nil) {
 					return
 				}
 			}

@@ -1,11 +1,11 @@
 package dynamo_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -36,7 +36,7 @@ func TestOpenIndex(t *testing.T) {
 	list := func(status lambdaidem.Status, before time.Time) []string {
 		t.Helper()
 		var keys []string
-		for r, err := range b.store.ListOpen(ctx, dynamo.ListOpenRequest{Status: status, Namespace: b.ns, UpdatedBefore: before, Now: b.at(20), PageSize: 1}) {
+		for r, err := range b.store.ListOpen(ctx, lambdaidem.ListOpenRequest{Status: status, Namespace: b.ns, UpdatedBefore: before, Now: b.at(20), PageSize: 1}) {
 			if err != nil {
 				t.Fatalf("ListOpen(%s): %v", status, err)
 			}
@@ -58,14 +58,14 @@ func TestOpenIndex(t *testing.T) {
 	if got := list(lambdaidem.StatusFailed, b.at(10)); len(got) != 0 {
 		t.Errorf("FAILED updated before the failure: %v, want none", got)
 	}
-	for _, err := range b.store.ListOpen(ctx, dynamo.ListOpenRequest{Status: lambdaidem.StatusCompleted}) {
-		if err == nil {
-			t.Error("ListOpen(COMPLETED) yielded no error")
+	for _, err := range b.store.ListOpen(ctx, lambdaidem.ListOpenRequest{Status: lambdaidem.StatusCompleted}) {
+		if !errors.Is(err, lambdaidem.ErrNotIndexed) {
+			t.Errorf("ListOpen(COMPLETED) yielded %v, want ErrNotIndexed", err)
 		}
 	}
 	// An expired record is absent from the listing too.
 	var n int
-	for _, err := range b.store.ListOpen(ctx, dynamo.ListOpenRequest{Status: lambdaidem.StatusFailed, Namespace: b.ns, Now: b.at(7200)}) {
+	for _, err := range b.store.ListOpen(ctx, lambdaidem.ListOpenRequest{Status: lambdaidem.StatusFailed, Namespace: b.ns, Now: b.at(7200)}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,10 +20,13 @@
 //		lambdaidem.WithInvocationHook(emf.Hook(emf.WithIdempotencyNamespace("orders"))))
 //	lambda.Start(h)
 //
-// Each invocation writes one event holding every metric under the
+// Each invocation writes one event holding its metrics that are not zero
+// (every metric, zeros included, with [WithAllMetrics]) under the
 // dimensions FunctionName (from AWS_LAMBDA_FUNCTION_NAME) and Namespace
 // (when given), in the namespace "lambdaidem", plus one small event per
 // reason that occurred, carrying DuplicatesSkipped or DeadLettered under the
 // same dimensions and Reason. Totals live only in the first event, so
-// summing either view never counts a record twice.
+// summing either view never counts a record twice. A batch of ten with
+// nothing unusual to say writes about 600 bytes by default and 1.5 KB with
+// every metric (README.md has the figures).
 package emf

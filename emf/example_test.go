@@ -23,13 +23,13 @@ func Example() {
 		lambdaidem.WithInvocationHook(emf.Hook(emf.WithIdempotencyNamespace("orders")))))
 }
 
-// What one invocation emits, from a report built by hand.
+// What one invocation emits, from a report built by hand: by default only
+// the metrics that are not zero.
 func ExampleHook() {
 	hook := emf.Hook(
 		emf.WithEmitter(emf.NewWriter(os.Stdout)),
 		emf.WithClock(func() time.Time { return time.UnixMilli(1700000000000) }),
 		emf.WithDimensions(emf.Dimension{Name: "FunctionName", Value: "orders"}),
-		emf.WithOmitZero(),
 	)
 	hook(&lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
 		{Outcome: lambdaidem.OutcomeProcessed, Acked: true, HandlerRan: true, HandlerDuration: 12 * time.Millisecond, StoreCalls: 2},
@@ -40,6 +40,21 @@ func ExampleHook() {
 	// {"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName"]],"Metrics":[{"Name":"Records","Unit":"Count"},{"Name":"HandlerRuns","Unit":"Count"},{"Name":"Processed","Unit":"Count"},{"Name":"DuplicatesSkipped","Unit":"Count"},{"Name":"DeadLettered","Unit":"Count"},{"Name":"StoreRequests","Unit":"Count"},{"Name":"HandlerLatency","Unit":"Milliseconds"}]}]},"FunctionName":"orders","Records":3,"HandlerRuns":2,"Processed":1,"DuplicatesSkipped":1,"DeadLettered":1,"StoreRequests":5,"HandlerLatency":[12,3]}
 	// {"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName","Reason"]],"Metrics":[{"Name":"DuplicatesSkipped","Unit":"Count"}]}]},"FunctionName":"orders","Reason":"completed","DuplicatesSkipped":1}
 	// {"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName","Reason"]],"Metrics":[{"Name":"DeadLettered","Unit":"Count"}]}]},"FunctionName":"orders","Reason":"poison","DeadLettered":1}
+}
+
+// The same invocation with every metric, zeros included.
+func ExampleWithAllMetrics() {
+	hook := emf.Hook(
+		emf.WithEmitter(emf.NewWriter(os.Stdout)),
+		emf.WithClock(func() time.Time { return time.UnixMilli(1700000000000) }),
+		emf.WithDimensions(emf.Dimension{Name: "FunctionName", Value: "orders"}),
+		emf.WithAllMetrics(),
+	)
+	hook(&lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
+		{Outcome: lambdaidem.OutcomeProcessed, Acked: true, HandlerRan: true, HandlerDuration: 12 * time.Millisecond, StoreCalls: 2},
+	}})
+	// Output:
+	// {"_aws":{"Timestamp":1700000000000,"CloudWatchMetrics":[{"Namespace":"lambdaidem","Dimensions":[["FunctionName"]],"Metrics":[{"Name":"Records","Unit":"Count"},{"Name":"HandlerRuns","Unit":"Count"},{"Name":"Processed","Unit":"Count"},{"Name":"DuplicatesSkipped","Unit":"Count"},{"Name":"Conflicts","Unit":"Count"},{"Name":"InProgressRejections","Unit":"Count"},{"Name":"LeasesLost","Unit":"Count"},{"Name":"CompletionsUnrecorded","Unit":"Count"},{"Name":"DeadLettered","Unit":"Count"},{"Name":"DeadLetterFailures","Unit":"Count"},{"Name":"StoreErrors","Unit":"Count"},{"Name":"StoreRequests","Unit":"Count"},{"Name":"Failed","Unit":"Count"},{"Name":"Takeovers","Unit":"Count"},{"Name":"HandlerErrors","Unit":"Count"},{"Name":"NotStarted","Unit":"Count"},{"Name":"FIFOGroupSkipped","Unit":"Count"},{"Name":"MissingKeys","Unit":"Count"},{"Name":"VisibilityChangeFailures","Unit":"Count"},{"Name":"HandlerLatency","Unit":"Milliseconds"}]}]},"FunctionName":"orders","Records":1,"HandlerRuns":1,"Processed":1,"DuplicatesSkipped":0,"Conflicts":0,"InProgressRejections":0,"LeasesLost":0,"CompletionsUnrecorded":0,"DeadLettered":0,"DeadLetterFailures":0,"StoreErrors":0,"StoreRequests":2,"Failed":0,"Takeovers":0,"HandlerErrors":0,"NotStarted":0,"FIFOGroupSkipped":0,"MissingKeys":0,"VisibilityChangeFailures":0,"HandlerLatency":12}
 }
 
 func ExampleWriter() {

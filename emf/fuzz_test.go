@@ -1,6 +1,7 @@
 package emf_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -8,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/lambdaidem/go-lambdaidem/emf"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 // FuzzEncode encodes sets with arbitrary names and values: either Encode
@@ -65,6 +69,103 @@ func FuzzEncode(f *testing.F) {
 		}
 		if got != n {
 			t.Fatalf("%d values encoded, want %d", got, n)
+		}
+	})
+}
+
+// FuzzHook builds an invocation report from the input, a record from each
+// pair of bytes (outcome, reason, flags, store calls, group, latency), and
+// emits it by default and with WithAllMetrics: every line is valid EMF,
+// the default lines are those of WithAllMetrics with exactly the zero
+// counts left out (nothing else lost, nothing added), and the totals
+// reconcile: Records = Processed + DuplicatesSkipped + DeadLettered +
+// CompletionsUnrecorded + Failed.
+func FuzzHook(f *testing.F) {
+	f.Add([]byte{0, 0})
+	f.Add([]byte{0, 0xff, 5, 1, 6, 2, 7, 3})
+	f.Add([]byte{4, 0x10, 4, 0x21, 1, 0x42, 9, 0x83, 12, 0xff, 16, 0x07})
+	f.Add([]byte{})
+	outcomes := []lambdaidem.Outcome{
+		lambdaidem.OutcomeProcessed, lambdaidem.OutcomeDuplicate, lambdaidem.OutcomeCachedDuplicate,
+		lambdaidem.OutcomeLateReplay, lambdaidem.OutcomeDeadLetteredDuplicate, lambdaidem.OutcomeDeadLettered,
+		lambdaidem.OutcomeUnrecorded, lambdaidem.OutcomeLeaseLost, lambdaidem.OutcomeFailed,
+		lambdaidem.OutcomeConflict, lambdaidem.OutcomeInProgress, lambdaidem.OutcomeDeadLetterFailed,
+		lambdaidem.OutcomeStoreError, lambdaidem.OutcomeNotStarted, lambdaidem.OutcomeSkippedGroup,
+		lambdaidem.OutcomeMissingKey,
+	}
+	acked := map[lambdaidem.Outcome]bool{
+		lambdaidem.OutcomeProcessed: true, lambdaidem.OutcomeDuplicate: true, lambdaidem.OutcomeCachedDuplicate: true,
+		lambdaidem.OutcomeLateReplay: true, lambdaidem.OutcomeDeadLetteredDuplicate: true,
+		lambdaidem.OutcomeDeadLettered: true, lambdaidem.OutcomeUnrecorded: true,
+	}
+	reasons := []lambdaidem.Reason{lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonKeyConflict, lambdaidem.ReasonMissingKey}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 600 {
+			data = data[:600] // up to 300 records: latencies spread over events
+		}
+		r := &lambdaidem.InvocationReport{RequestID: "req"}
+		for i := 0; i+1 < len(data); i += 2 {
+			o, flags := outcomes[int(data[i])%len(outcomes)], data[i+1]
+			rec := lambdaidem.RecordReport{Outcome: o, Acked: acked[o], StoreCalls: int(flags >> 5),
+				HandlerRan: flags&1 != 0, Takeover: flags&2 != 0, HandlerDuration: time.Duration(flags) * 1_234_567}
+			if flags&4 != 0 {
+				rec.VisibilityErr = errors.New("denied")
+			}
+			if flags&8 != 0 {
+				rec.StoreErrors = 1
+			}
+			if flags&16 != 0 {
+				rec.MessageGroupID = []string{"acme", "globex"}[int(flags>>6)%2]
+			}
+			if o == lambdaidem.OutcomeDeadLettered {
+				rec.Reason = reasons[int(flags>>5)%len(reasons)]
+			}
+			if !rec.Acked {
+				r.Failed++
+			}
+			r.Records = append(r.Records, rec)
+		}
+		emit := func(all bool) [][]byte {
+			var out bytes.Buffer
+			opts := []emf.Option{emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return time.UnixMilli(1_700_000_000_000) }),
+				emf.WithDimensions(emf.Dimension{Name: "FunctionName", Value: "fn"}), emf.WithTenantDimension()}
+			if all {
+				opts = append(opts, emf.WithAllMetrics())
+			}
+			emf.Hook(opts...)(r)
+			return lines(t, out.Bytes())
+		}
+		compact, full := emit(false), emit(true)
+		if len(r.Records) == 0 {
+			if len(compact) != 0 {
+				t.Fatalf("an invocation without records wrote %d lines", len(compact))
+			}
+			return
+		}
+		if len(compact) != len(full) {
+			t.Fatalf("default wrote %d lines, WithAllMetrics %d", len(compact), len(full))
+		}
+		for i := range full {
+			pf, pc := parse(t, full[i]), parse(t, compact[i])
+			want := map[string][]float64{}
+			for name, v := range pf.vals {
+				if len(v) == 1 && v[0] == 0 && name != emf.MetricHandlerLatency {
+					continue
+				}
+				want[name] = v
+			}
+			if diff := cmp.Diff(want, pc.vals); diff != "" {
+				t.Fatalf("line %d: default values differ from all metrics less the zeros (-want +got):\n%s", i, diff)
+			}
+			if diff := cmp.Diff(pf.dims, pc.dims); diff != "" {
+				t.Fatalf("line %d: dimensions differ (-all +default):\n%s", i, diff)
+			}
+		}
+		c := parse(t, full[0]).vals
+		one := func(name string) float64 { return c[name][0] }
+		if one(emf.MetricRecords) != one(emf.MetricProcessed)+one(emf.MetricDuplicatesSkipped)+one(emf.MetricDeadLettered)+
+			one(emf.MetricCompletionsUnrecorded)+one(emf.MetricFailed) {
+			t.Fatalf("totals do not reconcile: %v", c)
 		}
 	})
 }

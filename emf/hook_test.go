@@ -160,11 +160,14 @@ var countNames = []string{
 	emf.MetricFIFOGroupSkipped, emf.MetricMissingKeys, emf.MetricVisibilityFailures,
 }
 
-// counts is every count metric at zero but those given.
-func counts(nonZero map[string]float64) map[string]float64 {
+// counts is what an event carries for these counts: every count metric,
+// zero but those given, with all; else only those that are not zero.
+func counts(nonZero map[string]float64, all bool) map[string]float64 {
 	m := map[string]float64{}
 	for _, n := range countNames {
-		m[n] = nonZero[n]
+		if v := nonZero[n]; v != 0 || all {
+			m[n] = v
+		}
 	}
 	return m
 }
@@ -176,6 +179,7 @@ type bundle struct {
 	clock *clock
 	sink  *sink
 	out   bytes.Buffer
+	all   bool // the hook emits WithAllMetrics
 }
 
 func setup(t *testing.T) *bundle {
@@ -184,12 +188,16 @@ func setup(t *testing.T) *bundle {
 }
 
 func (b *bundle) hook(extra ...emf.Option) lambdaidem.Option {
-	return lambdaidem.WithInvocationHook(emf.Hook(append([]emf.Option{
+	opts := []emf.Option{
 		emf.WithEmitter(emf.NewWriter(&b.out)),
 		emf.WithClock(b.clock.Now),
 		emf.WithDimensions(emf.Dimension{Name: emf.DimensionFunctionName, Value: "orders-fn"},
 			emf.Dimension{Name: emf.DimensionNamespace, Value: idemNS}),
-	}, extra...)...))
+	}
+	if b.all {
+		opts = append(opts, emf.WithAllMetrics())
+	}
+	return lambdaidem.WithInvocationHook(emf.Hook(append(opts, extra...)...))
 }
 
 func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
@@ -257,10 +265,10 @@ func check(t *testing.T, b *bundle, got run, want map[string]float64, runs int, 
 	if got.ts != b.clock.Now().UnixMilli() {
 		t.Errorf("Timestamp %d, want the clock's %d", got.ts, b.clock.Now().UnixMilli())
 	}
-	if diff := cmp.Diff(counts(want), got.counts); diff != "" {
+	if diff := cmp.Diff(counts(want, b.all), got.counts); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
-	for _, n := range countNames {
+	for n := range got.counts {
 		if got.units[n] != string(emf.UnitCount) {
 			t.Errorf("%s unit %q, want Count", n, got.units[n])
 		}
@@ -292,10 +300,17 @@ func check(t *testing.T, b *bundle, got run, want map[string]float64, runs int, 
 }
 
 // TestMetricsOfARealRun drives records through every outcome with the
-// real decorator over memstore and checks every metric the hook emits.
+// real decorator over memstore and checks every metric the hook emits,
+// by default (the metrics that are not zero) and with WithAllMetrics.
 func TestMetricsOfARealRun(t *testing.T) {
 	t.Parallel()
+	t.Run("default", func(t *testing.T) { t.Parallel(); metricsOfARealRun(t, false) })
+	t.Run("all metrics", func(t *testing.T) { t.Parallel(); metricsOfARealRun(t, true) })
+}
+
+func metricsOfARealRun(t *testing.T, all bool) {
 	b := setup(t)
+	b.all = all
 	// Another instance of the function, without the cache: its completions
 	// are what the primary instance's duplicates find in the store.
 	other := lambdaidem.SQS(b.store, b.handle, b.opts()...)
@@ -449,23 +464,35 @@ func TestManyHandlerRunsSpreadLatencyOverEvents(t *testing.T) {
 	}
 }
 
-func TestOmitZero(t *testing.T) {
+// By default an event carries only the counts that are not zero; an
+// invocation without records writes nothing. WithAllMetrics carries every
+// count, zeros included.
+func TestOnlyNonZeroMetricsByDefault(t *testing.T) {
 	t.Parallel()
-	var out bytes.Buffer
-	h := emf.Hook(emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return at }),
-		emf.WithDimensions(), emf.WithOmitZero())
-	h(&lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
+	report := &lambdaidem.InvocationReport{Records: []lambdaidem.RecordReport{
 		{Outcome: lambdaidem.OutcomeDuplicate, Acked: true, StoreCalls: 1},
-	}})
-	e := parse(t, lines(t, out.Bytes())[0])
-	want := map[string][]float64{emf.MetricRecords: {1}, emf.MetricDuplicatesSkipped: {1}, emf.MetricStoreRequests: {1}}
-	if diff := cmp.Diff(want, e.vals); diff != "" {
-		t.Fatalf("values (-want +got):\n%s", diff)
-	}
-	out.Reset()
-	h(&lambdaidem.InvocationReport{})
-	if out.Len() != 0 {
-		t.Fatalf("an empty invocation wrote %q", out.String())
+	}}
+	for _, all := range []bool{false, true} {
+		var out bytes.Buffer
+		opts := []emf.Option{emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return at }), emf.WithDimensions()}
+		if all {
+			opts = append(opts, emf.WithAllMetrics())
+		}
+		h := emf.Hook(opts...)
+		h(report)
+		e := parse(t, lines(t, out.Bytes())[0])
+		want := map[string][]float64{}
+		for name, v := range counts(map[string]float64{emf.MetricRecords: 1, emf.MetricDuplicatesSkipped: 1, emf.MetricStoreRequests: 1}, all) {
+			want[name] = []float64{v}
+		}
+		if diff := cmp.Diff(want, e.vals); diff != "" {
+			t.Fatalf("all=%v: values (-want +got):\n%s", all, diff)
+		}
+		out.Reset()
+		h(&lambdaidem.InvocationReport{})
+		if got := len(lines(t, out.Bytes())); all && got != 1 || !all && got != 0 {
+			t.Fatalf("all=%v: an empty invocation wrote %d lines: %q", all, got, out.String())
+		}
 	}
 }
 
@@ -489,7 +516,8 @@ func TestDefaultDimensionsAndProperties(t *testing.T) {
 
 	t.Setenv("AWS_LAMBDA_FUNCTION_NAME", "")
 	out.Reset()
-	emf.Hook(emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return at }))(&lambdaidem.InvocationReport{})
+	emf.Hook(emf.WithEmitter(emf.NewWriter(&out)), emf.WithClock(func() time.Time { return at }))(&lambdaidem.InvocationReport{
+		Records: []lambdaidem.RecordReport{{Outcome: lambdaidem.OutcomeProcessed, Acked: true}}})
 	if got := parse(t, lines(t, out.Bytes())[0]).doc.AWS.CloudWatchMetrics[0].Dimensions; !cmp.Equal([][]string{{}}, got) {
 		t.Fatalf("outside Lambda without a namespace: dimensions %v, want one empty set", got)
 	}

@@ -2,6 +2,8 @@ package emf_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -64,24 +66,41 @@ func TestTenantDimensionOnFairAndFIFOQueues(t *testing.T) {
 			"globex": {emf.MetricRecords: 3, emf.MetricProcessed: 0, emf.MetricDuplicatesSkipped: 0, emf.MetricDeadLettered: 1, emf.MetricHandlerErrors: 1, emf.MetricFailed: 2},
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			h := lambdaidem.SQS(b.store, b.handle, b.opts(b.hook(emf.WithTenantDimension()), lambdaidem.WithDeadLetterSink(b.sink))...)
-			run := b.invoke(t, context.Background(), h, batch(
-				tc.rec("m1", "acme", `{"id":"1","do":"ok"}`),
-				tc.rec("m2", "globex", `{"id":"2","do":"poison"}`),
-				tc.rec("m3", "acme", `{"id":"3","do":"ok"}`),
-				tc.rec("m4", "globex", `{"id":"4","do":"fail"}`),
-				tc.rec("m5", "globex", `{"id":"5","do":"ok"}`),
-			))
-			if run.counts[emf.MetricRecords] != 5 {
-				t.Errorf("total Records %v, want 5: the tenant sets must not change the totals", run.counts[emf.MetricRecords])
-			}
-			if diff := cmp.Diff(tc.want, tenantCounts(t, b.out.Bytes())); diff != "" {
-				t.Errorf("per-tenant counts (-want +got):\n%s", diff)
-			}
-		})
+		for _, all := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/all=%v", tc.name, all), func(t *testing.T) {
+				t.Parallel()
+				tenantDimension(t, all, tc.rec, tc.want)
+			})
+		}
+	}
+}
+
+// tenantDimension sends one batch of two tenants through the decorator
+// and checks each tenant's event: want's counts, zeros included with all,
+// else only those that are not zero.
+func tenantDimension(t *testing.T, all bool, rec func(id, group, body string) events.SQSMessage, want map[string]map[string]float64) {
+	b := setup(t)
+	b.all = all
+	h := lambdaidem.SQS(b.store, b.handle, b.opts(b.hook(emf.WithTenantDimension()), lambdaidem.WithDeadLetterSink(b.sink))...)
+	run := b.invoke(t, context.Background(), h, batch(
+		rec("m1", "acme", `{"id":"1","do":"ok"}`),
+		rec("m2", "globex", `{"id":"2","do":"poison"}`),
+		rec("m3", "acme", `{"id":"3","do":"ok"}`),
+		rec("m4", "globex", `{"id":"4","do":"fail"}`),
+		rec("m5", "globex", `{"id":"5","do":"ok"}`),
+	))
+	if run.counts[emf.MetricRecords] != 5 {
+		t.Errorf("total Records %v, want 5: the tenant sets must not change the totals", run.counts[emf.MetricRecords])
+	}
+	expect := map[string]map[string]float64{}
+	for tenant, m := range want {
+		expect[tenant] = maps.Clone(m)
+		if !all {
+			maps.DeleteFunc(expect[tenant], func(_ string, v float64) bool { return v == 0 })
+		}
+	}
+	if diff := cmp.Diff(expect, tenantCounts(t, b.out.Bytes())); diff != "" {
+		t.Errorf("per-tenant counts (-want +got):\n%s", diff)
 	}
 }
 

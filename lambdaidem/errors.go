@@ -60,3 +60,27 @@ func (e *InProgressError) Unwrap() error { return ErrInProgress }
 // is being processed, was dead-lettered by another copy, or reached the
 // redrive limit). The record that refused it comes with the error.
 var ErrResetRefused = errors.New("lambdaidem: record was not dead-lettered by this copy")
+
+// Named errors of the operator calls (Admin). A refusal comes with the
+// record that refused it, unchanged; a live lease is refused with
+// ErrInProgress.
+var (
+	// ErrRecordChanged: the record no longer carries the lease token the
+	// operator read (another claim took it, or its holder recorded an
+	// outcome), so a release based on the old view was not applied.
+	ErrRecordChanged = errors.New("lambdaidem: record changed since it was read")
+	// ErrNotInProgress: only an IN_PROGRESS record has a lease to release.
+	ErrNotInProgress = errors.New("lambdaidem: record is not IN_PROGRESS")
+	// ErrWouldAbandonCopy: the record is DEAD_LETTERED. Redrive sends its
+	// dead-letter copy back only after resetting the record that copy
+	// dead-lettered, so forgetting it would leave the copy in the
+	// dead-letter queue for good; Forget does it only with AbandonCopy.
+	ErrWouldAbandonCopy = errors.New("lambdaidem: forgetting a DEAD_LETTERED record abandons its dead-letter copy")
+	// ErrNotIndexed: the store keeps no index of records in that status
+	// (COMPLETED records, unless a scan is allowed and the store can
+	// scan).
+	ErrNotIndexed = errors.New("lambdaidem: no index of records in that status")
+	// ErrNamespaceRequired: the store indexes each namespace apart, so
+	// listing and counting need one.
+	ErrNamespaceRequired = errors.New("lambdaidem: a namespace is required")
+)

@@ -30,6 +30,11 @@ type DeadLetter struct {
 	// FirstAttemptAt and LastAttemptAt bound the attempts; zero if unknown.
 	FirstAttemptAt time.Time
 	LastAttemptAt  time.Time
+	// PayloadHash is the message's own payload hash, as a claim stores it
+	// on the record; empty when the key or the hash could not be derived.
+	// A redrive deletes the copy as done only when the key completed with
+	// this hash.
+	PayloadHash string
 }
 
 // VisibilityChanger changes when an SQS message becomes visible again

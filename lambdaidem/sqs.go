@@ -496,6 +496,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	if rec != nil {
 		dl.FirstAttemptAt = rec.FirstAttemptAt
 	}
+	dl.PayloadHash = p.copyHash(msg, lease, rec)
 	if lease != nil && !mutant.On("stale-poison") { // issue 11 bug 12 when on
 		// Confirm the lease before sending: a holder that lost it (its
 		// key taken over and perhaps completed) must never put a copy of

@@ -158,7 +158,7 @@ func (x Exploration) world(seed uint64) (sim.Config, error) {
 		c.Forget = 0
 	}
 	if !ops.Force {
-		c.Force = 0
+		c.ForceOps = 0
 	}
 	c.Known = nil
 	if x.World != "" {
@@ -192,7 +192,7 @@ func (x Exploration) shrink(seed uint64, c sim.Config) *Failure {
 		func(c *sim.Config) bool { return zero(&c.Store.MarkErr) },
 		func(c *sim.Config) bool { return zeroDur(&c.Store.Latency) },
 		func(c *sim.Config) bool { return zeroDur(&c.Store.OutageFor) },
-		func(c *sim.Config) bool { return zero(&c.Force) },
+		func(c *sim.Config) bool { return zero(&c.ForceOps) },
 		func(c *sim.Config) bool { return zeroInt(&c.Forget) },
 		func(c *sim.Config) bool { return zeroInt(&c.Redrive) },
 		func(c *sim.Config) bool { return zero(&c.RedriveSendFail) },
@@ -327,7 +327,7 @@ func (x Exploration) scenario(seed uint64, c sim.Config, traced bool) *Failure {
 		"operators: %d redrives, %d forgets and releases (forced %.2f); "+
 		"%d invocations, %d crashed, %d takeovers, %d operator actions",
 		len(msgs), c.BatchSize, c.Pollers, c.Timeout, c.Visibility, c.MaxReceive,
-		c.ProducerDup, c.SQSDup, c.Slow, c.Kill, c.Lease, c.Store, c.Redrive, c.Forget, c.Force,
+		c.ProducerDup, c.SQSDup, c.Slow, c.Kill, c.Lease, c.Store, c.Redrive, c.Forget, c.ForceOps,
 		k.sources[k.std].Invocations+k.sources[k.fifo].Invocations, k.crashes, k.takeovers, k.operatorActions)
 	return &Failure{Seed: seed, Problems: probs, World: world, Trace: k.Trace()}
 }

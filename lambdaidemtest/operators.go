@@ -28,10 +28,14 @@ func (k *Kit) operators(c sim.Config, ops Operators) {
 	}
 	for range c.Forget {
 		if ops.Forget || ops.Force {
-			w.At(at(), nil, func() { w.Spawn("forget", nil, func() { k.forget(ops.Force && w.Rand().Float64() < c.Force) }) })
+			w.At(at(), nil, func() {
+				w.Spawn("forget", nil, func() {
+					k.forget(ops.Force && w.Rand().Float64() < c.ForceOps, w.Rand().Float64() < c.AbandonCopy)
+				})
+			})
 		}
 		if ops.Release || ops.Force {
-			w.At(at(), nil, func() { w.Spawn("release", nil, func() { k.release(ops.Force && w.Rand().Float64() < c.Force) }) })
+			w.At(at(), nil, func() { w.Spawn("release", nil, func() { k.release(ops.Force && w.Rand().Float64() < c.ForceOps) }) })
 		}
 	}
 }
@@ -59,45 +63,48 @@ func (k *Kit) pickKey(live bool) string {
 	return keys[k.w.Rand().IntN(len(keys))]
 }
 
-// record reads key's record now, and whether its lease is still valid.
-func (k *Kit) record(key string) (lambdaidem.Record, bool, error) {
-	now := k.w.Now()
-	rec, err := k.mem.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: now})
-	return rec, err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now), err
-}
-
-// forget is the CLI's forget: the record is deleted, so the key's next
-// message runs again; refused under a valid lease unless forced.
-func (k *Kit) forget(force bool) {
+// forget is the CLI's forget, through the store's Admin: the record is
+// deleted, so the key's next message runs again; a live lease is refused,
+// or when forced revoked (the key is forgotten once that lease has run
+// out); a dead-lettered record's copy is abandoned only when abandon is
+// set.
+func (k *Kit) forget(force, abandon bool) {
 	key := k.pickKey(force)
 	if key == "" {
 		return
 	}
-	_, live, err := k.record(key)
-	if err != nil || live && !force {
+	res, err := k.mem.Forget(context.Background(), lambdaidem.ForgetRequest{
+		Namespace: k.ns, Key: key, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force, AbandonCopy: abandon,
+	})
+	if err != nil {
 		return
 	}
 	k.operatorActions++
-	k.w.Logf("operator: forget %s (forced on a valid lease: %v)", key, live)
-	_ = k.mem.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: k.ns, Key: key})
+	k.w.Logf("operator: forget %s (force %v, abandon copy %v, revoked a live lease: %v)", key, force, abandon, res.Revoked)
 }
 
-// release is the CLI's release: an IN_PROGRESS record becomes FAILED, so
-// the next delivery runs at once; refused while the lease is valid unless
-// forced, and then its holder's outcome is refused.
+// release is the CLI's release, through the store's Admin: an
+// IN_PROGRESS record whose lease ended becomes FAILED, so the next
+// delivery runs at once; a live lease is refused, or when forced revoked
+// (its holder's outcome is refused, and the key is taken over once that
+// lease has run out).
 func (k *Kit) release(force bool) {
 	key := k.pickKey(force)
 	if key == "" {
 		return
 	}
-	rec, live, err := k.record(key)
-	if err != nil || rec.Status != lambdaidem.StatusInProgress || live && !force {
+	rec, err := k.mem.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
+	if err != nil || rec.Status != lambdaidem.StatusInProgress {
+		return
+	}
+	out, err := k.mem.Release(context.Background(), lambdaidem.ReleaseRequest{
+		Namespace: k.ns, Key: key, Token: rec.LeaseToken, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force,
+	})
+	if err != nil {
 		return
 	}
 	k.operatorActions++
-	k.w.Logf("operator: release %s (forced on a valid lease: %v)", key, live)
-	lease := lambdaidem.Lease{Namespace: k.ns, Key: key, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
-	_ = k.mem.Fail(context.Background(), lambdaidem.FailRequest{Lease: lease, Now: k.w.Now(), Error: "released by operator", ExpiresAt: rec.ExpiresAt})
+	k.w.Logf("operator: release %s (now %s)", key, out.Status)
 }
 
 // redriveOnce is one operator redrive run over the dead-letter queue,

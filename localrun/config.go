@@ -28,6 +28,7 @@ type SQSAPI interface {
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 // Lambda's limits for an SQS event source mapping and a function, used as
@@ -37,6 +38,7 @@ const (
 	maxFIFOBatchSize  = 10
 	maxBatchingWindow = 300 * time.Second
 	maxLongPoll       = 20 * time.Second
+	defaultPollWait   = 2 * time.Second
 	maxFunctionTime   = 900 * time.Second
 	minMemoryMB       = 128
 	maxMemoryMB       = 10240
@@ -116,7 +118,11 @@ type Config struct {
 	Env []string
 
 	// PollWait is the long-polling wait of a ReceiveMessage that starts a
-	// batch. Default 20s, the most SQS allows.
+	// batch, and the longest wait of any receive. Default 2s; at most 20s,
+	// the most SQS allows. Stop lets a receive in flight come back rather
+	// than cancel it (a cancelled receive still takes a message on the
+	// server's side, which then stays hidden for the visibility timeout),
+	// so this is also how long Stop may wait for one.
 	PollWait time.Duration
 
 	// Output receives the stdout and stderr of every function process, a
@@ -161,7 +167,7 @@ func (c *Config) withDefaults() Config {
 		d.Handler = "bootstrap"
 	}
 	if d.PollWait == 0 {
-		d.PollWait = maxLongPoll
+		d.PollWait = defaultPollWait
 	}
 	if d.Output == nil {
 		d.Output = io.Discard

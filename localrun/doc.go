@@ -16,6 +16,11 @@
 // record not listed in batchItemFailures; an invalid response, a function
 // error, a crash or a timeout deletes nothing. Records that were not
 // deleted are left alone and come back when their visibility timeout ends.
+// Stopping is the exception: records the runner received and will not
+// finish (held for a batch, or in an invocation Stop killed) are handed
+// back with their visibility set to 0, and Stop lets a receive in flight
+// come back instead of abandoning it, so a restarted runner sees every
+// message at once rather than after the visibility timeout.
 //
 //	r, err := localrun.New(localrun.Config{
 //		Bootstrap:               "build/bootstrap",

@@ -20,3 +20,7 @@ func (nopSQS) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, 
 func (nopSQS) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
 	return &sqs.GetQueueAttributesOutput{}, nil
 }
+
+func (nopSQS) ChangeMessageVisibilityBatch(context.Context, *sqs.ChangeMessageVisibilityBatchInput, ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	return &sqs.ChangeMessageVisibilityBatchOutput{}, nil
+}

@@ -79,6 +79,14 @@ type Invocation struct {
 	// DeleteErr is set when deleting records failed; those records are in
 	// Failed and will be delivered again.
 	DeleteErr error
+	// Returned are the records of an OutcomeStopped invocation handed
+	// back to the queue at once (visibility 0), so that the next runner
+	// receives them without waiting out the visibility timeout. They are
+	// in Failed too.
+	Returned []string
+	// ReturnErr is set when handing records back failed; those come back
+	// after their visibility timeout instead.
+	ReturnErr error
 	// Started and Duration time the invocation, from hand-off to result.
 	Started  time.Time
 	Duration time.Duration
@@ -128,6 +136,8 @@ type Stats struct {
 	InitErrors       int64
 	Stopped          int64
 	DeleteErrors     int64 // DeleteMessageBatch calls or entries that failed
+	Returned         int64 // records handed back to the queue (visibility 0) on stop
+	ReturnErrors     int64 // ChangeMessageVisibilityBatch calls or entries of a hand back that failed
 	ReceiveErrors    int64 // ReceiveMessage calls that failed
 	ProcessStarts    int64
 	ProcessExits     int64

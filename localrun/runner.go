@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +32,15 @@ type Runner struct {
 	cancel    context.CancelFunc // stops polling
 	hardStop  chan struct{}      // closed when Stop's context ends
 	hardOnce  sync.Once
-	workers   sync.WaitGroup
-	bg        sync.WaitGroup // servers, output copiers, process reapers
+	// recvCtx carries every ReceiveMessage. Stopping does not cancel it:
+	// a receive cancelled on the client's side still runs on the
+	// server's, and a message it takes then stays hidden for the queue's
+	// visibility timeout with no one to hand it back. Only a hard stop
+	// (Stop's context ending) cancels it, through recvCancel.
+	recvCtx    context.Context
+	recvCancel context.CancelFunc
+	workers    sync.WaitGroup
+	bg         sync.WaitGroup // servers, output copiers, process reapers
 
 	slotsMu sync.Mutex
 	slots   []*instance // current instance per process slot, for Stop
@@ -102,6 +111,7 @@ func (r *Runner) Start(ctx context.Context) error {
 
 	pollCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	r.recvCtx, r.recvCancel = context.WithCancel(context.Background())
 	r.started.Store(true)
 	for i := range r.cfg.MaxConcurrency {
 		r.workers.Add(1)
@@ -111,10 +121,20 @@ func (r *Runner) Start(ctx context.Context) error {
 }
 
 // Stop stops polling and waits for the invocations in flight to finish
-// and their records to be settled. If ctx ends first, running invocations
-// are killed (their records come back after the visibility timeout) and
-// Stop returns ctx's error. Either way every function process has exited
-// and every goroutine of the runner has ended when Stop returns.
+// and their records to be settled, and for a receive in flight to come
+// back (at most PollWait). Every record the runner received and did not
+// invoke is handed back to the queue (its visibility set to 0), so a
+// runner started next receives it at once instead of after the queue's
+// visibility timeout.
+//
+// If ctx ends first, running invocations are killed and their records
+// handed back the same way, and Stop returns ctx's error. A receive still
+// waiting then is abandoned: a message the queue hands to it in its last
+// moments stays hidden for the visibility timeout.
+//
+// Either way every function process has exited and every goroutine of the
+// runner has ended when Stop returns, and what was handed back is visible
+// on the queue.
 func (r *Runner) Stop(ctx context.Context) error {
 	if !r.started.Load() {
 		return ErrNotStarted
@@ -130,9 +150,13 @@ func (r *Runner) Stop(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
-		r.hardOnce.Do(func() { close(r.hardStop) })
+		r.hardOnce.Do(func() {
+			close(r.hardStop)
+			r.recvCancel()
+		})
 		<-done
 	}
+	r.recvCancel()
 	r.slotsMu.Lock()
 	slots := append([]*instance(nil), r.slots...)
 	r.slotsMu.Unlock()
@@ -162,12 +186,17 @@ func (r *Runner) Stats() Stats {
 // poller is one unit of concurrency: it gathers a batch, invokes the
 // function on its own instance, settles the batch, and repeats. Receiving
 // only when free means no record waits for a free instance while its
-// visibility timeout runs.
+// visibility timeout runs. Once polling is stopped, records it holds and
+// has not invoked are handed back to the queue.
 func (r *Runner) poller(ctx context.Context, slot int) {
 	defer r.workers.Done()
 	for ctx.Err() == nil {
-		batch := r.gather(ctx)
-		for _, part := range r.fitPayload(batch) {
+		parts := r.fitPayload(r.gather(ctx))
+		for i, part := range parts {
+			if ctx.Err() != nil {
+				r.handBack(slices.Concat(parts[i:]...))
+				break
+			}
 			r.runBatch(slot, part)
 		}
 	}
@@ -175,22 +204,24 @@ func (r *Runner) poller(ctx context.Context, slot int) {
 
 // gather collects up to BatchSize records: a long poll for the first,
 // then further receives until the batch is full or BatchingWindow has
-// passed since the first arrived. If polling is stopped while records are
-// held, they are invoked rather than dropped.
+// passed since the first arrived. Once polling is stopped it starts no
+// new receive and returns what it holds (the poller hands it back). No
+// receive waits longer than PollWait, which so bounds how long Stop
+// waits for one.
 func (r *Runner) gather(ctx context.Context) []types.Message {
 	var batch []types.Message
 	index := map[string]int{}
 	var windowEnd time.Time
-	for len(batch) < r.cfg.BatchSize {
+	for len(batch) < r.cfg.BatchSize && ctx.Err() == nil {
 		wait := r.cfg.PollWait
 		if len(batch) > 0 {
 			rem := time.Until(windowEnd)
 			if rem <= 0 {
 				break
 			}
-			wait = min(rem, maxLongPoll)
+			wait = min(rem, max(r.cfg.PollWait, time.Second))
 		}
-		out, err := r.cfg.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		out, err := r.cfg.SQS.ReceiveMessage(r.recvCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(r.cfg.QueueURL),
 			MaxNumberOfMessages:         int32(min(10, r.cfg.BatchSize-len(batch))),
 			WaitTimeSeconds:             int32(wait / time.Second),
@@ -199,8 +230,8 @@ func (r *Runner) gather(ctx context.Context) []types.Message {
 			MessageAttributeNames:       []string{"All"},
 		})
 		if err != nil {
-			if ctx.Err() != nil {
-				return batch
+			if r.recvCtx.Err() != nil {
+				return batch // a hard stop abandoned the receive
 			}
 			r.count(func(s *Stats) { s.ReceiveErrors++ })
 			r.logf("localrun: receive: %v", err)
@@ -327,6 +358,11 @@ func (r *Runner) runBatch(slot int, batch []types.Message) {
 	rep.Deleted = deleted
 	rep.Failed = append(rep.Failed, notDeleted...)
 	rep.DeleteErr = derr
+	if rep.Outcome == OutcomeStopped {
+		// Killed by Stop, not failed by the function: a restarted runner
+		// should see these records now, not after the visibility timeout.
+		rep.Returned, rep.ReturnErr = r.handBack(batch)
+	}
 
 	r.count(func(s *Stats) {
 		s.Batches++
@@ -398,6 +434,55 @@ func (r *Runner) deleteMessages(msgs []types.Message) (deleted, failed []string,
 		}
 	}
 	return deleted, failed, errors.Join(errs...)
+}
+
+// handBack makes msgs visible on the queue again at once
+// (ChangeMessageVisibilityBatch to 0, ten at a time), for records the
+// runner received and will not finish because it is stopping. Like a
+// delete it runs to the end whatever stop is under way. It returns the
+// message IDs handed back; a record whose change failed comes back after
+// its visibility timeout, as it would have anyway.
+func (r *Runner) handBack(msgs []types.Message) (returned []string, err error) {
+	var errs []error
+	for start := 0; start < len(msgs); start += 10 {
+		chunk := msgs[start:min(start+10, len(msgs))]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id:                aws.String(strconv.Itoa(i)),
+				ReceiptHandle:     m.ReceiptHandle,
+				VisibilityTimeout: 0,
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, cerr := r.cfg.SQS.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{
+			QueueUrl: aws.String(r.cfg.QueueURL),
+			Entries:  entries,
+		})
+		cancel()
+		if cerr != nil {
+			errs = append(errs, cerr)
+			r.count(func(s *Stats) { s.ReturnErrors++ })
+			continue
+		}
+		bad := map[string]bool{}
+		for _, f := range out.Failed {
+			bad[aws.ToString(f.Id)] = true
+			errs = append(errs, fmt.Errorf("hand back entry %s: %s: %s", aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message)))
+			r.count(func(s *Stats) { s.ReturnErrors++ })
+		}
+		for i, m := range chunk {
+			if !bad[strconv.Itoa(i)] {
+				returned = append(returned, aws.ToString(m.MessageId))
+			}
+		}
+	}
+	r.count(func(s *Stats) { s.Returned += int64(len(returned)) })
+	if err := errors.Join(errs...); err != nil {
+		r.logf("localrun: hand back records on stop (they return after their visibility timeout): %v", err)
+		return returned, err
+	}
+	return returned, nil
 }
 
 // invoke runs one event on the instance of slot's process slot (slots

@@ -3,7 +3,7 @@
 # DynamoDB Local (AWS's jar, from npm, on Java 17), moto's server (SQS, through moto_sqs.py;
 # or fauxqs, through fauxqs_sqs.mjs, with LAMBDAIDEM_SQS=fauxqs) and redis-server 7 (Debian's
 # package, unpacked into .tools/redis without root), all bound to 127.0.0.1, with the
-# resources of localstack/resources.json.
+# resources of localstack/resources.json (its queues only, without DynamoDB).
 #
 #   localstack/stack.sh install          install pinned tools into .tools/ (idempotent)
 #   localstack/stack.sh start            install, start both services, create the resources
@@ -21,6 +21,10 @@
 #                              only when chosen); `env` exports LAMBDAIDEM_SQS_EMULATOR
 #                              with the name, so tests know which one runs
 #   LAMBDAIDEM_REDIS=0         no redis-server (make demo: it does not use one)
+#   LAMBDAIDEM_DYNAMODB=0      no DynamoDB Local, for the Redis store: SQS and redis only,
+#                              the queues of resources.json and no table; needs neither
+#                              Java nor npm; `env` exports LAMBDAIDEM_DYNAMODB=0 and no
+#                              AWS_ENDPOINT_URL_DYNAMODB (make stack-up-redis)
 #   LAMBDAIDEM_REDIS_APPENDFSYNC  no AOF by default (a test server's data is thrown away
 #                              with it); always|everysec|no turns the append-only file on
 #                              with that fsync policy (always: what docs/limits.md's single-node
@@ -35,13 +39,15 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS=${LAMBDAIDEM_TOOLS_DIR:-$ROOT/.tools}
 START_TIMEOUT=${LAMBDAIDEM_START_TIMEOUT:-90}
-SERVICES=(dynamodb sqs redis)
-ALL_SERVICES=("${SERVICES[@]}") # what stop looks for, whatever this start chose
+ALL_SERVICES=(dynamodb sqs redis) # what stop looks for, whatever this start chose
 WITH_REDIS=1
-if [[ ${LAMBDAIDEM_REDIS:-1} == 0 ]]; then
-	SERVICES=(dynamodb sqs)
-	WITH_REDIS=0
-fi
+if [[ ${LAMBDAIDEM_REDIS:-1} == 0 ]]; then WITH_REDIS=0; fi
+WITH_DYNAMODB=1
+if [[ ${LAMBDAIDEM_DYNAMODB:-1} == 0 ]]; then WITH_DYNAMODB=0; fi
+SERVICES=()
+if ((WITH_DYNAMODB)); then SERVICES+=(dynamodb); fi
+SERVICES+=(sqs)
+if ((WITH_REDIS)); then SERVICES+=(redis); fi
 SQS_EMULATOR=${LAMBDAIDEM_SQS:-moto}
 case $SQS_EMULATOR in
 moto | fauxqs) ;;
@@ -65,15 +71,31 @@ dynamodb_dir() {
 
 install() {
 	local t0; t0=$(now_ms)
-	need npm "Node.js 20 or newer"
-	need java "Java 17 or newer"
-	need javac "a JDK 17 or newer"
 	need go "Go"
 	if [[ $SQS_EMULATOR == moto ]]; then
 		need python3 "Python 3 with the moto[server] package"
 		python3 -c 'import moto.server, moto.sqs.models' 2>/dev/null ||
 			die "python3 cannot import moto's server: pip install 'moto[server]'"
 	fi
+	if ((WITH_DYNAMODB)); then install_dynamodb; fi
+	if ((WITH_REDIS)); then install_redis; fi
+	if [[ $SQS_EMULATOR == fauxqs ]]; then install_fauxqs; fi
+
+	# The provisioner; go build is a no-op when nothing changed. Built as
+	# `make demo` builds (static, -trimpath), so that on an empty Go build
+	# cache the AWS SDK compiles once for both.
+	mkdir -p "$TOOLS/bin"
+	if [[ ! -x $TOOLS/bin/provision ]]; then log "building the provisioner (go build)"; fi
+	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/bin/provision" ./localstack/provision)
+	log "install done in $(since "$t0")"
+}
+
+# DynamoDB Local: AWS's jar from npm (pinned by the lockfile), run on
+# Java 17 through a launcher that binds it to loopback.
+install_dynamodb() {
+	need npm "Node.js 20 or newer"
+	need java "Java 17 or newer"
+	need javac "a JDK 17 or newer"
 	local jv
 	jv=$(java -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p')
 	[[ ${jv%%.*} -ge 17 ]] || die "DynamoDB Local needs Java 17 or newer, found ${jv:-unknown}"
@@ -99,17 +121,6 @@ install() {
 		mkdir -p "$TOOLS/dynamodb"
 		javac --release 17 -nowarn -d "$TOOLS/dynamodb" -cp "$ddb/DynamoDBLocal.jar:$ddb/DynamoDBLocal_lib/*" "$src"
 	fi
-
-	if ((WITH_REDIS)); then install_redis; fi
-	if [[ $SQS_EMULATOR == fauxqs ]]; then install_fauxqs; fi
-
-	# The provisioner; go build is a no-op when nothing changed. Built as
-	# `make demo` builds (static, -trimpath), so that on an empty Go build
-	# cache the AWS SDK compiles once for both.
-	mkdir -p "$TOOLS/bin"
-	if [[ ! -x $TOOLS/bin/provision ]]; then log "building the provisioner (go build)"; fi
-	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o "$TOOLS/bin/provision" ./localstack/provision)
-	log "install done in $(since "$t0")"
 }
 
 # fauxqs: its own pinned npm tree (about 80 packages, 40 MB: it brings the
@@ -321,13 +332,17 @@ start() {
 	local was=$STOP_ON_EXIT
 	STOP_ON_EXIT=1
 
-	local ddb; ddb=$(dynamodb_dir)
-	log "starting DynamoDB Local and $SQS_EMULATOR on 127.0.0.1:$ddb_port and :$sqs_port"
-	# preferIPv4Stack: a plain IPv4 socket on 127.0.0.1 rather than an
-	# IPv4-mapped IPv6 one, so `ss` shows exactly what is bound.
-	spawn dynamodb java -Djava.net.preferIPv4Stack=true -Djava.library.path="$ddb/DynamoDBLocal_lib" \
-		-cp "$TOOLS/dynamodb:$ddb/DynamoDBLocal.jar" LoopbackDynamoDB \
-		-inMemory -disableTelemetry -port "$ddb_port"
+	if ((WITH_DYNAMODB)); then
+		local ddb; ddb=$(dynamodb_dir)
+		log "starting DynamoDB Local and $SQS_EMULATOR on 127.0.0.1:$ddb_port and :$sqs_port"
+		# preferIPv4Stack: a plain IPv4 socket on 127.0.0.1 rather than an
+		# IPv4-mapped IPv6 one, so `ss` shows exactly what is bound.
+		spawn dynamodb java -Djava.net.preferIPv4Stack=true -Djava.library.path="$ddb/DynamoDBLocal_lib" \
+			-cp "$TOOLS/dynamodb:$ddb/DynamoDBLocal.jar" LoopbackDynamoDB \
+			-inMemory -disableTelemetry -port "$ddb_port"
+	else
+		log "starting $SQS_EMULATOR on 127.0.0.1:$sqs_port (no DynamoDB: LAMBDAIDEM_DYNAMODB=0)"
+	fi
 	if [[ $SQS_EMULATOR == fauxqs ]]; then
 		# fauxqs through its JS API, listening on 127.0.0.1 (its command
 		# line would listen on 0.0.0.0; localstack/fauxqs_sqs.mjs says more).
@@ -363,7 +378,7 @@ start() {
 			fi
 		done
 		up=0
-		if port_open "$ddb_port"; then ((up += 1)); fi
+		if ((WITH_DYNAMODB)) && port_open "$ddb_port"; then ((up += 1)); fi
 		if port_open "$sqs_port"; then ((up += 1)); fi
 		if ((WITH_REDIS)) && port_open "$redis_port"; then ((up += 1)); fi
 		((up == ${#SERVICES[@]})) && break
@@ -375,21 +390,28 @@ start() {
 
 	if ((WITH_REDIS)); then redis_cluster_up "$redis_port"; fi
 
-	local envline="export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test LAMBDAIDEM_SQS_EMULATOR=$SQS_EMULATOR"
+	local envline="export"
+	if ((WITH_DYNAMODB)); then envline+=" AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$ddb_port"; fi
+	envline+=" AWS_ENDPOINT_URL_SQS=http://127.0.0.1:$sqs_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test LAMBDAIDEM_SQS_EMULATOR=$SQS_EMULATOR"
 	if ((WITH_REDIS)); then envline+=" LAMBDAIDEM_REDIS_ADDR=127.0.0.1:$redis_port"; fi
+	if ((!WITH_DYNAMODB)); then envline+=" LAMBDAIDEM_DYNAMODB=0"; fi
+	local only=()
+	if ((!WITH_DYNAMODB)); then only=(-tables=false); fi
 	if ! (
 		eval "$envline"
 		cd "$ROOT"
-		"$TOOLS/bin/provision" create -resources localstack/resources.json -wait "${START_TIMEOUT}s"
+		"$TOOLS/bin/provision" create -resources localstack/resources.json -wait "${START_TIMEOUT}s" "${only[@]}"
 	) >"$RUN_DIR/provision.log" 2>&1; then
 		cat "$RUN_DIR/provision.log" >&2
 		die "could not create the resources"
 	fi
 	echo "$envline" >"$RUN_DIR/env"
 	STOP_ON_EXIT=$was
-	local redis_note=""
-	if ((WITH_REDIS)); then redis_note=", redis on 127.0.0.1:$redis_port"; fi
-	log "DynamoDB Local on 127.0.0.1:$ddb_port, SQS ($SQS_EMULATOR) on 127.0.0.1:$sqs_port$redis_note, resources created; up in $(since "$t0")"
+	local up_note="SQS ($SQS_EMULATOR) on 127.0.0.1:$sqs_port"
+	if ((WITH_DYNAMODB)); then up_note="DynamoDB Local on 127.0.0.1:$ddb_port, $up_note"; fi
+	if ((WITH_REDIS)); then up_note+=", redis on 127.0.0.1:$redis_port"; fi
+	if ((WITH_DYNAMODB)); then up_note+=", resources created"; else up_note+=", queues created (no DynamoDB)"; fi
+	log "$up_note; up in $(since "$t0")"
 }
 
 stop() {

@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
+// TestRelease: a release whose reply was lost is recognised by its new
+// token when re-sent; the open sets follow it. (The contract is the
+// conformance suite's.)
 func TestRelease(t *testing.T) {
 	b := setup(t, 2)
 	ctx := t.Context()
@@ -16,62 +20,53 @@ func TestRelease(t *testing.T) {
 	if err != nil || !c.Claimed {
 		t.Fatal(c, err)
 	}
-	req := redisstore.ReleaseRequest{Namespace: b.ns, Key: "k", Token: c.Lease.Token, Now: b.at(10)}
-	if _, err := b.store.Release(ctx, req); !errors.Is(err, redisstore.ErrLeaseValid) {
-		t.Fatalf("Release of a valid lease = %v, want ErrLeaseValid", err)
-	}
-	stale := req
-	stale.Token, stale.Now = "someone-else", b.at(31)
-	if _, err := b.store.Release(ctx, stale); !errors.Is(err, redisstore.ErrRecordChanged) {
-		t.Fatalf("Release with another token = %v, want ErrRecordChanged", err)
-	}
-	// Its reply lost, the re-sent release finds its own new token.
+	req := lambdaidem.ReleaseRequest{Namespace: b.ns, Key: "k", Token: c.Lease.Token, Now: b.at(31)}
 	b.dropNextReply()
-	req.Now = b.at(31)
 	r, err := b.store.Release(ctx, req)
 	if err != nil || r.Status != lambdaidem.StatusFailed || r.LeaseToken == c.Lease.Token {
 		t.Fatalf("Release of an expired lease = %+v, %v; want FAILED under a new token", r, err)
 	}
-	if _, err := b.store.Release(ctx, req); !errors.Is(err, redisstore.ErrRecordChanged) {
+	if _, err := b.store.Release(ctx, req); !errors.Is(err, lambdaidem.ErrRecordChanged) {
 		t.Fatalf("second Release = %v, want ErrRecordChanged", err)
 	}
-	// The old holder is fenced off; the next delivery claims it again.
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(32), ExpiresAt: b.at(3600)}); !errors.Is(err, lambdaidem.ErrLeaseLost) {
-		t.Fatalf("old holder's Complete = %v, want ErrLeaseLost", err)
-	}
-	again, err := b.store.Claim(ctx, b.claimReq("k", 33))
-	if err != nil || !again.Claimed || again.Previous != lambdaidem.StatusFailed || again.Lease.Attempt != 2 {
-		t.Fatalf("claim after release = %+v, %v", again, err)
-	}
-	done := req
-	done.Token, done.Force = again.Lease.Token, true
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: again.Lease, Now: b.at(34), ExpiresAt: b.at(3600)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.store.Release(ctx, done); !errors.Is(err, redisstore.ErrNotInProgress) {
-		t.Fatalf("Release of a COMPLETED record = %v, want ErrNotInProgress", err)
+	for st, want := range map[lambdaidem.Status]int{lambdaidem.StatusInProgress: 0, lambdaidem.StatusFailed: 1} {
+		if n, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: st, Namespace: b.ns, Now: b.at(31)}); err != nil || n != want {
+			t.Errorf("Count(%s) after Release = %d, %v; want %d", st, n, err, want)
+		}
 	}
 }
 
+// TestForget: a forced forget of a live lease keeps the record in its open
+// set, scored by its new expiry, until the lease has run out; a re-sent
+// forget whose reply was lost finds its own token.
 func TestForget(t *testing.T) {
 	b := setup(t, 2)
 	ctx := t.Context()
-	if _, err := b.store.Claim(ctx, b.claimReq("k", 0)); err != nil {
+	if _, err := b.store.Claim(ctx, b.claimReq("k", 0)); err != nil { // lease until 30
 		t.Fatal(err)
 	}
-	req := redisstore.ForgetRequest{Namespace: b.ns, Key: "k", Now: b.at(1)}
-	if _, err := b.store.Forget(ctx, req); !errors.Is(err, redisstore.ErrLeaseValid) {
-		t.Fatalf("Forget of a valid lease = %v, want ErrLeaseValid", err)
+	req := lambdaidem.ForgetRequest{Namespace: b.ns, Key: "k", Now: b.at(1), Grace: 5 * time.Second, Force: true}
+	b.dropNextReply()
+	res, err := b.store.Forget(ctx, req)
+	if err != nil || !res.Revoked || !res.ForgottenAt.Equal(b.at(35)) {
+		t.Fatalf("forced Forget of a live lease = %+v, %v; want revoked, forgotten at 35", res, err)
 	}
-	req.Force = true
-	if r, err := b.store.Forget(ctx, req); err != nil || r.Key != "k" || r.Status != lambdaidem.StatusInProgress {
-		t.Fatalf("forced Forget = %+v, %v", r, err)
+	count := func(sec int) int {
+		t.Helper()
+		n, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusInProgress, Namespace: b.ns, Now: b.at(sec)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	if _, err := b.store.Forget(ctx, req); !errors.Is(err, lambdaidem.ErrNotFound) {
-		t.Fatalf("Forget of an absent record = %v, want ErrNotFound", err)
+	if n := count(35); n != 1 {
+		t.Errorf("Count(IN_PROGRESS) at 35 = %d, want 1", n)
 	}
-	if n, err := b.store.Count(ctx, redisstore.CountRequest{Status: lambdaidem.StatusInProgress, Namespace: b.ns, Now: b.at(1)}); err != nil || n != 0 {
-		t.Fatalf("Count after Forget = %d, %v; want 0", n, err)
+	if n := count(36); n != 0 {
+		t.Errorf("Count(IN_PROGRESS) at 36 = %d, want 0: the record expired", n)
+	}
+	if _, err := b.store.Forget(ctx, lambdaidem.ForgetRequest{Namespace: b.ns, Key: "k", Now: b.at(36)}); !errors.Is(err, lambdaidem.ErrNotFound) {
+		t.Fatalf("Forget after the revoked lease ran out = %v, want ErrNotFound", err)
 	}
 }
 
@@ -116,14 +111,14 @@ func TestOpenSets(t *testing.T) {
 	}
 	for st, keys := range want {
 		var got []string
-		for r, err := range b.store.ListOpen(ctx, redisstore.ListOpenRequest{Status: st, Namespace: b.ns, Now: b.at(21), PageSize: 1}) {
+		for r, err := range b.store.ListOpen(ctx, lambdaidem.ListOpenRequest{Status: st, Namespace: b.ns, Now: b.at(21), PageSize: 1}) {
 			must(err)
 			got = append(got, r.Key)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(keys) {
 			t.Errorf("ListOpen(%s) = %v, want %v", st, got, keys)
 		}
-		n, err := b.store.Count(ctx, redisstore.CountRequest{Status: st, Namespace: b.ns, Now: b.at(21)})
+		n, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: st, Namespace: b.ns, Now: b.at(21)})
 		if err != nil || n != len(keys) {
 			t.Errorf("Count(%s) = %d, %v; want %d", st, n, err, len(keys))
 		}
@@ -131,14 +126,14 @@ func TestOpenSets(t *testing.T) {
 	if b.proxy.Count("SCAN") != 0 || b.proxy.Count("KEYS") != 0 {
 		t.Error("listing scanned the keyspace")
 	}
-	stuck, err := b.store.Count(ctx, redisstore.CountRequest{Status: lambdaidem.StatusInProgress, Namespace: b.ns, Now: b.at(31), LeaseEndedBefore: b.at(31)})
+	stuck, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusInProgress, Namespace: b.ns, Now: b.at(31), LeaseEndedBefore: b.at(31)})
 	if err != nil || stuck != 1 {
 		t.Errorf("stuck count = %d, %v; want 1 (k5)", stuck, err)
 	}
-	if _, err := b.store.Count(ctx, redisstore.CountRequest{Status: lambdaidem.StatusCompleted, Namespace: b.ns}); !errors.Is(err, redisstore.ErrNotIndexed) {
+	if _, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusCompleted, Namespace: b.ns}); !errors.Is(err, lambdaidem.ErrNotIndexed) {
 		t.Errorf("Count(COMPLETED) = %v, want ErrNotIndexed", err)
 	}
-	if _, err := b.store.Count(ctx, redisstore.CountRequest{Status: lambdaidem.StatusFailed}); !errors.Is(err, redisstore.ErrNoNamespace) {
+	if _, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusFailed}); !errors.Is(err, lambdaidem.ErrNamespaceRequired) {
 		t.Errorf("Count without a namespace = %v, want ErrNoNamespace", err)
 	}
 }

@@ -110,14 +110,17 @@
 // that applies only to a DEAD_LETTERED record carrying the redriven copy's
 // ID, and leaves it FAILED with attempts 0, one more redrive and a new
 // token, as the in-memory and DynamoDB stores do; sqsqueue's Redrive and
-// the operator CLI's redrive use it.
+// the operator CLI's redrive use it. The store implements
+// [lambdaidem.Admin] too: release and forget are one script each, listing
+// and counting read a namespace's open sets.
 //
 // # What it does not do
 //
 // Transactional completion writes (CompleteRequest.Writes) are DynamoDB
 // writes; this store refuses them with lambdaidem.ErrUnsupportedWrite and
-// records nothing. Listing and counting need a namespace (ErrNoNamespace),
-// and COMPLETED records are in no index (ErrNotIndexed). How durable a
+// records nothing. Listing and counting need a namespace
+// (lambdaidem.ErrNamespaceRequired), and COMPLETED records are in no index
+// (lambdaidem.ErrNotIndexed, even with AllowScan). How durable a
 // lease and a completion are depends on the server's persistence and
 // replication: see "Redis durability" in docs/limits.md.
 package redisstore

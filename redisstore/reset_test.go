@@ -6,7 +6,6 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
 // deadLettered claims key and dead-letters it as the DLQ copy copyID.
@@ -44,7 +43,7 @@ func TestLostResetReply(t *testing.T) {
 		t.Fatalf("stored after the reset: redrives %d, token %q (want %q), copy %q", got.Redrives, got.LeaseToken, r.LeaseToken, got.DeadLetterMessageID)
 	}
 	for st, want := range map[lambdaidem.Status]int{lambdaidem.StatusDeadLettered: 0, lambdaidem.StatusFailed: 1} {
-		if n, err := b.store.Count(ctx, redisstore.CountRequest{Status: st, Namespace: b.ns, Now: b.at(2)}); err != nil || n != want {
+		if n, err := b.store.Count(ctx, lambdaidem.CountRequest{Status: st, Namespace: b.ns, Now: b.at(2)}); err != nil || n != want {
 			t.Errorf("Count(%s) after the reset = %d, %v; want %d", st, n, err, want)
 		}
 	}

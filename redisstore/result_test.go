@@ -103,7 +103,7 @@ func TestLargeResultApart(t *testing.T) {
 	}
 
 	// Forget takes the result with the record.
-	if _, err := b.store.Forget(ctx, redisstore.ForgetRequest{Namespace: b.ns, Key: "big", Now: b.at(3)}); err != nil {
+	if _, err := b.store.Forget(ctx, lambdaidem.ForgetRequest{Namespace: b.ns, Key: "big", Now: b.at(3)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := client.Exists(ctx, b.resultKey("big")).Result(); err != nil || n != 0 {

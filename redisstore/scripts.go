@@ -185,39 +185,61 @@ for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
 `)
 
-// releaseScript moves an IN_PROGRESS record whose lease ran out (or any,
-// when forced) to FAILED under a new token, fenced on the token the
-// operator read.
+// releaseScript ends the lease of an IN_PROGRESS record carrying the token
+// the operator read: a lease that ended before the threshold (now less the
+// grace) moves to FAILED under a new token; a live one, when forced, is
+// revoked (a new token, nothing else changes).
 //
-//	ARGV: now ms, token read, new token, force ('1'), note, member
+//	ARGV: now ms, token read, new token, force ('1'), note, member,
+//	      threshold ms
 //
-// It returns {outcome, record as HGETALL}: 'released', 'own' (the new
-// token is already there: a retry), 'gone', 'changed', 'status', 'valid'.
+// It returns {outcome, record as HGETALL}: 'released', 'revoked', 'own'
+// (the new token is already there: a retry), 'gone' or 'refused' (with the
+// record that refused it).
 var releaseScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local r, flat = load()
 if r == nil or expired(r, now) then return {'gone', {}} end
 if r.t == ARGV[3] then return {'own', flat} end
-if r.t ~= ARGV[2] then return {'changed', flat} end
-if r.s ~= 'IN_PROGRESS' then return {'status', flat} end
-if ARGV[4] ~= '1' and num(r.lu) >= now then return {'valid', flat} end
+if r.t ~= ARGV[2] or r.s ~= 'IN_PROGRESS' then return {'refused', flat} end
+if num(r.lu) >= tonumber(ARGV[7]) then
+  if ARGV[4] ~= '1' then return {'refused', flat} end
+  redis.call('HSET', rec, 't', ARGV[3], 'e', ARGV[5], 'ua', ARGV[1])
+  return {'revoked', redis.call('HGETALL', rec)}
+end
 redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'e', ARGV[5], 'ua', ARGV[1])
 index(ARGV[6], 'IN_PROGRESS', 'FAILED', r.ea)
 return {'released', redis.call('HGETALL', rec)}
 `)
 
-// forgetScript deletes a record unless (without force) it is IN_PROGRESS
-// with a valid lease.
+// forgetScript deletes a record, unless it is DEAD_LETTERED (without
+// abandon) or IN_PROGRESS under a live lease (lease until at or after the
+// threshold). A live lease, when forced, is revoked instead: a new token,
+// and the record expires at the lease's end plus the grace, which becomes
+// its lease's end too (so no takeover comes before the expiry).
 //
-//	ARGV: now ms, force ('1'), member
+//	ARGV: now ms, force ('1'), member, abandon ('1'), threshold ms,
+//	      grace ms, new token, note, key expiry slack ms
 //
-// It returns {outcome, record as HGETALL}: 'deleted', 'gone' (absent or
-// expired; an expired one is deleted all the same), 'valid'.
+// It returns {outcome, record as HGETALL}: 'deleted' (the record as it
+// was), 'revoked', 'own' (the new token is already there: a retry), 'gone'
+// (absent or expired; an expired one is deleted all the same) or
+// 'refused' (with the record that refused it).
 var forgetScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local r, flat = load()
-if r ~= nil and not expired(r, now) and ARGV[2] ~= '1' and r.s == 'IN_PROGRESS' and num(r.lu) >= now then
-  return {'valid', flat}
+if r ~= nil and not expired(r, now) then
+  if r.t == ARGV[7] then return {'own', flat} end
+  if r.s == 'DEAD_LETTERED' and ARGV[4] ~= '1' then return {'refused', flat} end
+  if r.s == 'IN_PROGRESS' and num(r.lu) >= tonumber(ARGV[5]) then
+    if ARGV[2] ~= '1' then return {'refused', flat} end
+    local ends = num(r.lu) + tonumber(ARGV[6])
+    local ea = string.format('%.0f', ends)
+    redis.call('HSET', rec, 't', ARGV[7], 'e', ARGV[8], 'ua', ARGV[1], 'ea', ea, 'lu', ea)
+    redis.call('PEXPIREAT', rec, string.format('%.0f', ends + tonumber(ARGV[9])))
+    index(ARGV[3], 'IN_PROGRESS', 'IN_PROGRESS', ea)
+    return {'revoked', redis.call('HGETALL', rec)}
+  end
 end
 redis.call('DEL', rec, res)
 for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[3]) end

@@ -64,6 +64,8 @@
 //	last_attempt_at   string     as first_attempt_at
 //	namespace         string     the idempotency record's namespace
 //	key               string     the idempotency record's key
+//	payload_hash      string     the message's payload hash, as the decorator
+//	                             stored it on a record; omitted when unknown
 //	attrs             object     present only when the originals are packed
 //
 // SQS allows ten message attributes. When the original has at most nine,

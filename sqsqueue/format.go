@@ -58,6 +58,12 @@ type Metadata struct {
 	LastAttemptAt  time.Time
 	Namespace      string
 	Key            string
+	// PayloadHash is the message's own payload hash, as the decorator
+	// computes it for a claim; empty when unknown (the key or hash
+	// function failed, or the copy was written by a version that did not
+	// record it). Redrive deletes a copy as done only when its key
+	// completed with this hash.
+	PayloadHash string
 }
 
 // DeadLetterMessage is a dead-letter copy decoded by Parse: the original
@@ -89,6 +95,7 @@ type wireMeta struct {
 	LastAttemptAt  string              `json:"last_attempt_at,omitempty"`
 	Namespace      string              `json:"namespace"`
 	Key            string              `json:"key"`
+	PayloadHash    string              `json:"payload_hash,omitempty"`
 	Attrs          map[string]wireAttr `json:"attrs,omitempty"`
 }
 
@@ -125,6 +132,7 @@ func encode(meta Metadata, msg events.SQSMessage) (encoded, error) {
 		LastAttemptAt:  formatTime(meta.LastAttemptAt),
 		Namespace:      meta.Namespace,
 		Key:            meta.Key,
+		PayloadHash:    meta.PayloadHash,
 	}
 	_, clash := msg.MessageAttributes[AttributeName]
 	pack := len(msg.MessageAttributes) > MaxAttributes-1 || clash
@@ -215,7 +223,7 @@ func decode(body string, attrs map[string]types.MessageAttributeValue) (DeadLett
 			Error: w.Error, ErrorTruncated: w.ErrorTruncated, Attempts: w.Attempts,
 			SourceARN: w.SourceARN, MessageID: w.MessageID, GroupID: w.GroupID,
 			FirstAttemptAt: first, LastAttemptAt: last,
-			Namespace: w.Namespace, Key: w.Key,
+			Namespace: w.Namespace, Key: w.Key, PayloadHash: w.PayloadHash,
 		},
 	}
 	if w.Attrs != nil {

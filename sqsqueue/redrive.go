@@ -58,6 +58,15 @@ var (
 	// resetting it could run work twice: absent (expired or forgotten),
 	// held or retried by the function, or dead-lettered by another copy.
 	ErrNotRedrivable = errors.New("sqsqueue: record was not dead-lettered by this copy")
+	// ErrOtherCompletion: the key's record is COMPLETED, but nothing shows
+	// that this copy's payload ran: the completion has another payload
+	// hash (after the copy's record expired or was forgotten, a message
+	// with the same key and another payload completed a new one), or the
+	// copy carries no payload hash and was not the one sent back for that
+	// record. Deleting the copy could lose work that never ran; sending it
+	// back would have it dead-lettered as a key conflict. A person
+	// decides.
+	ErrOtherCompletion = errors.New("sqsqueue: the key completed, but not with this copy's payload")
 )
 
 // Defaults of RedriveOptions.
@@ -84,9 +93,14 @@ type RedriveOptions struct {
 	SourceQueues []string
 	// Resetter resets the idempotency record of each copy before it is
 	// sent back, in one conditional write that applies only to a record
-	// this copy dead-lettered (the in-memory and DynamoDB stores implement
-	// it). Required unless DryRun.
+	// this copy dead-lettered (every store of the module implements it).
+	// Required unless DryRun.
 	Resetter lambdaidem.DeadLetterResetter
+	// Records reads the idempotency records (every Store does). A DryRun
+	// needs it: it reads each copy's record and says what a real run would
+	// do with the copy if the record stayed as it is. A real run does not
+	// use it (the reset reads the record in the same write).
+	Records RecordReader
 	// Now is the clock resets are judged by. Nil means time.Now.
 	Now func() time.Time
 	// MaxRedrives, when positive, leaves in the DLQ copies whose record
@@ -108,11 +122,13 @@ type RedriveOptions struct {
 	// means no limit: run until the DLQ has no message this run has not
 	// seen.
 	Max int
-	// DryRun lists what would move, and changes nothing but the messages'
-	// receive counts (receiving is how SQS lists messages). Listed messages
-	// are made visible again when the run ends. It reads no record, so it
-	// cannot tell which copies a real run would skip for their record's
-	// state.
+	// DryRun reports, for each copy, what a real run would do with it as
+	// the records stand (move it, delete it as done, or skip it, for the
+	// same reasons), and changes nothing but the messages' receive counts
+	// (receiving is how SQS lists messages). It reads each copy's record
+	// with Records. Listed messages are made visible again when the run
+	// ends. A record that changes between the dry run and the real run
+	// changes what the real run does.
 	DryRun bool
 	// VisibilityTimeout hides each received message from other consumers
 	// (and from this run's later receives) while it is handled. Zero means
@@ -133,6 +149,12 @@ type RedriveOptions struct {
 	QueueURLFunc func(arn string) (string, error)
 }
 
+// RecordReader reads one idempotency record; every lambdaidem.Store is
+// one.
+type RecordReader interface {
+	Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error)
+}
+
 // RedriveOutcome says what happened to one message.
 type RedriveOutcome string
 
@@ -140,17 +162,25 @@ type RedriveOutcome string
 const (
 	// RedriveMoved: reset, sent to the target and deleted from the DLQ.
 	RedriveMoved RedriveOutcome = "moved"
-	// RedriveWouldMove: DryRun; the message would have moved.
+	// RedriveWouldMove: DryRun; the record as it stands lets the copy be
+	// reset and sent back.
 	RedriveWouldMove RedriveOutcome = "would_move"
-	// RedriveAlreadyDone: the key's record is COMPLETED, so the work is
-	// done: the copy was deleted from the DLQ without being sent.
+	// RedriveAlreadyDone: the key's record is COMPLETED with this copy's
+	// payload (the message this copy was sent back as completed it, or a
+	// message with the same payload hash did), so the work is done: the
+	// copy was deleted from the DLQ without being sent.
 	RedriveAlreadyDone RedriveOutcome = "already_done"
+	// RedriveWouldDeleteDone: DryRun; the record as it stands shows the
+	// work done, as for RedriveAlreadyDone: the copy would be deleted
+	// without being sent.
+	RedriveWouldDeleteDone RedriveOutcome = "would_delete_done"
 	// RedriveFailed: a step failed (Step and Err say which and why); the
 	// message stays in the DLQ.
 	RedriveFailed RedriveOutcome = "failed"
-	// RedriveSkipped: left in the DLQ on purpose; Err says why (not a
-	// lambdaidem copy, source not allowed, key conflict, record not
-	// dead-lettered by this copy, handled already in this run...).
+	// RedriveSkipped: left in the DLQ on purpose (in a DryRun: would be);
+	// Err says why (not a lambdaidem copy, source not allowed, key
+	// conflict, record not dead-lettered by this copy, completed with
+	// another payload, handled already in this run...).
 	RedriveSkipped RedriveOutcome = "skipped"
 )
 
@@ -175,7 +205,8 @@ type RedriveEvent struct {
 	// NewMessageID is the ID of the copy sent to the target (moved only).
 	NewMessageID string
 	// Record is the key's record after the reset, or the record that
-	// refused it (zero when no reset was tried, or the record is absent).
+	// refused it, or in a DryRun the record as read (zero when no reset
+	// was tried, or the record is absent).
 	Record  lambdaidem.Record
 	Outcome RedriveOutcome
 	// Step is the step that failed or decided to skip.
@@ -187,7 +218,8 @@ type RedriveEvent struct {
 type RedriveSummary struct {
 	// Moved counts moved messages, or in a DryRun the ones that would move.
 	Moved int
-	// Done counts copies deleted without sending because the work is done.
+	// Done counts copies deleted without sending because the work is
+	// done, or in a DryRun the ones that would be.
 	Done    int
 	Failed  int
 	Skipped int
@@ -200,10 +232,12 @@ type RedriveSummary struct {
 // this run), reset its idempotency record with the Resetter (applies only
 // when the record is DEAD_LETTERED by this very copy), send the original
 // body and attributes (FIFO targets get the original MessageGroupId and a
-// new deduplication ID), then delete it from the DLQ. A COMPLETED record
-// means the work is done: the copy is deleted without being sent. Any
-// other record state leaves the copy in the DLQ with the reason
-// (docs/redrive.md has the table). A failure at any step stops that copy,
+// new deduplication ID), then delete it from the DLQ. A record COMPLETED
+// with this copy's payload (it was redriven from this copy, or its payload
+// hash is the copy's) means the work is done: the copy is deleted without
+// being sent. Any other record state, a completion with another payload
+// included, leaves the copy in the DLQ with the reason (docs/redrive.md
+// has the table). A failure at any step stops that copy,
 // which stays in the DLQ and is reported (Progress, Summary.Failed); the
 // run goes on with the next one.
 //
@@ -223,6 +257,8 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 		return sum, fmt.Errorf("%w: no DeadLetterQueueURL", ErrInvalidOptions)
 	case opts.Resetter == nil && !opts.DryRun:
 		return sum, fmt.Errorf("%w: no Resetter (it must reset the idempotency record, or the decorator would acknowledge the message as dead-lettered)", ErrInvalidOptions)
+	case opts.Records == nil && opts.DryRun:
+		return sum, fmt.Errorf("%w: no Records (a dry run reads each copy's record to say what a real run would do)", ErrInvalidOptions)
 	case opts.TargetQueueURL == "" && len(opts.SourceQueues) == 0:
 		return sum, fmt.Errorf("%w: name the source queues messages may go back to (SourceQueues), or a TargetQueueURL", ErrInvalidOptions)
 	case opts.Max < 0:
@@ -322,7 +358,7 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 			switch ev.Outcome {
 			case RedriveMoved, RedriveWouldMove:
 				sum.Moved++
-			case RedriveAlreadyDone:
+			case RedriveAlreadyDone, RedriveWouldDeleteDone:
 				sum.Done++
 			case RedriveFailed:
 				sum.Failed++
@@ -366,38 +402,31 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 		}
 	}
 	ev.TargetQueueURL = target
-	if r.opts.DryRun {
-		ev.Outcome = RedriveWouldMove
-		return ev
-	}
 
 	if md.Key != "" {
-		rec, err := r.opts.Resetter.ResetDeadLetter(ctx, lambdaidem.ResetRequest{
-			Namespace: md.Namespace, Key: md.Key, DeadLetterMessageID: ev.DeadLetterMessageID,
-			Now: r.opts.Now(), MaxRedrives: r.opts.MaxRedrives,
-		})
-		ev.Record = rec
+		var v verdict
+		v, ev.Record, ev.Step, err = r.decide(ctx, md, ev.DeadLetterMessageID)
 		switch {
-		case err == nil:
-		case errors.Is(err, lambdaidem.ErrNotFound):
-			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %s/%s has no record (expired, forgotten, or another table)", ErrNotRedrivable, md.Namespace, md.Key))
-		case !errors.Is(err, lambdaidem.ErrResetRefused):
-			return stop(StepReset, RedriveFailed, fmt.Errorf("sqsqueue: reset %s/%s: %w", md.Namespace, md.Key, err))
-		case rec.Status == lambdaidem.StatusCompleted:
+		case v == fail:
+			return stop(ev.Step, RedriveFailed, err)
+		case v == skip:
+			return stop(ev.Step, RedriveSkipped, err)
+		case v == done && r.opts.DryRun:
+			ev.Outcome = RedriveWouldDeleteDone
+			return ev
+		case v == done:
 			if err := r.delete(ctx, m); err != nil {
 				return stop(StepDelete, RedriveFailed, err)
 			}
 			ev.Outcome = RedriveAlreadyDone
 			return ev
-		case rec.RedrivenFrom == ev.DeadLetterMessageID && rec.Status != lambdaidem.StatusDeadLettered:
-			if !r.opts.Resend {
-				return stop(StepReset, RedriveSkipped, fmt.Errorf("%w (record %s, redriven %d times); it is deleted once the key completes", ErrSentBefore, rec.Status, rec.Redrives))
-			}
-		case rec.Status == lambdaidem.StatusDeadLettered && rec.DeadLetterMessageID == ev.DeadLetterMessageID:
-			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %s/%s was redriven %d times", ErrRedriveLimit, md.Namespace, md.Key, rec.Redrives))
-		default:
-			return stop(StepReset, RedriveSkipped, fmt.Errorf("%w: %w", ErrNotRedrivable, err))
 		}
+	}
+	if r.opts.DryRun {
+		// A real run would handle neither this message nor this key again.
+		r.handled(md, "")
+		ev.Outcome = RedriveWouldMove
+		return ev
 	}
 
 	in := &sqs.SendMessageInput{
@@ -422,19 +451,86 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 	}
 	ev.NewMessageID = deref(out.MessageId)
 	// Sent: this run handles neither this message nor this key again.
-	r.sent[ev.NewMessageID] = true
-	if md.MessageID != "" {
-		r.sources[md.MessageID] = true
-	}
-	if md.Key != "" {
-		r.keys[runKey(md)] = true
-	}
+	r.handled(md, ev.NewMessageID)
 
 	if err := r.delete(ctx, m); err != nil {
 		return stop(StepDelete, RedriveFailed, err)
 	}
 	ev.Outcome = RedriveMoved
 	return ev
+}
+
+// verdict is what becomes of a copy once its record has been looked at.
+type verdict int
+
+const (
+	send verdict = iota // send it back (the reset applied, or Resend)
+	done                // delete it: the work is done
+	skip                // leave it in the DLQ, for the reason given
+	fail                // leave it: the store could not answer
+)
+
+// decide resets the copy's record (in a DryRun: reads it and judges
+// whether the reset would apply) and says what becomes of the copy, with
+// the reason when it is skipped or failed. It returns the record the reset
+// wrote or refused (or the dry run read), and the step that decided.
+func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v verdict, rec lambdaidem.Record, step string, err error) {
+	req := lambdaidem.ResetRequest{
+		Namespace: md.Namespace, Key: md.Key, DeadLetterMessageID: copyID,
+		Now: r.opts.Now(), MaxRedrives: r.opts.MaxRedrives,
+	}
+	if r.opts.DryRun {
+		step = StepCheck
+		rec, err = r.opts.Records.Get(ctx, lambdaidem.GetRequest{Namespace: md.Namespace, Key: md.Key, Now: req.Now})
+		if why := lambdaidem.ResetRefusal(rec, req); err == nil && why != "" {
+			err = fmt.Errorf("%w: %s", lambdaidem.ErrResetRefused, why)
+		}
+	} else {
+		step = StepReset
+		rec, err = r.opts.Resetter.ResetDeadLetter(ctx, req)
+	}
+	key := md.Namespace + "/" + md.Key
+	switch {
+	case err == nil:
+		return send, rec, step, nil
+	case errors.Is(err, lambdaidem.ErrNotFound):
+		return skip, lambdaidem.Record{}, step, fmt.Errorf("%w: %s has no record (expired, forgotten, or another table): nothing shows that this copy was dead-lettered, or whether its payload ran", ErrNotRedrivable, key)
+	case !errors.Is(err, lambdaidem.ErrResetRefused):
+		return fail, rec, step, fmt.Errorf("sqsqueue: reset %s: %w", key, err)
+	case rec.Status == lambdaidem.StatusCompleted:
+		if workDone(md, rec, copyID) {
+			return done, rec, step, nil
+		}
+		if md.PayloadHash == "" {
+			return skip, rec, step, fmt.Errorf("%w: %s completed (payload hash %s), the copy carries no payload hash and the record was not redriven from it: nothing shows this copy's payload ran", ErrOtherCompletion, key, rec.PayloadHash)
+		}
+		return skip, rec, step, fmt.Errorf("%w: %s completed with payload hash %s, this copy's is %s: its payload never ran under this key (sent back, it would be dead-lettered as a key conflict)", ErrOtherCompletion, key, rec.PayloadHash, md.PayloadHash)
+	case rec.RedrivenFrom == copyID && rec.Status != lambdaidem.StatusDeadLettered:
+		if r.opts.Resend {
+			return send, rec, step, nil
+		}
+		return skip, rec, step, fmt.Errorf("%w (record %s, redriven %d times); it is deleted as done once the message sent back completes the key (never, when the key was the message ID or deduplication ID: the message ran under a new key; delete this copy by hand once it ran)", ErrSentBefore, rec.Status, rec.Redrives)
+	case rec.Status == lambdaidem.StatusDeadLettered && rec.DeadLetterMessageID == copyID:
+		return skip, rec, step, fmt.Errorf("%w: %s was redriven %d times", ErrRedriveLimit, key, rec.Redrives)
+	case rec.Status == lambdaidem.StatusDeadLettered:
+		return skip, rec, step, fmt.Errorf("%w: %s was dead-lettered by copy %s: redrive that one; once it completes with this copy's payload, this copy is deleted as done", ErrNotRedrivable, key, rec.DeadLetterMessageID)
+	default:
+		return skip, rec, step, fmt.Errorf("%w: %w", ErrNotRedrivable, err)
+	}
+}
+
+// workDone reports whether the COMPLETED record rec shows that the copy's
+// payload ran: the record was reset for this very copy and completed in
+// the same generation (a claim of a FAILED record requires the payload
+// hash it was dead-lettered with), or it completed with the payload hash
+// the copy carries. Anything else may be another payload's completion of a
+// later generation of the key (after an expiry or a forget), and deleting
+// the copy would lose work that never ran.
+func workDone(md Metadata, rec lambdaidem.Record, copyID string) bool {
+	if mutant.On("redrive-deletes-unrun-copy") {
+		return true // the bug this guards against: any completion of the key counts
+	}
+	return rec.RedrivenFrom == copyID || (md.PayloadHash != "" && md.PayloadHash == rec.PayloadHash)
 }
 
 // check decides, from the metadata alone, whether a copy may be redriven
@@ -459,6 +555,20 @@ func (r *redriver) check(md Metadata) error {
 		return fmt.Errorf("%w: another copy of key %s/%s was sent back", ErrHandledThisRun, md.Namespace, md.Key)
 	}
 	return nil
+}
+
+// handled notes that this run sent back (in a DryRun: would have sent
+// back) the copy of md, as message newID.
+func (r *redriver) handled(md Metadata, newID string) {
+	if newID != "" {
+		r.sent[newID] = true
+	}
+	if md.MessageID != "" {
+		r.sources[md.MessageID] = true
+	}
+	if md.Key != "" {
+		r.keys[runKey(md)] = true
+	}
 }
 
 // runKey identifies a copy's idempotency record within a run.

@@ -191,7 +191,7 @@ func (e *stateEnv) copyFor(key string, reason lambdaidem.Reason) string {
 	if _, err := e.client.Client.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: &e.src.url, ReceiptHandle: &msg.ReceiptHandle}); err != nil {
 		e.t.Fatal(err)
 	}
-	id, err := e.sink.Send(e.ctx, lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: key, Reason: reason, Attempts: 1})
+	id, err := e.sink.Send(e.ctx, lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: key, Reason: reason, Attempts: 1, PayloadHash: "h"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -248,7 +248,7 @@ func TestRedriveDryRun(t *testing.T) {
 	rb := setupRedrive(t, false, 3)
 	var outcomes []RedriveOutcome
 	sum, err := Redrive(rb.ctx, RedriveOptions{
-		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1, SourceQueues: []string{rb.src.arn},
+		Client: rb.j, DeadLetterQueueURL: rb.dlq.url, DryRun: true, WaitTime: -1, SourceQueues: []string{rb.src.arn}, Records: rb.store,
 		Progress: func(e RedriveEvent) {
 			outcomes = append(outcomes, e.Outcome)
 			if e.TargetQueueURL != rb.src.url || e.Metadata.Key == "" {

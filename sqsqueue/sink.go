@@ -131,7 +131,7 @@ func (s *Sink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, erro
 		SourceARN: msg.EventSourceARN, MessageID: msg.MessageId,
 		GroupID:        msg.Attributes["MessageGroupId"],
 		FirstAttemptAt: dl.FirstAttemptAt, LastAttemptAt: dl.LastAttemptAt,
-		Namespace: dl.Namespace, Key: dl.Key,
+		Namespace: dl.Namespace, Key: dl.Key, PayloadHash: dl.PayloadHash,
 	}
 	limit := s.limit(ctx)
 	enc, err := encode(meta, msg)

@@ -42,14 +42,20 @@ environment plus, by default, AWS credentials and every AWS_ENDPOINT_URL*
 variable of this process, plus each -env.
 
 Function output goes to stdout; one line per invocation and per process
-start/exit goes to stderr; counters are printed on exit (Ctrl-C stops
-polling and waits for invocations in flight; a second Ctrl-C kills them).
+start/exit goes to stderr; counters are printed on exit.
+
+Ctrl-C (or SIGTERM) stops polling, waits for the invocations in flight and
+for the receive in flight (at most -poll-wait), and hands every record it
+received and did not finish back to the queue (visibility 0): restarting
+the runner does not leave messages hidden for the visibility timeout. A
+second Ctrl-C kills the invocations still running and hands their records
+back too.
 
 Example:
   AWS_ENDPOINT_URL_SQS=http://127.0.0.1:5000 AWS_REGION=us-east-1 \
     lambdaidem-local -bootstrap build/bootstrap \
       -queue-url http://127.0.0.1:5000/123456789012/orders \
-      -batch-size 10 -max-concurrency 4 -timeout 10s -env TABLE_NAME=idempotency
+      -batch-size 10 -max-concurrency 4 -timeout 10s -env IDEMPOTENCY_TABLE=idempotency
 
 Flags:
 `
@@ -114,6 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.FunctionName, "function-name", "lambdaidem-local", "function `name` (AWS_LAMBDA_FUNCTION_NAME, the function ARN)")
 	fs.StringVar(&cfg.Handler, "handler", "bootstrap", "handler string passed as _HANDLER")
 	fs.StringVar(&cfg.Region, "region", "", "region for AWS_REGION and awsRegion (default: the queue ARN's region)")
+	fs.DurationVar(&cfg.PollWait, "poll-wait", 2*time.Second, "long-polling wait of each receive (1s-20s); stopping waits for the receive in flight")
 	fs.BoolVar(&cfg.ReportBatchItemFailures, "report-batch-item-failures", true, "honour partial batch responses (FunctionResponseTypes: ReportBatchItemFailures)")
 	fs.Var(&env, "env", "`NAME=VALUE` to set, or NAME to pass through, in the function's environment (repeatable)")
 	fs.BoolVar(&passAWS, "pass-aws-env", true, "pass AWS credentials and AWS_ENDPOINT_URL* variables to the function")
@@ -156,7 +163,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// A second signal ends the wait for invocations in flight.
 	hard, hardStop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer hardStop()
-	fmt.Fprintln(stderr, "lambdaidem-local: stopping; waiting for invocations in flight")
+	fmt.Fprintln(stderr, "lambdaidem-local: stopping; waiting for invocations in flight (Ctrl-C again to kill them)")
 	stopErr := r.Stop(hard)
 	printStats(stderr, r.Stats())
 	if stopErr != nil {
@@ -176,6 +183,12 @@ func describeInvocation(inv localrun.Invocation) string {
 	if inv.DeleteErr != nil {
 		fmt.Fprintf(&b, " delete_error=%q", inv.DeleteErr.Error())
 	}
+	if len(inv.Returned) > 0 {
+		fmt.Fprintf(&b, " handed_back=%d", len(inv.Returned))
+	}
+	if inv.ReturnErr != nil {
+		fmt.Fprintf(&b, " hand_back_error=%q", inv.ReturnErr.Error())
+	}
 	return b.String()
 }
 
@@ -193,8 +206,8 @@ func describeProcess(ev localrun.ProcessEvent) string {
 func printStats(w io.Writer, s localrun.Stats) {
 	fmt.Fprintf(w, "invocations %d (success %d, partial %d, invalid response %d, function error %d, crash %d, timeout %d, init error %d, stopped %d)\n",
 		s.Batches, s.Successes, s.PartialFailures, s.InvalidResponses, s.FunctionErrors, s.Crashes, s.Timeouts, s.InitErrors, s.Stopped)
-	fmt.Fprintf(w, "records %d: deleted %d, left for redelivery %d; delete errors %d, receive errors %d\n",
-		s.Records, s.Deleted, s.Failed, s.DeleteErrors, s.ReceiveErrors)
+	fmt.Fprintf(w, "records %d: deleted %d, left for redelivery %d, handed back on stop %d; delete errors %d, receive errors %d, hand-back errors %d\n",
+		s.Records, s.Deleted, s.Failed, s.Returned, s.DeleteErrors, s.ReceiveErrors, s.ReturnErrors)
 	fmt.Fprintf(w, "processes started %d, exited %d; most in flight %d, most processes %d\n",
 		s.ProcessStarts, s.ProcessExits, s.MaxInFlight, s.MaxProcesses)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 // cliTuning suits an operator at a terminal: longer per-attempt timeouts
@@ -43,11 +44,12 @@ func (a *app) awsConfig(ctx context.Context, c *common) (aws.Config, error) {
 	return cfg, nil
 }
 
-// admin opens the table. pages, when not nil, is told about every Query
-// page read, for progress lines.
-func (a *app) admin(ctx context.Context, c *common, pages func(items int)) (adminStore, error) {
+// admin opens the store: the DynamoDB table -table names, or the Redis
+// server -store names. Every subcommand works through the store's
+// lambdaidem.Admin calls and nothing else.
+func (a *app) admin(ctx context.Context, c *common) (lambdaidem.Admin, error) {
 	if c.isRedis() {
-		return a.redisAdmin(c)
+		return a.redisStore(c)
 	}
 	if err := c.needTable(); err != nil {
 		return nil, err
@@ -61,11 +63,7 @@ func (a *app) admin(ctx context.Context, c *common, pages func(items int)) (admi
 			o.BaseEndpoint = aws.String(c.endpoint)
 		}
 	})
-	var api dynamo.AdminAPI = client
-	if pages != nil {
-		api = &pageCounter{AdminAPI: client, report: pages}
-	}
-	return dynamo.NewAdmin(api, c.table), nil
+	return dynamo.NewAdmin(client, c.table), nil
 }
 
 // sqsClient opens SQS at endpoint (empty: the SDK's default for the
@@ -80,19 +78,4 @@ func (a *app) sqsClient(ctx context.Context, c *common, endpoint string) (*sqs.C
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 	}), nil
-}
-
-// pageCounter passes every call through and reports each Query page, which
-// is how list shows progress without the store knowing about terminals.
-type pageCounter struct {
-	dynamo.AdminAPI
-	report func(items int)
-}
-
-func (p *pageCounter) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	out, err := p.AdminAPI.Query(ctx, in, opts...)
-	if err == nil {
-		p.report(len(out.Items))
-	}
-	return out, err
 }

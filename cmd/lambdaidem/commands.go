@@ -11,7 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -131,16 +130,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 		}
 	}
 
-	var current lambdaidem.Status
-	pages, entries := 0, 0
-	report := func(items int) {
-		pages++
-		entries += items
-		if pages > 1 && !lf.quiet {
-			a.progressf("list: %s: %d pages read, %d index entries", current, pages, entries)
-		}
-	}
-	st, err := a.admin(ctx, c, report)
+	st, err := a.admin(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -157,9 +147,16 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 		if !want[status] {
 			continue
 		}
-		current, pages, entries = status, 0, 0
 		n := 0
-		for r, err := range st.ListOpen(ctx, dynamo.ListOpenRequest{Status: status, Namespace: c.namespace, UpdatedBefore: before, Now: now, PageSize: int32(min(lf.pageSize, 1<<20))}) {
+		req := lambdaidem.ListOpenRequest{Status: status, Namespace: c.namespace, UpdatedBefore: before, Now: now, PageSize: lf.pageSize}
+		if !lf.quiet {
+			req.Progress = func(p lambdaidem.PageProgress) {
+				if p.Pages > 1 {
+					a.progressf("list: %s: %d pages read, %d index entries", status, p.Pages, p.Read)
+				}
+			}
+		}
+		for r, err := range st.ListOpen(ctx, req) {
 			if err != nil {
 				return fmt.Errorf("list %s records of table %s: %w", status, c.table, err)
 			}
@@ -249,25 +246,40 @@ func storedForm(key string) string {
 // ---- release ----
 
 type releaseJSON struct {
-	Released bool       `json:"released"`
-	Forced   bool       `json:"forced"`
-	Record   recordJSON `json:"record"`
+	Released bool `json:"released"`
+	Forced   bool `json:"forced"`
+	// Revoked is true when -force revoked a live lease: the record stays
+	// IN_PROGRESS until ClaimableAt, when the next delivery takes it over.
+	Revoked     bool       `json:"revoked"`
+	ClaimableAt string     `json:"claimable_at,omitempty"`
+	Record      recordJSON `json:"record"`
 }
 
 func releaseCmd() *command {
 	var force bool
 	var note string
+	var grace time.Duration
 	return &command{
 		name: "release", args: "KEY",
-		summary: `Clear a stuck lease: an IN_PROGRESS record whose lease has expired (its holder
-crashed or timed out) becomes FAILED, keeping its attempt count, so the next
-delivery of the message runs it again. The write is conditioned on the lease
-token just read, so a claim made in between is never clobbered. A lease that is
-still valid is refused (exit 4) unless -force: its holder may still be working,
-and forcing makes its outcome be refused and the message run again.`,
+		summary: `End the lease of an IN_PROGRESS record. The write is conditioned on the lease
+token just read, so a claim made in between is never undone.
+
+A lease that has run out (its holder crashed or timed out; -grace past its end)
+is released: the record becomes FAILED, keeping its attempt count, and the next
+delivery of its message claims it as the next attempt (which runs if the
+function's max attempts allow, else dead-letters it as max_attempts). Without
+the release that delivery would take the lease over all the same; with
+WithAtMostOnce it would dead-letter the key as outcome_unknown instead of
+running it, so a release is how an operator says "run it again".
+
+A lease that is still live is refused (exit 4), or with -force revoked: the
+holder can no longer record an outcome or extend its lease (a refused
+heartbeat stops its handler), and the key stays IN_PROGRESS until the lease
+has run out, when the next delivery takes it over. Never two handlers at once.`,
 		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&force, "force", false, "release even a lease that is still valid")
-			fs.StringVar(&note, "note", "lease released by operator", "`text` stored as the record's last error")
+			fs.BoolVar(&force, "force", false, "revoke a lease that is still live (its holder can then record nothing; the key is taken over once the lease has run out)")
+			fs.StringVar(&note, "note", lambdaidem.DefaultReleaseNote, "`text` stored as the record's last error")
+			fs.DurationVar(&grace, "grace", lambdaidem.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			key, st, r, now, err := a.record(ctx, c, args)
@@ -275,58 +287,109 @@ and forcing makes its outcome be refused and the message run again.`,
 				return err
 			}
 			if r.Status != lambdaidem.StatusInProgress {
-				return refusef("%s is %s, not IN_PROGRESS: there is no lease to release (\"forget\" makes a key run again)", c.where(key), r.Status)
+				return refusef("%s is %s, not IN_PROGRESS: there is no lease to release (\"forget\" makes a key new again)", c.where(key), r.Status)
 			}
-			if leaseState(r, now) == leaseValid && !force {
-				return refusef("the lease on %s is still valid until %s, held by message %s; its holder may still be running. Wait, or use -force",
-					c.where(key), when(r.LeaseUntil, now), orDash(r.MessageID))
+			live := lambdaidem.LeaseLive(r, now, grace)
+			if live && !force {
+				return refusef("the lease on %s, held by message %s, runs until %s and counts as live for the %s grace after that: its holder may still be running. Wait, or use -force to revoke it",
+					c.where(key), safe(orDash(r.MessageID)), when(r.LeaseUntil, now), grace)
 			}
-			out, err := st.Release(ctx, dynamo.ReleaseRequest{Namespace: c.namespace, Key: key, Token: r.LeaseToken, Now: now, Force: force, Note: note})
+			out, err := st.Release(ctx, lambdaidem.ReleaseRequest{Namespace: c.namespace, Key: key, Token: r.LeaseToken, Now: now, Grace: grace, Force: force, Note: note})
 			if err != nil {
 				return fmt.Errorf("release %s: %w", c.where(key), err)
 			}
+			revoked := out.Status == lambdaidem.StatusInProgress
 			if c.json {
-				a.writeJSON(releaseJSON{Released: true, Forced: force, Record: toJSON(out, now)})
+				j := releaseJSON{Released: true, Forced: force, Revoked: revoked, Record: toJSON(out, now)}
+				if revoked {
+					j.ClaimableAt = stamp(out.LeaseUntil.Add(grace))
+				}
+				a.writeJSON(j)
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "released %s: now FAILED after %s; the next delivery of its message runs it again\n", c.where(key), attempts(out.Attempts))
+			if revoked {
+				fmt.Fprintf(a.stdout, "revoked the lease on %s, held by message %s: its holder can no longer record an outcome or extend the lease (a refused heartbeat stops its handler). The key stays IN_PROGRESS until %s (the lease's end plus the %s grace); then %s takes it over as attempt %d.\n",
+					c.where(key), safe(orDash(out.MessageID)), when(out.LeaseUntil.Add(grace), now), grace, nextDelivery(out), out.Attempts+1)
+			} else {
+				fmt.Fprintf(a.stdout, "released %s: it is FAILED now, after %s; %s claims it as attempt %d, which runs if the function's max attempts allow, else dead-letters it as max_attempts.\n",
+					c.where(key), attempts(out.Attempts), nextDelivery(out), out.Attempts+1)
+			}
+			if r.DeadLetterReason != "" {
+				fmt.Fprintf(a.stdout, "note: its holder had begun dead-lettering it (%s) when it stopped: a copy may be in the dead-letter queue already; redrive leaves that copy there while the record is not DEAD_LETTERED by it.\n", safe(string(r.DeadLetterReason)))
+			}
 			return nil
 		},
 	}
 }
 
+// nextDelivery names what runs a record's key next: the message's next
+// delivery for an SQS record, the next request for a Wrap record (which
+// has no message ID).
+func nextDelivery(r lambdaidem.Record) string {
+	if r.MessageID == "" {
+		return "the next request with this key"
+	}
+	return "the next delivery of message " + safe(r.MessageID) + " (SQS delivers it again once its visibility timeout ends)"
+}
+
 // ---- forget ----
 
 type forgetJSON struct {
-	Forgotten bool       `json:"forgotten"`
-	Record    recordJSON `json:"record"`
+	Forgotten bool `json:"forgotten"`
+	// Revoked is true when -force revoked a live lease: the record stays
+	// until ForgottenAt.
+	Revoked     bool       `json:"revoked"`
+	ForgottenAt string     `json:"forgotten_at"`
+	Record      recordJSON `json:"record"`
 }
 
 func forgetCmd() *command {
-	var yes, force bool
+	var yes, force, abandon bool
+	var grace time.Duration
 	return &command{
 		name: "forget", args: "KEY",
-		summary: `Delete the record of KEY, so that the next message with this key runs the handler
-again (a completed key is no longer a duplicate; a dead-lettered one is no longer
-refused). Asks for confirmation on a terminal; elsewhere -yes is required. A
-record with a valid lease is refused unless -force. Warm function instances
-with the local completed-key cache on may still skip the key until their cache
-entry ends.`,
+		summary: `Delete the record of KEY, so that the next message (or request) with this key
+runs the handler again, as the first attempt of a new record: a completed key
+is no longer a duplicate, a failed or stuck one starts its attempts over. It
+brings no message back: a completed or dead-lettered message was acknowledged,
+so only a new one with this key runs it. Warm function instances with
+WithCache may still skip a completed key until their cache entry ends. Asks for
+confirmation on a terminal; elsewhere -yes is required.
+
+A DEAD_LETTERED record is refused (exit 4) unless -abandon-copy: redrive sends
+its dead-letter copy back only after resetting this very record, so
+forgetting it would leave the copy in the DLQ for good. To run it again, use
+"lambdaidem redrive" instead.
+
+A record under a live lease is refused (exit 4), or with -force its lease is
+revoked (its holder can record nothing from then on) and the record is
+forgotten when that lease has run out, never while its holder may still run.`,
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
-			fs.BoolVar(&force, "force", false, "forget even a record whose lease is still valid")
+			fs.BoolVar(&force, "force", false, "revoke a live lease and forget the record when that lease has run out")
+			fs.BoolVar(&abandon, "abandon-copy", false, "forget a DEAD_LETTERED record although redrive can then never send its dead-letter copy back")
+			fs.DurationVar(&grace, "grace", lambdaidem.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			key, st, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
 			}
-			if leaseState(r, now) == leaseValid && !force {
-				return refusef("the lease on %s is still valid until %s; its holder may still be running. Wait, or use -force",
-					c.where(key), when(r.LeaseUntil, now))
+			live := lambdaidem.LeaseLive(r, now, grace)
+			switch {
+			case r.Status == lambdaidem.StatusDeadLettered && !abandon:
+				return refusef("%s is DEAD_LETTERED (%s): its message waits in the dead-letter queue as copy %s, and redrive sends that copy back only after resetting this record, which shows the copy dead-lettered it. Forgetting the record would leave the copy there for good, and no other message with this key is on its way (message %s was acknowledged). To run it again: lambdaidem redrive -dlq DLQ_URL -source QUEUE_ARN. To forget the key anyway (the producer will send it again, or you will deal with the copy by hand), pass -abandon-copy",
+					c.where(key), safe(orDash(string(r.DeadLetterReason))), safe(orDash(r.DeadLetterMessageID)), safe(orDash(r.DeadLetteredMessageID)))
+			case live && !force:
+				return refusef("the lease on %s, held by message %s, runs until %s and counts as live for the %s grace after that: its holder may still be running. Wait, or use -force to revoke it and forget the record once it has run out",
+					c.where(key), safe(orDash(r.MessageID)), when(r.LeaseUntil, now), grace)
 			}
 			if !yes {
-				ok, err := a.confirm(fmt.Sprintf("Forget %s (%s, %s)?", c.where(key), r.Status, attempts(r.Attempts)))
+				q := fmt.Sprintf("Forget %s (%s, %s)?", c.where(key), r.Status, attempts(r.Attempts))
+				if live {
+					q = fmt.Sprintf("Revoke the live lease on %s and forget it at %s?", c.where(key), stamp(r.LeaseUntil.Add(grace)))
+				}
+				ok, err := a.confirm(q)
 				if err != nil {
 					return err
 				}
@@ -334,18 +397,40 @@ entry ends.`,
 					return refusef("not confirmed: %s kept", c.where(key))
 				}
 			}
-			out, err := st.Forget(ctx, dynamo.ForgetRequest{Namespace: c.namespace, Key: key, Now: now, Force: force})
+			res, err := st.Forget(ctx, lambdaidem.ForgetRequest{Namespace: c.namespace, Key: key, Now: now, Grace: grace, Force: force, AbandonCopy: abandon})
 			if err != nil {
 				return fmt.Errorf("forget %s: %w", c.where(key), err)
 			}
 			if c.json {
-				a.writeJSON(forgetJSON{Forgotten: true, Record: toJSON(out, now)})
+				a.writeJSON(forgetJSON{Forgotten: true, Revoked: res.Revoked, ForgottenAt: stamp(res.ForgottenAt), Record: toJSON(res.Record, now)})
 				return nil
 			}
-			fmt.Fprintf(a.stdout, "forgot %s (was %s after %s); the next message with this key runs the handler again\n", c.where(key), out.Status, attempts(out.Attempts))
+			fmt.Fprintln(a.stdout, describeForget(c.where(key), res, grace, now))
 			return nil
 		},
 	}
+}
+
+// describeForget says what a forget did and what runs the key next.
+func describeForget(where string, res lambdaidem.ForgetResult, grace time.Duration, now time.Time) string {
+	r := res.Record
+	fresh := "runs the handler as attempt 1 of a new record"
+	if res.Revoked {
+		return fmt.Sprintf("revoked the lease on %s, held by message %s: its holder can no longer record an outcome or extend the lease (a refused heartbeat stops its handler). The record is forgotten at %s (the lease's end plus the %s grace); after that %s %s.",
+			where, safe(orDash(r.MessageID)), when(res.ForgottenAt, now), grace, nextDelivery(r), fresh)
+	}
+	was := fmt.Sprintf("forgot %s (was %s after %s)", where, r.Status, attempts(r.Attempts))
+	switch {
+	case r.MessageID == "":
+		return fmt.Sprintf("%s: the next request with this key %s.", was, fresh)
+	case r.Status == lambdaidem.StatusDeadLettered:
+		return fmt.Sprintf("%s: its copy %s stays in the dead-letter queue, and redrive leaves it there from now on (no record shows it was dead-lettered): delete it, or send its body again by hand. The next message with this key %s; none is on its way (message %s was acknowledged).",
+			was, safe(orDash(r.DeadLetterMessageID)), fresh, safe(orDash(r.DeadLetteredMessageID)))
+	case r.Status == lambdaidem.StatusCompleted:
+		return fmt.Sprintf("%s: the next message with this key %s; message %s is not delivered again (it was acknowledged). Function instances with WithCache may skip the key until their cache entry ends.",
+			was, fresh, safe(r.MessageID))
+	}
+	return fmt.Sprintf("%s: %s %s.", was, nextDelivery(r), fresh)
 }
 
 // ---- stats ----
@@ -374,18 +459,18 @@ table (read capacity in proportion to its size): only with -all.`,
 			if len(args) > 0 {
 				return usagef("unexpected arguments %q", args)
 			}
-			st, err := a.admin(ctx, c, nil)
+			st, err := a.admin(ctx, c)
 			if err != nil {
 				return err
 			}
 			now := a.now()
 			out := statsJSON{Table: c.table, Namespace: c.namespace, Counts: map[lambdaidem.Status]*int{lambdaidem.StatusCompleted: nil}}
-			count := func(req dynamo.CountRequest, always bool) (int, error) {
+			count := func(req lambdaidem.CountRequest, always bool) (int, error) {
 				req.Namespace, req.Now = c.namespace, now
 				if !quiet {
-					req.Progress = func(p dynamo.CountProgress) {
+					req.Progress = func(p lambdaidem.PageProgress) {
 						if always || p.Pages > 1 {
-							a.progressf("stats: %s: %d pages, %d items read, %d counted", req.Status, p.Pages, p.Scanned, p.Counted)
+							a.progressf("stats: %s: %d pages, %d items read, %d counted", req.Status, p.Pages, p.Read, p.Matched)
 						}
 					}
 				}
@@ -396,19 +481,19 @@ table (read capacity in proportion to its size): only with -all.`,
 				return n, nil
 			}
 			for _, s := range openStatuses {
-				n, err := count(dynamo.CountRequest{Status: s}, false)
+				n, err := count(lambdaidem.CountRequest{Status: s}, false)
 				if err != nil {
 					return err
 				}
 				out.Counts[s] = &n
 			}
 			if *out.Counts[lambdaidem.StatusInProgress] > 0 {
-				if out.Stuck, err = count(dynamo.CountRequest{Status: lambdaidem.StatusInProgress, LeaseEndedBefore: now}, false); err != nil {
+				if out.Stuck, err = count(lambdaidem.CountRequest{Status: lambdaidem.StatusInProgress, LeaseEndedBefore: now}, false); err != nil {
 					return err
 				}
 			}
 			if all {
-				n, err := count(dynamo.CountRequest{Status: lambdaidem.StatusCompleted}, true)
+				n, err := count(lambdaidem.CountRequest{Status: lambdaidem.StatusCompleted, AllowScan: true}, true)
 				if err != nil {
 					return err
 				}
@@ -446,7 +531,7 @@ func (a *app) writeStats(s statsJSON) {
 
 // record reads the record of the command's KEY argument: the key, the
 // store it was read from, the record and the time it was read at.
-func (a *app) record(ctx context.Context, c *common, args []string) (string, adminStore, lambdaidem.Record, time.Time, error) {
+func (a *app) record(ctx context.Context, c *common, args []string) (string, lambdaidem.Admin, lambdaidem.Record, time.Time, error) {
 	key, err := c.needKey(args)
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err
@@ -456,7 +541,7 @@ func (a *app) record(ctx context.Context, c *common, args []string) (string, adm
 		a.progressf("no -namespace or LAMBDAIDEM_NAMESPACE: using %q, the library's default", c.namespace)
 	}
 	key = storedForm(key)
-	st, err := a.admin(ctx, c, nil)
+	st, err := a.admin(ctx, c)
 	if err != nil {
 		return "", nil, lambdaidem.Record{}, time.Time{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -163,9 +164,9 @@ func TestRelease(t *testing.T) {
 	b := setup(t)
 	b.seed(t)
 
-	// A valid lease is refused, and nothing changes.
+	// A live lease is refused, and nothing changes.
 	r := b.cli(t, 300, "release", "order-running").want(t, exitRefused)
-	if !strings.Contains(r.stderr, "still valid until 2026-03-14T09:10:00Z (in 5m)") || !strings.Contains(r.stderr, b.table) || !strings.Contains(r.stderr, "-force") {
+	if !strings.Contains(r.stderr, "runs until 2026-03-14T09:10:00Z (in 5m)") || !strings.Contains(r.stderr, b.table) || !strings.Contains(r.stderr, "-force") {
 		t.Errorf("refusal message: %s", r.stderr)
 	}
 	if e := decode[errorJSON](t, b.cli(t, 300, "release", "order-running", "-json").want(t, exitRefused)); e.Code != "refused" {
@@ -174,24 +175,44 @@ func TestRelease(t *testing.T) {
 	if g := decode[recordJSON](t, b.cli(t, 300, "get", "order-running", "-json")); g.Status != "IN_PROGRESS" || g.LeaseState != leaseValid {
 		t.Fatalf("refused release changed the record: %+v", g)
 	}
+	// So is one that ended less than the grace ago.
+	b.cli(t, 601, "release", "order-running").want(t, exitRefused)
 
-	// -force releases it.
+	// -force revokes it: the holder is fenced off at once, and the key is
+	// taken over only once the lease it had has run out.
+	holder := b.claimed(t, "orders", "order-running", 0)
 	rel := decode[releaseJSON](t, b.cli(t, 300, "release", "order-running", "-force", "-json").want(t, exitOK))
-	if !rel.Released || !rel.Forced || rel.Record.Status != "FAILED" || rel.Record.Attempts != 1 || rel.Record.LastError != "lease released by operator" {
+	if !rel.Released || !rel.Forced || !rel.Revoked || rel.ClaimableAt != "2026-03-14T09:10:02Z" ||
+		rel.Record.Status != "IN_PROGRESS" || rel.Record.LeaseUntil != "2026-03-14T09:10:00Z" || rel.Record.LastError != "lease released by operator" {
 		t.Errorf("forced release: %+v", rel)
 	}
-
-	// An expired lease is released without -force, attempts kept.
-	out := b.cli(t, 300, "release", "order-stuck", "-note", "worker OOM, INC-7").want(t, exitOK).stdout
-	if !strings.Contains(out, "released key \"order-stuck\"") || !strings.Contains(out, "now FAILED after 1 attempt") {
-		t.Errorf("release output: %s", out)
+	if err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: holder, Now: at(301), ExpiresAt: at(86400)}); !errors.Is(err, lambdaidem.ErrLeaseLost) {
+		t.Errorf("the holder's completion after the revocation: %v, want ErrLeaseLost", err)
 	}
-	g := decode[recordJSON](t, b.cli(t, 300, "get", "order-stuck", "-json"))
+	b.refusedClaim(t, "orders", "order-running", 602)
+	if l := b.claim(t, "orders", "order-running", 603, 30); l.Attempt != 2 {
+		t.Errorf("takeover after the revoked lease ran out: attempt %d, want 2", l.Attempt)
+	}
+	out := b.cli(t, 300, "release", "order-stuck", "-force").want(t, exitOK).stdout
+	if !strings.Contains(out, "released key \"order-stuck\"") {
+		t.Errorf("forced release of an ended lease: %s", out)
+	}
+
+	// An ended lease is released without -force, attempts kept, and the
+	// words say what runs it next.
+	b.claim(t, "orders", "order-late", -3600, 30)
+	out = b.cli(t, 300, "release", "order-late", "-note", "worker OOM, INC-7").want(t, exitOK).stdout
+	for _, want := range []string{`released key "order-late"`, "it is FAILED now, after 1 attempt", "the next delivery of message msg-order-late", "claims it as attempt 2", "max_attempts"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("release output lacks %q: %s", want, out)
+		}
+	}
+	g := decode[recordJSON](t, b.cli(t, 300, "get", "order-late", "-json"))
 	if g.Status != "FAILED" || g.LastError != "worker OOM, INC-7" || g.UpdatedAt != "2026-03-14T09:05:00Z" {
 		t.Errorf("after release: %+v", g)
 	}
 	// The key is claimable again, counting on.
-	if l := b.claim(t, "orders", "order-stuck", 310, 30); l.Attempt != 2 {
+	if l := b.claim(t, "orders", "order-late", 310, 30); l.Attempt != 2 {
 		t.Errorf("claim after release: attempt %d, want 2", l.Attempt)
 	}
 
@@ -224,18 +245,44 @@ func TestForget(t *testing.T) {
 	b.cliWith(t, 300, strings.NewReader("y\n"), "forget", "order-done").want(t, exitOK)
 	b.cli(t, 300, "get", "order-done").want(t, exitNotFound)
 
-	f := decode[forgetJSON](t, b.cli(t, 300, "forget", "order-poison", "-yes", "-json").want(t, exitOK))
-	if !f.Forgotten || f.Record.Status != "DEAD_LETTERED" {
-		t.Errorf("forget -json: %+v", f)
+	// Forgetting a dead-lettered record would strand its copy: refused,
+	// with the reason and the way out.
+	r = b.cli(t, 300, "forget", "order-poison", "-yes").want(t, exitRefused)
+	for _, want := range []string{"DEAD_LETTERED", "copy dlq-order-poison", "lambdaidem redrive", "-abandon-copy"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("refusal of a dead-lettered record lacks %q: %s", want, r.stderr)
+		}
+	}
+	b.cli(t, 300, "get", "order-poison").want(t, exitOK)
+	f := decode[forgetJSON](t, b.cli(t, 300, "forget", "order-poison", "-yes", "-abandon-copy", "-json").want(t, exitOK))
+	if !f.Forgotten || f.Revoked || f.Record.Status != "DEAD_LETTERED" {
+		t.Errorf("forget -abandon-copy -json: %+v", f)
 	}
 	b.cli(t, 300, "forget", "order-poison", "-yes").want(t, exitNotFound)
 
-	// A valid lease needs -force, even with -yes.
+	// A live lease needs -force, even with -yes; -force revokes it and the
+	// record is forgotten once the lease has run out, not before.
 	b.cli(t, 300, "forget", "order-running", "-yes").want(t, exitRefused)
 	b.cli(t, 300, "get", "order-running").want(t, exitOK)
-	b.cli(t, 300, "forget", "order-running", "-yes", "-force").want(t, exitOK)
-	// An expired lease does not.
-	b.cli(t, 300, "forget", "-yes", "order-stuck").want(t, exitOK)
+	out := b.cli(t, 300, "forget", "order-running", "-yes", "-force").want(t, exitOK).stdout
+	if !strings.Contains(out, "revoked the lease") || !strings.Contains(out, "forgotten at 2026-03-14T09:10:02Z") {
+		t.Errorf("forced forget of a live lease: %s", out)
+	}
+	b.refusedClaim(t, "orders", "order-running", 400)
+	b.cli(t, 602, "get", "order-running").want(t, exitOK)
+	b.cli(t, 603, "get", "order-running").want(t, exitNotFound)
+	if l := b.claim(t, "orders", "order-running", 603, 30); l.Attempt != 1 {
+		t.Errorf("claim after the forced forget: attempt %d, want 1 (a new record)", l.Attempt)
+	}
+	// An ended lease does not need -force; the words say what runs next.
+	out = b.cli(t, 300, "forget", "-yes", "order-stuck").want(t, exitOK).stdout
+	if !strings.Contains(out, "the next delivery of message msg-order-stuck") || !strings.Contains(out, "attempt 1 of a new record") {
+		t.Errorf("forget of a stuck record: %s", out)
+	}
+	out = b.cli(t, 300, "forget", "-yes", "order-done-2").want(t, exitOK).stdout
+	if !strings.Contains(out, "the next message with this key runs the handler") || !strings.Contains(out, "is not delivered again") {
+		t.Errorf("forget of a completed record: %s", out)
+	}
 
 	// The forgotten key runs afresh.
 	if l := b.claim(t, "orders", "order-done", 400, 30); l.Attempt != 1 {

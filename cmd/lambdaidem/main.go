@@ -1,7 +1,9 @@
 // Command lambdaidem is the operator's tool for a lambdaidem idempotency
-// table: inspect a key, list stuck, failed and dead-lettered records, release
-// a stuck lease, forget a key, count records by status, and redrive the
-// dead-letter queue. Run it with -h, or SUBCOMMAND -h, for usage.
+// table (DynamoDB, or a Redis store with -store): inspect a key, list stuck,
+// failed and dead-lettered records, release or revoke a lease, forget a key,
+// count records by status, and redrive the dead-letter queue. Every
+// subcommand works through the store's lambdaidem.Admin calls. Run it with
+// -h, or SUBCOMMAND -h, for usage.
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
 //	lambdaidem list -table idempotency --stuck
@@ -34,7 +36,7 @@ const (
 	exitFailed   = 1 // the operation failed (store unreachable, bad table, ...)
 	exitUsage    = 2 // bad flags or arguments
 	exitNotFound = 3 // no record for the key
-	exitRefused  = 4 // refused on purpose (a valid lease, no confirmation, ...)
+	exitRefused  = 4 // refused on purpose (a live lease, a dead-lettered record, no confirmation, ...)
 )
 
 const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table.
@@ -45,10 +47,11 @@ Usage:
 Subcommands:
   get KEY       show one record
   list          list IN_PROGRESS, FAILED and DEAD_LETTERED records (the open index)
-  release KEY   clear a stuck lease: IN_PROGRESS with an expired lease -> FAILED
-  forget KEY    delete a record so that its key is processed again
+  release KEY   end a stuck lease (IN_PROGRESS -> FAILED), or with -force revoke a live one
+  forget KEY    delete a record, so the next message with its key runs as a new one
   stats         count records by status
-  redrive       move dead-lettered messages back to their source queue
+  redrive       move dead-lettered messages back to their source queue (-dry-run: say
+                what it would do with each)
 
 Every subcommand takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
@@ -67,7 +70,8 @@ Credentials come from the SDK's usual chain (environment, AWS_PROFILE, SSO, ...)
 Flags may come before or after the arguments.
 
 Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 not found,
-4 refused (a valid lease, no confirmation).
+4 refused (a live lease, a dead-lettered record to forget, a record that
+changed since it was read, no confirmation).
 
 Run "lambdaidem SUBCOMMAND -h" for a subcommand's flags.
 `
@@ -197,19 +201,17 @@ func exitCode(err error) int {
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &re),
-		errors.Is(err, dynamo.ErrLeaseValid),
-		errors.Is(err, dynamo.ErrRecordChanged),
-		errors.Is(err, dynamo.ErrNotInProgress),
-		errors.Is(err, redisstore.ErrLeaseValid),
-		errors.Is(err, redisstore.ErrRecordChanged),
-		errors.Is(err, redisstore.ErrNotInProgress):
+		errors.Is(err, lambdaidem.ErrInProgress),
+		errors.Is(err, lambdaidem.ErrRecordChanged),
+		errors.Is(err, lambdaidem.ErrNotInProgress),
+		errors.Is(err, lambdaidem.ErrWouldAbandonCopy):
 		return exitRefused
 	case errors.Is(err, lambdaidem.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, dynamo.ErrInvalidKey),
 		errors.Is(err, redisstore.ErrInvalidKey),
-		errors.Is(err, redisstore.ErrNoNamespace),
-		errors.Is(err, redisstore.ErrNotIndexed):
+		errors.Is(err, lambdaidem.ErrNamespaceRequired),
+		errors.Is(err, lambdaidem.ErrNotIndexed):
 		return exitUsage
 	}
 	return exitFailed

@@ -66,16 +66,25 @@ func redriveCmd() *command {
 		name: "redrive",
 		summary: `Move messages from the dead-letter queue back to their source queue
 (which must be one of the -source queues) or to -to, so the function runs them
-again, without ever running work twice. For each message: reset its
-idempotency record, which applies only when the record is DEAD_LETTERED by
-this very copy; send the original body and attributes; delete it from the DLQ.
-A message whose key has COMPLETED since is deleted without being sent (the work
-is done). Every other message stays in the DLQ with the reason: not a lambdaidem
-copy (e.g. moved by SQS's own redrive policy), a source queue not named with
+again, without ever running work twice or deleting work that never ran. For
+each message: reset its idempotency record, which applies only when the record
+is DEAD_LETTERED by this very copy; send the original body and attributes;
+delete it from the DLQ. A message whose key has COMPLETED with this copy's
+payload since (the message sent back from this copy completed it, or one with
+the same payload hash did) is deleted without being sent: the work is done.
+Every other message stays in the DLQ with the reason: not a lambdaidem copy
+(e.g. moved by SQS's own redrive policy), a source queue not named with
 -source, a key conflict (the record belongs to another message), no key, a
-record the function still holds or retries, dead-lettered by another copy, or
-sent back by an earlier run. Each message and key is sent at most once per run.
-One progress line per message goes to stderr. Exit code 1 if any step failed.
+record the function still holds or retries, dead-lettered by another copy, no
+record at all (expired, or forgotten: see "forget"), a key completed with
+another payload, or sent back by an earlier run. Each message and key is sent
+at most once per run. One progress line per message goes to stderr. Exit code
+1 if any step failed.
+
+-dry-run reads each message's record and says, for each, what a real run would
+do as the record stands (move it, delete it as done, or skip it and why), and
+changes nothing; a record that changes before the real run changes what the
+real run does.
 
 Key modes: with keys from the body or a message attribute, the redriven message
 keeps its key, so a repeated send is acknowledged as a duplicate. With the
@@ -93,7 +102,7 @@ See docs/redrive.md.`,
 			fs.IntVar(&rf.maxRedrives, "max-redrives", 0, "leave a message whose key was redriven `n` times already (0: no limit)")
 			fs.BoolVar(&rf.resend, "resend", false, "send again a message an earlier run reset but could not finish (safe only with body or attribute keys)")
 			fs.BoolVar(&rf.keyless, "keyless", false, "also send back messages dead-lettered without a key (missing_key); nothing vouches for such a copy")
-			fs.BoolVar(&rf.dryRun, "dry-run", false, "list what would move; change nothing (receiving raises the messages' receive counts)")
+			fs.BoolVar(&rf.dryRun, "dry-run", false, "say what a real run would do with each message, reading its record; change nothing (receiving raises the messages' receive counts)")
 			fs.StringVar(&rf.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
 			fs.DurationVar(&rf.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
 			fs.DurationVar(&rf.visibility, "visibility", sqsqueue.DefaultRedriveVisibility, "how long a received message stays hidden while it is moved")
@@ -149,16 +158,13 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 	if rf.wait == 0 {
 		opts.WaitTime = -1 // Redrive's "short polling"
 	}
-	if !rf.dryRun {
-		// A dry run touches no record, so it needs no table.
-		st, err := a.admin(ctx, c, nil)
-		if err != nil {
-			return err
-		}
-		// The store's conditional reset, never a delete: it applies only to
-		// a record this very copy dead-lettered.
-		opts.Resetter = st
+	st, err := a.admin(ctx, c)
+	if err != nil {
+		return err
 	}
+	// The store's conditional reset, never a delete: it applies only to a
+	// record this very copy dead-lettered. A dry run only reads records.
+	opts.Resetter, opts.Records = st, st
 	out := redriveJSON{DryRun: rf.dryRun, DLQ: rf.dlq, Messages: []redriveMessageJSON{}}
 	n := 0
 	opts.Progress = func(ev sqsqueue.RedriveEvent) {
@@ -175,19 +181,18 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		}
 		out.Messages = append(out.Messages, m)
 		if !rf.quiet {
-			a.progressf("redrive: %s", describeRedrive(n, ev))
+			a.progressf("redrive: %s", describeRedrive(n, ev, rf.dryRun))
 		}
 	}
 	sum, err := sqsqueue.Redrive(ctx, opts)
 	out.Moved, out.Done, out.Failed, out.Skipped = sum.Moved, sum.Done, sum.Failed, sum.Skipped
-	if c.json {
+	switch {
+	case c.json:
 		a.writeJSON(out)
-	} else {
-		verb := "moved"
-		if rf.dryRun {
-			verb = "would move"
-		}
-		fmt.Fprintf(a.stdout, "%s %d, already done %d, failed %d, skipped %d (dead-letter queue %s)\n", verb, sum.Moved, sum.Done, sum.Failed, sum.Skipped, rf.dlq)
+	case rf.dryRun:
+		fmt.Fprintf(a.stdout, "dry run: would move %d, would delete as done %d, would skip %d, failed to check %d (dead-letter queue %s, as the records stand now)\n", sum.Moved, sum.Done, sum.Skipped, sum.Failed, rf.dlq)
+	default:
+		fmt.Fprintf(a.stdout, "moved %d, deleted as done %d, skipped %d, failed %d (dead-letter queue %s)\n", sum.Moved, sum.Done, sum.Skipped, sum.Failed, rf.dlq)
 	}
 	if err != nil {
 		return fmt.Errorf("redrive from %s stopped: %w", rf.dlq, err)
@@ -198,24 +203,41 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 	return nil
 }
 
-func describeRedrive(n int, ev sqsqueue.RedriveEvent) string {
-	key := ev.Metadata.Namespace + "/" + ev.Metadata.Key
+// describeRedrive is the progress line of one message: what happened to
+// it (in a dry run, what would), and why.
+func describeRedrive(n int, ev sqsqueue.RedriveEvent, dry bool) string {
+	key := safe(ev.Metadata.Namespace + "/" + ev.Metadata.Key)
+	id := safe(ev.DeadLetterMessageID)
 	switch ev.Outcome {
 	case sqsqueue.RedriveMoved:
 		note := ""
 		if ev.Metadata.Key != "" && ev.Metadata.Key == ev.Metadata.MessageID {
-			note = "; message-ID key: it runs under its new ID " + ev.NewMessageID
+			note = "; message-ID key: it runs under its new ID " + safe(ev.NewMessageID)
 		}
-		return fmt.Sprintf("#%d moved %s key %s (%s) -> %s as %s (redrive %d%s)", n, ev.DeadLetterMessageID, key, ev.Metadata.Reason, ev.TargetQueueURL, ev.NewMessageID, ev.Record.Redrives, note)
+		return fmt.Sprintf("#%d moved %s key %s (%s) -> %s as %s (redrive %d%s)", n, id, key, safe(string(ev.Metadata.Reason)), safe(ev.TargetQueueURL), safe(ev.NewMessageID), ev.Record.Redrives, note)
 	case sqsqueue.RedriveWouldMove:
-		return fmt.Sprintf("#%d would move %s key %s (%s, %s) -> %s", n, ev.DeadLetterMessageID, key, ev.Metadata.Reason, attempts(ev.Metadata.Attempts), ev.TargetQueueURL)
+		return fmt.Sprintf("#%d would move %s key %s (%s, %s) -> %s", n, id, key, safe(string(ev.Metadata.Reason)), attempts(ev.Metadata.Attempts), safe(ev.TargetQueueURL))
 	case sqsqueue.RedriveAlreadyDone:
-		return fmt.Sprintf("#%d deleted %s key %s without sending: the key has COMPLETED, the work is done", n, ev.DeadLetterMessageID, key)
+		return fmt.Sprintf("#%d deleted %s key %s without sending it: %s", n, id, key, doneBy(ev))
+	case sqsqueue.RedriveWouldDeleteDone:
+		return fmt.Sprintf("#%d would delete %s key %s without sending it: %s", n, id, key, doneBy(ev))
 	case sqsqueue.RedriveSkipped:
-		if ev.Step == sqsqueue.StepParse {
-			return fmt.Sprintf("#%d skipped %s: not a lambdaidem dead-letter copy (%v)", n, ev.DeadLetterMessageID, ev.Err)
+		verb := "skipped"
+		if dry {
+			verb = "would skip"
 		}
-		return fmt.Sprintf("#%d skipped %s key %s, left in the DLQ: %v", n, ev.DeadLetterMessageID, key, ev.Err)
+		if ev.Step == sqsqueue.StepParse {
+			return fmt.Sprintf("#%d %s %s: not a lambdaidem dead-letter copy (%s)", n, verb, id, safe(ev.Err.Error()))
+		}
+		return fmt.Sprintf("#%d %s %s key %s, left in the DLQ: %s", n, verb, id, key, safe(ev.Err.Error()))
 	}
-	return fmt.Sprintf("#%d FAILED %s key %s at step %s: %v", n, ev.DeadLetterMessageID, key, ev.Step, ev.Err)
+	return fmt.Sprintf("#%d FAILED %s key %s at step %s: %s", n, id, key, ev.Step, safe(fmt.Sprint(ev.Err)))
+}
+
+// doneBy says how the record shows a copy's work done.
+func doneBy(ev sqsqueue.RedriveEvent) string {
+	if ev.Record.RedrivenFrom == ev.DeadLetterMessageID {
+		return "the key has COMPLETED since this copy was sent back: the work is done"
+	}
+	return "the key has COMPLETED with this copy's payload (hash " + safe(ev.Record.PayloadHash) + "): the work is done"
 }

@@ -93,6 +93,7 @@ func (rb *redriveBundle) deadLetter(t *testing.T, key, body string) {
 	copyID, err := sqsqueue.NewSink(rb.sqs, rb.dlq).Send(ctx, lambdaidem.DeadLetter{
 		Message: ev, Namespace: rb.ns, Key: key, Reason: lambdaidem.ReasonPoison,
 		Error: "invalid order", Attempts: 1, FirstAttemptAt: at(0), LastAttemptAt: at(1),
+		PayloadHash: "sha256:" + key, // what claim writes
 	})
 	if err != nil {
 		t.Fatalf("sink: %v", err)
@@ -169,7 +170,7 @@ func TestRedriveKeepsHeldKey(t *testing.T) {
 	rb := setupRedrive(t)
 	rb.deadLetter(t, "order-8", `{"order":8}`)
 	// Forget the dead-lettered record and let someone else claim the key.
-	rb.cli(t, 100, "forget", "order-8", "-yes").want(t, exitOK)
+	rb.cli(t, 100, "forget", "order-8", "-yes", "-abandon-copy").want(t, exitOK)
 	rb.claim(t, rb.ns, "order-8", 100, 600)
 
 	r := rb.cli(t, 200, "redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json").want(t, exitOK)
@@ -212,4 +213,117 @@ func TestRedriveNeedsSources(t *testing.T) {
 	if len(rb.receive(t, rb.dlq)) != 1 {
 		t.Error("the message left the DLQ")
 	}
+}
+
+// TestRedriveDryRunSaysWhatTheRunDoes: for every state a copy's record can
+// be in, the dry run's line and the real run's say the same thing, and the
+// real run does it. A key that completed with another payload after the
+// copy's record was forgotten keeps its copy; one that completed with the
+// copy's payload has its copy deleted as done.
+func TestRedriveDryRunSaysWhatTheRunDoes(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t)
+	for _, k := range []string{"order-10", "order-11", "order-12", "order-13"} {
+		rb.deadLetter(t, k, `{"order":"`+k+`"}`)
+	}
+	for _, k := range []string{"order-10", "order-11", "order-13"} {
+		rb.cli(t, 100, "forget", k, "-yes", "-abandon-copy").want(t, exitOK)
+	}
+	// order-10: another payload under the same key completes a new record.
+	res, err := rb.store.Claim(t.Context(), lambdaidem.ClaimRequest{
+		Namespace: rb.ns, Key: "order-10", PayloadHash: "sha256:another-payload", MessageID: "msg-other",
+		Now: at(110), LeaseUntil: at(140), ExpiresAt: at(86400),
+	})
+	if err != nil || !res.Claimed {
+		t.Fatal(res, err)
+	}
+	rb.complete(t, res.Lease, 111, "")
+	// order-11: the producer sent the same payload again, and it completed.
+	rb.complete(t, rb.claim(t, rb.ns, "order-11", 110, 30), 111, "")
+	// order-12 stays DEAD_LETTERED; order-13 has no record.
+
+	want := map[string][2]string{ // key: dry-run outcome, real outcome
+		"order-10": {"skipped", "skipped"},
+		"order-11": {"would_delete_done", "already_done"},
+		"order-12": {"would_move", "moved"},
+		"order-13": {"skipped", "skipped"},
+	}
+	run := func(dry bool) (map[string]redriveMessageJSON, string) {
+		t.Helper()
+		args := []string{"redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json"}
+		if dry {
+			args = append(args, "-dry-run")
+		}
+		r := rb.cli(t, 200, args...).want(t, exitOK)
+		byKey := map[string]redriveMessageJSON{}
+		for _, m := range decode[redriveJSON](t, r).Messages {
+			byKey[m.Key] = m
+		}
+		return byKey, r.stderr
+	}
+	dry, dryLines := run(true)
+	if g := decode[recordJSON](t, rb.cli(t, 200, "get", "order-12", "-json").want(t, exitOK)); g.Status != "DEAD_LETTERED" {
+		t.Fatalf("the dry run changed a record: %+v", g)
+	}
+	real, realLines := run(false)
+	for k, w := range want {
+		if dry[k].Outcome != w[0] || real[k].Outcome != w[1] {
+			t.Errorf("%s: dry run %q, real run %q; want %q and %q", k, dry[k].Outcome, real[k].Outcome, w[0], w[1])
+		}
+		if dry[k].Error != real[k].Error {
+			t.Errorf("%s: the dry run gives the reason %q, the real run %q", k, dry[k].Error, real[k].Error)
+		}
+	}
+	if e := real["order-10"].Error; !strings.Contains(e, "completed with payload hash sha256:another-payload, this copy's is sha256:order-10") {
+		t.Errorf("order-10's reason: %q", e)
+	}
+	if e := real["order-13"].Error; !strings.Contains(e, "has no record") {
+		t.Errorf("order-13's reason: %q", e)
+	}
+	for _, line := range []string{"would skip", "would delete", "would move"} {
+		if !strings.Contains(dryLines, line) {
+			t.Errorf("the dry run's lines lack %q:\n%s", line, dryLines)
+		}
+	}
+	for _, line := range []string{"skipped", "deleted", "moved"} {
+		if !strings.Contains(realLines, line) {
+			t.Errorf("the real run's lines lack %q:\n%s", line, realLines)
+		}
+	}
+	// What stays in the DLQ: the copies of order-10 and order-13. Long
+	// polls until both came, then one more, which must find nothing else.
+	left := map[string]bool{}
+	for polls := 0; len(left) < 3; polls++ {
+		ms := rb.longPoll(t, rb.dlq)
+		if len(ms) == 0 && len(left) >= 2 {
+			break
+		}
+		if polls == 30 {
+			t.Fatalf("the DLQ gave copies of %v within 30 long polls; want order-10 and order-13", left)
+		}
+		for _, m := range ms {
+			dm, err := sqsqueue.Parse(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left[dm.Metadata.Key] = true
+		}
+	}
+	if len(left) != 2 || !left["order-10"] || !left["order-13"] {
+		t.Errorf("the DLQ holds copies of %v, want order-10 and order-13", left)
+	}
+}
+
+// longPoll receives from a queue with a one-second long poll, hiding what
+// it gets for a while.
+func (rb *redriveBundle) longPoll(t *testing.T, url string) []types.Message {
+	t.Helper()
+	out, err := rb.sqs.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
+		QueueUrl: &url, MaxNumberOfMessages: 10, VisibilityTimeout: 300, WaitTimeSeconds: 1,
+		MessageAttributeNames: []string{"All"},
+	})
+	if err != nil {
+		t.Fatalf("receive from %s: %v", url, err)
+	}
+	return out.Messages
 }

@@ -107,7 +107,7 @@ func TestSessionSample(t *testing.T) {
 	}
 	for i, args := range [][]string{
 		{"stats"}, {"list"}, {"get", "order-1017"}, {"get", "order-1001"},
-		{"release", "order-1042"}, {"release", "order-1017"},
+		{"release", "order-1042"}, {"release", "order-1017"}, {"forget", "order-0999", "-yes"},
 	} {
 		if i > 0 {
 			out.WriteString("\n")

@@ -129,6 +129,29 @@ func (b *bundle) claim(t *testing.T, ns, key string, now, leaseSecs int) lambdai
 	return res.Lease
 }
 
+// claimed returns the lease of the record's latest claim, as its holder
+// has it.
+func (b *bundle) claimed(t *testing.T, ns, key string, now int) lambdaidem.Lease {
+	t.Helper()
+	r, err := b.store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: at(now)})
+	if err != nil {
+		t.Fatalf("Get(%s/%s): %v", ns, key, err)
+	}
+	return lambdaidem.Lease{Namespace: ns, Key: key, Token: r.LeaseToken, Until: r.LeaseUntil, Fence: r.Fence, Attempt: r.Attempts}
+}
+
+// refusedClaim checks that a claim of the key at now is refused.
+func (b *bundle) refusedClaim(t *testing.T, ns, key string, now int) {
+	t.Helper()
+	res, err := b.store.Claim(t.Context(), lambdaidem.ClaimRequest{
+		Namespace: ns, Key: key, PayloadHash: "sha256:" + key, MessageID: "msg-" + key,
+		Now: at(now), LeaseUntil: at(now + 30), Grace: 2 * time.Second, ExpiresAt: at(now + 4*86400),
+	})
+	if err != nil || res.Claimed {
+		t.Fatalf("Claim(%s/%s) at %d = %+v, %v; want refused", ns, key, now, res, err)
+	}
+}
+
 func (b *bundle) fail(t *testing.T, l lambdaidem.Lease, now int, msg string) {
 	t.Helper()
 	if err := b.store.Fail(t.Context(), lambdaidem.FailRequest{Lease: l, Now: at(now), Error: msg, ExpiresAt: at(now + 4*86400)}); err != nil {

@@ -12,6 +12,7 @@
 // documentation).
 //
 // Configuration comes from the environment (see ConfigFromEnv):
-// IDEMPOTENCY_TABLE, PAYMENTS_TABLE, IDEMPOTENCY_NAMESPACE; endpoints follow
-// the SDK's AWS_ENDPOINT_URL_* variables.
+// IDEMPOTENCY_TABLE, EFFECTS_TABLE (the payments table) and
+// IDEMPOTENCY_NAMESPACE, the names every example and template.yaml use;
+// endpoints follow the SDK's AWS_ENDPOINT_URL_* variables.
 package main

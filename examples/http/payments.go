@@ -24,7 +24,7 @@ import (
 // Environment variables the function reads.
 const (
 	EnvIdempotencyTable = "IDEMPOTENCY_TABLE"     // required
-	EnvPaymentsTable    = "PAYMENTS_TABLE"        // required; string partition key "id"
+	EnvEffectsTable     = "EFFECTS_TABLE"         // required: the payments table, where the effect goes; string partition key "id"
 	EnvNamespace        = "IDEMPOTENCY_NAMESPACE" // default DefaultNamespace
 )
 
@@ -47,11 +47,11 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		IdempotencyTable: getenv(EnvIdempotencyTable),
-		PaymentsTable:    getenv(EnvPaymentsTable),
+		PaymentsTable:    getenv(EnvEffectsTable),
 		Namespace:        getenv(EnvNamespace),
 	}
 	var errs []error
-	for name, v := range map[string]string{EnvIdempotencyTable: c.IdempotencyTable, EnvPaymentsTable: c.PaymentsTable} {
+	for name, v := range map[string]string{EnvIdempotencyTable: c.IdempotencyTable, EnvEffectsTable: c.PaymentsTable} {
 		if v == "" {
 			errs = append(errs, fmt.Errorf("%w: %s is not set", ErrConfig, name))
 		}

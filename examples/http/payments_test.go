@@ -133,7 +133,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if _, err := ConfigFromEnv(func(string) string { return "" }); !errors.Is(err, ErrConfig) {
 		t.Errorf("empty environment: error = %v, want ErrConfig", err)
 	}
-	env := map[string]string{EnvIdempotencyTable: "i", EnvPaymentsTable: "p"}
+	env := map[string]string{EnvIdempotencyTable: "i", EnvEffectsTable: "p"}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil || c != (Config{IdempotencyTable: "i", PaymentsTable: "p", Namespace: DefaultNamespace}) {
 		t.Errorf("ConfigFromEnv = %+v, %v", c, err)

@@ -4,7 +4,12 @@
 // this file (`sam build -t examples/redis/template.yaml`, then
 // `sam deploy --guided`).
 //
-// It reads REDIS_ENDPOINT (host:port of the cache's cluster endpoint; TLS
-// is always on, as ElastiCache Serverless and MemoryDB require) and
-// DLQ_URL, and processes each message's body once per message ID.
+// It processes orders such as {"order_id": "o-1"} once per message ID,
+// dead-letters a body that is not an order, or that says "poison": true,
+// with its reason, and prints its metrics (package emf). It reads
+// REDIS_ENDPOINT (host:port of the cache's cluster endpoint, spoken over
+// TLS as ElastiCache Serverless and MemoryDB require; redis://host:port for
+// a local redis-server without TLS), DLQ_URL, IDEMPOTENCY_NAMESPACE
+// (default "orders") and MAX_ATTEMPTS. docs/local-development.md runs it
+// under the local runner on the stack without DynamoDB.
 package main

@@ -6,6 +6,10 @@
 // It is not for production: records live in one process and vanish with
 // it, so it cannot stop a duplicate delivered to another Lambda instance.
 //
+// It implements [lambdaidem.DeadLetterResetter] and [lambdaidem.Admin]
+// like the DynamoDB and Redis stores, so redrive and operator calls can be
+// tested on it too.
+//
 // Two extras make tests of code built on a Store short: [Store.Stats]
 // counts calls per operation (how many store requests a message cost), and
 // [Store.SetFault] makes chosen operations fail as if the store were

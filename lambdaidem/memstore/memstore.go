@@ -21,6 +21,10 @@ const (
 	OpGet        = "get"
 	OpDelete     = "delete"
 	OpReset      = "reset"
+	OpRelease    = "release"
+	OpForget     = "forget"
+	OpCount      = "count"
+	OpList       = "list"
 )
 
 // Stats counts the calls a Store answered or refused, one field per
@@ -31,11 +35,15 @@ type Stats struct {
 	Claim, Complete, Fail, DeadLetter, Extend, Get, Delete int
 	// Reset counts ResetDeadLetter calls.
 	Reset int
+	// Release, Forget, Count and List count the operator calls
+	// (lambdaidem.Admin); List counts ListOpen sequences, not pages.
+	Release, Forget, Count, List int
 }
 
 // Total is the number of calls of every operation.
 func (s Stats) Total() int {
-	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete + s.Reset
+	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete + s.Reset +
+		s.Release + s.Forget + s.Count + s.List
 }
 
 // Store is an in-memory [lambdaidem.Store]. The zero value is not usable;
@@ -96,6 +104,14 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		s.stats.Delete++
 	case OpReset:
 		s.stats.Reset++
+	case OpRelease:
+		s.stats.Release++
+	case OpForget:
+		s.stats.Forget++
+	case OpCount:
+		s.stats.Count++
+	case OpList:
+		s.stats.List++
 	}
 	fault := s.fault
 	s.mu.Unlock()

@@ -61,4 +61,32 @@
 //     with [lambdaidem.ErrUnsupportedWrite] and records nothing.
 //   - Namespaces are separate, and an empty namespace or key is an error
 //     that is not [lambdaidem.ErrStoreUnavailable].
+//
+// For a store that implements [lambdaidem.DeadLetterResetter] (the others
+// skip these cases), the suite pins redrive's reset: it applies only to a
+// DEAD_LETTERED record carrying the copy's ID, below the redrive limit,
+// and a fresh generation carries none of the old one's redrives.
+//
+// For a store that implements [lambdaidem.Admin] (the others skip these
+// cases), it pins the operator calls:
+//
+//   - Release of an IN_PROGRESS lease that ended (LeaseUntil <
+//     Now-Grace) leaves it FAILED under a new token, attempts and fence
+//     kept; a live lease is refused with [lambdaidem.ErrInProgress], or with
+//     Force revoked: a new token, the same LeaseUntil, so the key is only
+//     taken over once that has passed. A changed token is
+//     [lambdaidem.ErrRecordChanged], a finished record
+//     [lambdaidem.ErrNotInProgress].
+//   - Forget deletes a record without a live lease (the next claim starts
+//     a new generation), refuses a live lease (ErrInProgress) or with Force
+//     revokes it and lets the record expire at its end plus the grace, and
+//     refuses a DEAD_LETTERED record with [lambdaidem.ErrWouldAbandonCopy]
+//     unless AbandonCopy.
+//   - In every case the holder's later writes are refused as
+//     ErrLeaseLost, and a refusal returns the record unchanged.
+//   - Count and ListOpen see exactly the unexpired records of a status in a
+//     namespace, with their filters and paging; COMPLETED records only with
+//     AllowScan where the store can scan ([lambdaidem.ErrNotIndexed]
+//     otherwise); an empty namespace is every namespace or
+//     [lambdaidem.ErrNamespaceRequired].
 package storetest

@@ -17,6 +17,7 @@ func init() {
 		testCase{"ResetRefusedUnlessDeadLettered", testResetRefusedUnlessDeadLettered},
 		testCase{"ResetAbsentOrExpired", testResetAbsentOrExpired},
 		testCase{"ResetMaxRedrives", testResetMaxRedrives},
+		testCase{"ResetForgottenWithItsGeneration", testResetForgottenWithItsGeneration},
 	)
 }
 
@@ -154,5 +155,26 @@ func testResetMaxRedrives(t *testing.T, f *fixture) {
 	f.ok("reset under a higher limit", err)
 	if r.Redrives != 2 || r.RedrivenFrom != "dlq-2" {
 		t.Errorf("redrives %d from %q, want 2 from dlq-2", r.Redrives, r.RedrivenFrom)
+	}
+}
+
+// testResetForgottenWithItsGeneration: what a record says about redrives
+// belongs to its generation. A redrive that finds a COMPLETED record
+// redriven from its copy deletes the copy as done, so a fresh generation
+// (after an expiry) must not carry the old one's RedrivenFrom.
+func testResetForgottenWithItsGeneration(t *testing.T, f *fixture) {
+	rs := f.resetter()
+	f.deadLettered("k", "dlq-1", 0)
+	_, err := rs.ResetDeadLetter(f.ctx, f.resetReq("k", "dlq-1", 2))
+	f.ok("ResetDeadLetter", err)
+	c := f.mustClaim(f.claimReq("k", 3))
+	f.ok("Complete", f.complete(c.Lease, 4, nil))
+	if r := f.get("k", f.at(5)); r.RedrivenFrom != "dlq-1" || r.Redrives != 1 {
+		t.Fatalf("completed after the reset: redriven %d times from %q, want 1 from dlq-1", r.Redrives, r.RedrivenFrom)
+	}
+	fresh := f.mustClaim(f.claimReq("k", 4+retentionSecs+10))
+	if fresh.Previous != "" || fresh.Record.Redrives != 0 || fresh.Record.RedrivenFrom != "" {
+		t.Errorf("fresh generation after the expiry: previous %q, redriven %d times from %q; want a record with no redrives",
+			fresh.Previous, fresh.Record.Redrives, fresh.Record.RedrivenFrom)
 	}
 }

@@ -26,7 +26,7 @@ func main() {
 	}
 }
 
-const usage = "usage: provision create [-resources FILE] [-prefix P] [-wait D] | wait [-wait D] | freeport [N]"
+const usage = "usage: provision create [-resources FILE] [-prefix P] [-wait D] [-tables=false] | wait [-wait D] [-tables=false] | freeport [N]"
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string) error {
 	resources := fs.String("resources", "localstack/resources.json", "resource description")
 	prefix := fs.String("prefix", "", "prepended to every table and queue name")
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the services to answer")
+	tables := fs.Bool("tables", true, "create the tables (false: only the queues, and no DynamoDB endpoint is needed)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return errors.New(usage)
 	}
-	c, err := clients(ctx)
+	c, err := clients(ctx, *tables)
 	if err != nil {
 		return err
 	}
@@ -68,15 +69,22 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if !*tables {
+		spec.Tables = nil
+	}
 	_, err = Provision(ctx, c, spec.WithPrefix(*prefix), os.Stdout)
 	return err
 }
 
-// clients builds SDK clients for the local endpoints only.
-func clients(ctx context.Context) (Clients, error) {
+// clients builds SDK clients for the local endpoints only; without
+// withTables, only the SQS client (Clients.DynamoDB is nil).
+func clients(ctx context.Context, withTables bool) (Clients, error) {
 	ddbURL, sqsURL := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL_SQS")
-	if ddbURL == "" || sqsURL == "" {
-		return Clients{}, errors.New("AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must both be set: provision only talks to local services")
+	switch {
+	case withTables && (ddbURL == "" || sqsURL == ""):
+		return Clients{}, errors.New("AWS_ENDPOINT_URL_DYNAMODB and AWS_ENDPOINT_URL_SQS must both be set: provision only talks to local services (-tables=false needs only the SQS one)")
+	case sqsURL == "":
+		return Clients{}, errors.New("AWS_ENDPOINT_URL_SQS must be set: provision only talks to local services")
 	}
 	region := os.Getenv("AWS_REGION")
 	if region == "" {
@@ -91,12 +99,13 @@ func clients(ctx context.Context) (Clients, error) {
 	if err != nil {
 		return Clients{}, err
 	}
-	return Clients{
-		DynamoDB: dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	c := Clients{SQS: sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(sqsURL) })}
+	if withTables {
+		c.DynamoDB = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 			o.BaseEndpoint = aws.String(ddbURL)
-		}, dynamo.ChecksumsOnAWSOnly()),
-		SQS: sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(sqsURL) }),
-	}, nil
+		}, dynamo.ChecksumsOnAWSOnly())
+	}
+	return c, nil
 }
 
 // freePorts prints n distinct free loopback ports. All n listeners are held

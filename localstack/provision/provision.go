@@ -17,7 +17,8 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
-// Clients are the two service clients provisioning needs.
+// Clients are the two service clients provisioning needs. DynamoDB may
+// be nil when the spec has no tables.
 type Clients struct {
 	DynamoDB *dynamodb.Client
 	SQS      *sqs.Client
@@ -30,13 +31,17 @@ type Result struct {
 	QueueARNs map[string]string // logical ID -> queue ARN
 }
 
-// WaitReady polls both services until they answer or ctx ends. It is only
-// ever used to wait for processes that were just started.
+// WaitReady polls the services (SQS, and DynamoDB unless its client is
+// nil) until they answer or ctx ends. It is only ever used to wait for
+// processes that were just started.
 func WaitReady(ctx context.Context, c Clients) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		_, derr := c.DynamoDB.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+		var derr error
+		if c.DynamoDB != nil {
+			_, derr = c.DynamoDB.ListTables(ctx, &dynamodb.ListTablesInput{Limit: aws.Int32(1)})
+		}
 		_, serr := c.SQS.ListQueues(ctx, &sqs.ListQueuesInput{MaxResults: aws.Int32(1)})
 		if derr == nil && serr == nil {
 			return nil
@@ -52,6 +57,9 @@ func WaitReady(ctx context.Context, c Clients) error {
 // Provision creates every table and queue of spec. It is idempotent.
 func Provision(ctx context.Context, c Clients, spec Spec, log io.Writer) (Result, error) {
 	res := Result{Tables: map[string]string{}, QueueURLs: map[string]string{}, QueueARNs: map[string]string{}}
+	if len(spec.Tables) > 0 && c.DynamoDB == nil {
+		return res, errors.New("the spec has tables but there is no DynamoDB client")
+	}
 	for _, t := range spec.Tables {
 		if err := createTable(ctx, c.DynamoDB, t); err != nil {
 			return res, fmt.Errorf("table %s (%s): %w", t.LogicalID, t.Name, err)

@@ -62,11 +62,14 @@ type Config struct {
 	MaxRedrives     int
 	// BadKey is the chance a key's messages make the key function panic.
 	BadKey float64
-	Forget int // operator forgets (and as many releases)
-	// Force is the chance an operator's forget or release is forced
-	// (--force): it revokes a lease that is still valid.
-	Force      float64
-	SlowPoison bool // slow handlers may end with Poison
+	// Forget is how many operator forgets (and as many releases) run.
+	// ForceOps is the chance one is forced (a live lease is revoked);
+	// AbandonCopy the chance a forget of a DEAD_LETTERED record abandons
+	// its dead-letter copy.
+	Forget      int
+	ForceOps    float64
+	AbandonCopy float64
+	SlowPoison  bool // slow handlers may end with Poison
 	// Request streams through Wrap (or httpidem when HTTP).
 	Requests      int
 	HTTP          bool
@@ -98,10 +101,8 @@ type Config struct {
 //
 //   - "stranded": a dead-letter copy whose record stays IN_PROGRESS (the
 //     final dead-letter mark could not be written) with no delivery left
-//     to take it over, so redrive skips it for good;
-//   - "unrun-delete": redrive deleting a copy as already done when the
-//     key was completed by another payload.
-var Known = []string{"stranded", "unrun-delete"}
+//     to take it over, so redrive skips it for good.
+var Known = []string{"stranded"}
 
 // knob reports whether the known-bug knob name is on.
 func (c Config) knob(name string) bool { return slices.Contains(c.Known, name) }
@@ -117,9 +118,9 @@ var Filters = []struct{ Name, Forces string }{
 	{"amo", "WithAtMostOnce"},
 	{"failany", "WithFailBatchOnAnyFailure"},
 	{"redrive", "operator redrive runs"},
-	{"operators", "operator forgets and releases"},
-	{"force", "operator forgets and releases with --force, aimed at running handlers (with a heartbeat, half the time)"},
-	{"conflict", "messages reusing a key with another body"},
+	{"forget", "busy operators: more forgets and releases, often forced on running handlers, and slow handlers"},
+	{"force", "forget, with most operator actions forced and aimed at running handlers (with a heartbeat, half the time)"},
+	{"conflict", "messages reusing a key with another body, poison on their first run, and a sink"},
 	{"failing", "handlers that fail their first runs"},
 	{"poison", "poison messages and a dead-letter sink"},
 	{"faults", "store faults"},
@@ -249,8 +250,25 @@ func Draw(seed uint64, known []string, filter string) Config {
 		}
 	}
 	c.BadKey = frac(0.05)
-	if p(0.2) {
+	if p(0.2) || want("forget") {
 		c.Forget = 1 + r.IntN(3)
+		c.ForceOps = frac(0.6)
+		c.AbandonCopy = frac(0.6)
+		if want("forget") {
+			// Operators busy on running keys: more of them, often forced,
+			// and handlers slow enough to be caught running.
+			c.Forget += 2
+			c.ForceOps = 0.3 + r.Float64()*0.5
+			c.Slow = max(c.Slow, 0.3)
+		}
+	}
+	if want("conflict") {
+		// Payloads that never run under their key: conflicting bodies,
+		// keys poison on their first run only (so a later message of
+		// another payload completes them), and a sink to hold the copies.
+		c.Conflict = 0.2 + r.Float64()*0.3
+		c.Poison = 0.2 + r.Float64()*0.3
+		c.SlowPoison, c.Sink = true, true
 	}
 	if c.Tx {
 		c.TxRefuse = frac(0.2)
@@ -264,9 +282,6 @@ func Draw(seed uint64, known []string, filter string) Config {
 	}
 	// Drawn after the rest, so that a seed's older fields stay as they
 	// were.
-	if c.Forget > 0 && p(0.4) {
-		c.Force = 0.3 + 0.7*r.Float64()
-	}
 	switch x := r.Float64(); {
 	case x < 0.12:
 		c.KeyBy = "field"
@@ -306,7 +321,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.UnfinishedRet = dur(time.Minute, 2*time.Hour)
 	}
 	if want("conflict") {
-		c.Conflict = 0.2 + 0.3*r.Float64()
+		// Few keys, so conflicting bodies meet.
 		c.Keys = max(1, min(c.Keys, c.Messages/3))
 	}
 	if want("failing") {
@@ -322,11 +337,9 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.FailN = max(c.FailN, 0.2)
 		c.Poison = max(c.Poison, 0.1)
 	}
-	if want("operators") || want("force") {
-		c.Forget = max(c.Forget, 1+r.IntN(3))
-	}
 	if want("force") {
-		c.Force = 0.5 + 0.5*r.Float64()
+		c.Forget = max(c.Forget, 3+r.IntN(3))
+		c.ForceOps = 0.6 + 0.4*r.Float64()
 		if c.Heartbeat == 0 && p(0.5) {
 			lease := c.Timeout
 			if c.Lease > 0 {

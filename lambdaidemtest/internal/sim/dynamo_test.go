@@ -39,5 +39,5 @@ func dynamoStore(t *testing.T) lambdaidem.Store {
 			t.Logf("delete table %s: %v", table, err)
 		}
 	})
-	return dynamo.New(client, table)
+	return dynamo.NewAdmin(client, table)
 }

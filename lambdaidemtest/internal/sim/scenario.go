@@ -136,16 +136,19 @@ type Scenario struct {
 	acked    []string
 	inv      map[*Process]*invocation
 	tokens   map[string]claimFacts
-	// revoked holds the lease tokens an operator revoked while the lease
-	// was valid (release --force, forget --force); refused those whose
-	// holder's heartbeat had an extension refused since.
-	revoked, refused map[string]bool
+	// refused holds the lease tokens whose holder's heartbeat had an
+	// extension refused (an operator revoked the lease).
+	refused map[string]bool
 	// Counts for Result.
-	nRefused, groupStops, conflicts int
-	badAcked                        []string       // acknowledged messages whose key function panics
-	copies                          map[string]int // dead-letter copies per source message
-	keyDLQ                          map[string]int // dead-letter copies per key
-	starts                          map[*Process]time.Time
+	nRevoked, nRefused, groupStops, conflicts int
+	badAcked                                  []string       // acknowledged messages whose key function panics
+	copies                                    map[string]int // dead-letter copies per source message
+	keyDLQ                                    map[string]int // dead-letter copies per key
+	// bodyOf maps each message a handler ran, and each dead-letter copy,
+	// to its body: what redrive may delete as done must have had its
+	// effect.
+	bodyOf map[string]string
+	starts map[*Process]time.Time
 	// container maps each invocation to its execution environment.
 	container map[*Process]string
 	claimAt   map[string]time.Time // claim time per lease token
@@ -217,6 +220,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.msgKey = map[string]string{}
 	s.copies = map[string]int{}
 	s.keyDLQ = map[string]int{}
+	s.bodyOf = map[string]string{}
 	s.starts = map[*Process]time.Time{}
 	s.container = map[*Process]string{}
 	s.claimAt = map[string]time.Time{}
@@ -225,7 +229,6 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.answers = map[string]string{}
 	s.inv = map[*Process]*invocation{}
 	s.tokens = map[string]claimFacts{}
-	s.revoked = map[string]bool{}
 	s.refused = map[string]bool{}
 
 	s.raw = s.Store
@@ -298,7 +301,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
-		Answered: s.answeredOK, Resets: s.resets, Revoked: len(s.revoked), Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
+		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -505,6 +508,7 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	f := s.key(k)
+	s.bodyOf[msg.MessageId] = msg.Body
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
@@ -569,10 +573,9 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 // valid, or the decorator failed to end its context when the lease ended.
 //
 // An operator who forces a release or a forget revokes a lease that is
-// still valid: its holder runs on until it learns of it (its heartbeat's
-// next extension is refused, or its lease ends), beside the next
-// claimant, and its outcome is refused. That window is documented; once
-// an extension was refused, the holder's context must have ended.
+// still valid: the key is taken over only once the revoked lease has run
+// out, so this holds then too; and once the holder's heartbeat had an
+// extension refused, its context must have ended at once.
 func (s *Scenario) enter(k string, me *running, attempt int) {
 	for _, o := range s.run[k] {
 		if o.proc.Dead() || o.ctx.Err() != nil {
@@ -581,8 +584,6 @@ func (s *Scenario) enter(k string, me *running, attempt int) {
 		switch {
 		case s.refused[o.token]:
 			s.violate(InvTwoHandlers, "key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
-		case s.revoked[o.token]:
-			s.w.Logf("key %s: %s still runs under a lease an operator revoked as %s starts", k, o.msg, me.msg)
 		default:
 			s.violate(InvTwoHandlers, "two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
 		}
@@ -833,6 +834,7 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	if dl.Reason == lambdaidem.ReasonKeyConflict {
 		s.conflicts++
 	}
+	s.bodyOf[id] = dl.Message.Body
 	w.Logf("dead-lettered %s (%s) as %s", dl.Message.MessageId, dl.Reason, id)
 	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the dead-letter send", w.cur.owner.Name)
@@ -841,7 +843,9 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	return id, nil
 }
 
-// operators schedules redrives and forgets at random moments.
+// operators schedules redrives, forgets and releases at random moments,
+// out of band: an operator acts whatever the function is doing, and may
+// force a live lease.
 func (s *Scenario) operators() {
 	c, w := s.Cfg, s.w
 	span := c.SendOver + Horizon/2
@@ -887,14 +891,8 @@ func (s *Scenario) redrive() {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true
 			}
-			if ev.Outcome == sqsqueue.RedriveAlreadyDone && s.Cfg.knob("unrun-delete") {
-				// Deleted as done: the copy's payload must have completed
-				// the key (in this generation or an earlier one).
-				body := s.svc.Body(ev.DeadLetterMessageID)
-				if f := s.facts[ev.Metadata.Key]; f == nil || !f.completedBody[body] {
-					s.violate(InvRedriveKeeps, "redrive deleted DLQ copy %s of key %s as already done, but its payload never completed the key (the record is %s by another payload): its work never ran",
-						ev.DeadLetterMessageID, ev.Metadata.Key, ev.Record.Status)
-				}
+			if ev.Outcome == sqsqueue.RedriveAlreadyDone {
+				s.checkDone(run, ev)
 			}
 		},
 		MaxRedrives: s.Cfg.MaxRedrives,
@@ -921,7 +919,8 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	// Each step of a redrive takes time, in which the function may take
 	// the messages already sent back (and dead-letter them again).
 	s.w.Sleep(time.Duration(1+s.w.rng.IntN(2000)) * time.Millisecond)
-	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: s.w.now})
+	// Read at the reset's own time: the record may have expired since.
+	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: req.Now})
 	rs, ok := s.store.Store.(lambdaidem.DeadLetterResetter)
 	if !ok {
 		return lambdaidem.Record{}, fmt.Errorf("sim: store %T has no conditional reset", s.store.Store)
@@ -976,68 +975,113 @@ func (s *Scenario) pickKey(live bool) string {
 	return keys[s.w.rng.IntN(len(keys))]
 }
 
-// forced draws whether an operator action is forced (the CLI's --force).
-func (s *Scenario) forced() bool { return s.Cfg.Force > 0 && s.w.rng.Float64() < s.Cfg.Force }
+// checkDone checks a copy redrive deleted as done: some message with the
+// copy's body must have had its effect on the copy's key. Otherwise the
+// copy's payload never ran, and deleting it lost the message.
+func (s *Scenario) checkDone(run int, ev sqsqueue.RedriveEvent) {
+	k, body := ev.Metadata.Key, s.bodyOf[ev.DeadLetterMessageID]
+	for _, by := range slices.Concat(s.ledger.Plain[k], s.ledger.Tx[k]) {
+		if s.bodyOf[by] == body {
+			return
+		}
+	}
+	s.violate(InvRedriveKeeps, "redrive run %d deleted DLQ copy %s (message %s, key %s) as done, but no message with its body had an effect on the key: its payload never ran (the record completed with payload hash %s)",
+		run, ev.DeadLetterMessageID, ev.Metadata.MessageID, k, ev.Record.PayloadHash)
+}
 
-// forget is an operator forgetting one key, as the CLI's forget does:
-// refused while the record is IN_PROGRESS under a lease that has not
-// ended, unless forced. A forced forget of a live lease revokes it: its
-// holder's outcome is refused, and the next claim starts a new generation
-// while the holder may still run.
+// admin is the store's operator interface, nil when the store has none
+// (the scenario then runs no forget or release).
+func (s *Scenario) admin() lambdaidem.Admin {
+	a, _ := s.raw.(lambdaidem.Admin)
+	return a
+}
+
+// forget is an operator forgetting one key with the store's Forget, as
+// the CLI's forget does: sometimes forced (a live lease is revoked and the
+// record forgotten once it has run out), sometimes abandoning a
+// dead-lettered record's copy. It goes straight to the store: a forget
+// held in the network and landing later would leave the checker behind.
 func (s *Scenario) forget() {
-	force := s.forced()
+	a := s.admin()
+	if a == nil {
+		return
+	}
+	rng := s.w.rng
+	force := rng.Float64() < s.Cfg.ForceOps
+	// A forced forget aims at a key whose handler runs, when there is one.
+	k := s.pickKey(force)
+	if k == "" {
+		return
+	}
+	req := lambdaidem.ForgetRequest{
+		Namespace: s.ns, Key: k, Now: s.w.now, Grace: s.Cfg.Grace,
+		Force:       force,
+		AbandonCopy: rng.Float64() < s.Cfg.AbandonCopy,
+	}
+	res, err := a.Forget(context.Background(), req)
+	switch {
+	case err != nil:
+		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
+	case res.Revoked:
+		s.nRevoked++
+		s.w.Logf("operator: forget %s revoked the lease of %s; forgotten at %.3fs", k, res.Record.MessageID, res.ForgottenAt.Sub(Epoch).Seconds())
+	default:
+		s.w.Logf("operator: forget %s (was %s)", k, res.Record.Status)
+	}
+}
+
+// refusal names why an operator call was refused, in words that do not
+// depend on the run (an error's text holds the namespace, which does).
+func refusal(err error) string {
+	for _, e := range []error{lambdaidem.ErrNotFound, lambdaidem.ErrInProgress, lambdaidem.ErrWouldAbandonCopy,
+		lambdaidem.ErrRecordChanged, lambdaidem.ErrNotInProgress, lambdaidem.ErrStoreUnavailable} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "another error"
+}
+
+// release is an operator releasing a lease with the store's Release, as
+// the CLI's release does: an IN_PROGRESS record whose lease ended becomes
+// FAILED, so the next delivery runs at once instead of after a takeover;
+// a live lease is refused, or when forced revoked, and then taken over
+// once it has run out.
+func (s *Scenario) release() {
+	a := s.admin()
+	if a == nil {
+		return
+	}
+	force := s.w.rng.Float64() < s.Cfg.ForceOps
+	// A forced release aims at a key whose handler runs, when there is one.
 	k := s.pickKey(force)
 	if k == "" {
 		return
 	}
 	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	live := err == nil && rec.Status == lambdaidem.StatusInProgress && !rec.LeaseUntil.Before(now)
-	switch {
-	case live && !force:
-		s.w.Logf("operator: forget %s refused, lease valid", k)
-		return
-	case live:
-		s.revoked[rec.LeaseToken] = true
-		s.w.Logf("operator: forget --force %s under a valid lease (attempt %d)", k, rec.Attempts)
-	default:
-		s.w.Logf("operator: forget %s", k)
-	}
-	_ = s.store.Delete(context.Background(), lambdaidem.DeleteRequest{Namespace: s.ns, Key: k})
-}
-
-// release is an operator releasing a lease (the CLI's release): an
-// IN_PROGRESS record whose lease has ended becomes FAILED, so the next
-// delivery runs at once instead of after the grace; forced, a lease that
-// is still valid is released too, and its holder's outcome is refused.
-func (s *Scenario) release() {
-	force := s.forced()
-	k := s.pickKey(force)
-	if k == "" || s.Cfg.AtMostOnce {
-		// At most once: a release is the operator deciding to run the
-		// key again, which the invariant would count against the library.
-		return
-	}
-	now := s.w.now
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+	rec, err := a.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
 	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	live := !rec.LeaseUntil.Before(now)
-	if live && !force {
+	if s.Cfg.AtMostOnce && !(force && lambdaidem.LeaseLive(rec, now, s.Cfg.Grace)) {
+		// At most once: releasing an ended lease is the operator deciding
+		// to run the key again, which the invariant would count against
+		// the library. Revoking a live one is not: the key is then taken
+		// over, and dead-lettered as outcome_unknown.
 		return
 	}
-	s.w.Logf("operator: release %s (forced: %v)", k, live)
-	lease := lambdaidem.Lease{Namespace: s.ns, Key: k, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
-	// Straight to the store: a release held in the network and landing
-	// later would leave the checker's count behind the store.
-	_ = s.raw.Fail(context.Background(), lambdaidem.FailRequest{Lease: lease, Now: now, Error: "released by operator", ExpiresAt: rec.ExpiresAt})
-	after, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: s.w.now})
-	if err == nil && after.Status == lambdaidem.StatusFailed && after.LeaseToken == rec.LeaseToken {
+	out, err := a.Release(context.Background(), lambdaidem.ReleaseRequest{
+		Namespace: s.ns, Key: k, Token: rec.LeaseToken, Now: now, Grace: s.Cfg.Grace, Force: force,
+	})
+	switch {
+	case err != nil:
+		s.w.Logf("operator: release %s (force %t) refused: %s", k, force, refusal(err))
+	case out.Status == lambdaidem.StatusFailed:
+		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
-		if live {
-			s.revoked[rec.LeaseToken] = true
-		}
+	default:
+		s.nRevoked++
+		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)
 	}
 }
 

@@ -76,7 +76,10 @@ type keyFacts struct {
 	// unrecorded maps an attempt the decorator acknowledged as an
 	// unrecorded completion to the container (poller) that remembers it.
 	unrecorded map[int]string
-	gens       map[string]int // plain effects per generation
+	// revoked holds the attempts whose live lease an operator revoked:
+	// their completions are refused, and the key runs again.
+	revoked map[int]bool
+	gens    map[string]int // plain effects per generation
 	// completions holds, per completion that applied, when its record or
 	// its result expires (zero: never).
 	completions []time.Time
@@ -181,7 +184,7 @@ func (s *Scenario) violate(inv Invariant, format string, args ...any) {
 func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
-		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{},
+		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
 			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}}
 		s.facts[k] = f
 	}
@@ -708,7 +711,7 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 			by = s.container[w.cur.owner]
 		}
 		s.w.Logf("takeover of %s by %s in %s (attempt %d)", req.Key, req.MessageID, by, res.Lease.Attempt)
-		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" {
+		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" && !f.revoked[res.Lease.Attempt-1] {
 			// The container remembers that attempt's completion: it must
 			// write it, never run the handler again.
 			s.violate(InvUnrecorded, "key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
@@ -718,6 +721,7 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 		// attempts count from 1 again, so what a container remembers of
 		// the old record's attempts names other leases.
 		clear(f.unrecorded)
+		clear(f.revoked)
 		if f.claims > 1 {
 			f.fresh++
 			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
@@ -939,6 +943,7 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	// The reset record counts attempts from 1 again: what a container
 	// remembers of earlier attempts names leases of before the reset.
 	clear(f.unrecorded)
+	clear(f.revoked)
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
 	case r.sent[req.Key]:
@@ -1023,11 +1028,20 @@ func (s *Scenario) forget() {
 	case err != nil:
 		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
 	case res.Revoked:
-		s.nRevoked++
+		s.revoke(k, res.Record.Attempts)
 		s.w.Logf("operator: forget %s revoked the lease of %s; forgotten at %.3fs", k, res.Record.MessageID, res.ForgottenAt.Sub(Epoch).Seconds())
 	default:
 		s.w.Logf("operator: forget %s (was %s)", k, res.Record.Status)
 	}
+}
+
+// revoke notes an operator's revocation of attempt's live lease on k: the
+// key runs again once that lease has run out, even in a container that
+// remembers (or will remember) the attempt's completion it could not
+// record, whose late write the new token refuses.
+func (s *Scenario) revoke(k string, attempt int) {
+	s.nRevoked++
+	s.key(k).revoked[attempt] = true
 }
 
 // refusal names why an operator call was refused, in words that do not
@@ -1080,7 +1094,7 @@ func (s *Scenario) release() {
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
 	default:
-		s.nRevoked++
+		s.revoke(k, out.Attempts)
 		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)
 	}
 }

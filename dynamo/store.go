@@ -205,7 +205,7 @@ func (c *claimCall) claim(ctx context.Context) (item, error) {
 	e.Add(attrAttempts, 1)
 	e.Add(attrClaim, 1)
 	sameHash := e.n(attrHash) + " = " + e.s(c.req.PayloadHash)
-	if mutant.On("failed-reclaimed-by-other-payload") {
+	if mutant.On("dynamo-failed-reclaimed-by-other-payload") {
 		sameHash = "(" + sameHash + " OR attribute_exists(" + e.n(attrHash) + "))" // a FAILED record claimed by any payload
 	}
 	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (" +

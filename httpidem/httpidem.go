@@ -247,7 +247,8 @@ func keyFromValues(values []string, maxLen int) (string, error) {
 // stored under the bare word anonymous: a caller's identity is always
 // quoted, so no caller, whatever it is called, shares that key space.
 func storeKey(route, caller, key string) string {
-	if mutant.On("anonymous-shares-caller-key") && caller == "" {
+	shareAnonymous := mutant.On("anonymous-shares-caller-key") // the bug: no caller stored as a caller named anonymous
+	if shareAnonymous && caller == "" {
 		caller = Anonymous
 	}
 	if caller == "" {
@@ -370,8 +371,9 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		}
 		resp, err := wrapped(ctx, in)
 		var uncached *uncachedError
+		answerUncommitted := mutant.On("http-answers-uncommitted-writes") // the bug: a 2xx claims an effect that did not commit
 		switch {
-		case in.st.answered && (err == nil || errors.As(err, &uncached) || mutant.On("http-2xx-uncommitted")): // issue 11 bug 1 when on
+		case in.st.answered && (err == nil || errors.As(err, &uncached) || answerUncommitted):
 			// The handler's answer, stored, or a 5xx left unstored on
 			// purpose. (Once the handler has answered without completion
 			// writes, Wrap returns its answer even if recording it failed:

@@ -109,7 +109,7 @@ func ExampleKit_Poison() {
 		fmt.Println(d.Reason, d.Body)
 	}
 	// Output:
-	// missing_key {"order":"o-1","amount":"ten"
+	// malformed_body {"order":"o-1","amount":"ten"
 }
 
 func ExampleKit_StopGroup() {

@@ -139,7 +139,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	}
 	token := rand.Text()
 	script := claimScript
-	if mutant.On("failed-reclaimed-by-other-payload") {
+	if mutant.On("redis-failed-reclaimed-by-other-payload") {
 		script = redis.NewScript(strings.Replace(claimSource, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1))
 	}
 	v, err := script.Run(ctx, s.client, k.all(),

@@ -38,7 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 0, "random `seed` (default: from the clock; always printed)")
 	mode := fs.String("mode", "both", "`mode`: plain, tx or both")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt chaos function `binary` (default: build ./cmd/lambdaidem-chaos/fn)")
-	drain := fs.Duration("drain", def.DrainTimeout, "deadline for the queue to drain, per mode")
+	drain := fs.Duration("drain", def.DrainTimeout, "give up waiting for the queue to drain when nothing has moved for this long, per mode")
 	verbose := fs.Bool("v", false, "copy the function's log lines (JSON) to stderr")
 	keep := fs.Bool("keep", false, "keep the tables and queues after the run, for inspection")
 	store := fs.String("store", string(chaos.StoreDynamoDB), "idempotency `store`: dynamodb, or redis (LAMBDAIDEM_REDIS_ADDR); redis runs plain mode only: tx mode commits the handler's effects in a DynamoDB transaction with the completion, and Redis has no transaction with another store, so the Redis store refuses completion writes")

@@ -125,10 +125,10 @@ type Config struct {
 	// Region of the services. Default us-east-1.
 	Region string
 
-	// DrainTimeout bounds the wait for the queue to drain once everything
-	// was sent, and, while sending, how long the backlog may go without a
-	// single deletion. It is a deadline, not an expectation. Default 10
-	// minutes.
+	// DrainTimeout is how long the wait for the queue to drain, once
+	// everything was sent, may go without any progress (harness.WaitFor),
+	// and, while sending, how long the backlog may go without a single
+	// deletion: a bound on a stall, not on the run. Default 10 minutes.
 	DrainTimeout time.Duration
 	// Progress receives a line every ProgressEvery while the run waits.
 	// Default: none.

@@ -146,6 +146,14 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
 	}
 	writes := req.Writes
+	if mutant.On("completion-writes-unfenced") {
+		// The writes apply outside the fenced step: a holder whose lease
+		// was lost, or a retry of a completion that applied, applies them.
+		if err := s.writes.ApplyWrites(writes, func() {}); err != nil {
+			return err
+		}
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
 	return s.writeOrRefuse(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
 		return s.writes.ApplyWrites(writes, func() { complete(r) })
 	})

@@ -35,5 +35,6 @@ var Mutants = []Mutant{
 	// Found by the simulation after issue 11's fixes.
 	{Name: "refusal-after-timeout", What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land", Filter: "tx,faults,late"},
 	{Name: "release-force-frees-live-lease", What: "a forced release of a live lease makes the key claimable at once, beside its holder", Filter: "forget"},
+	{Name: "completion-writes-unfenced", What: "the in-memory store applies a completion's writes outside its lease-fenced step (a stale holder's or a retried completion's writes land)", Filter: "tx"},
 	{Name: "redrive-deletes-unrun-copy", What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)", Filter: "redrive,conflict,forget"},
 }

@@ -74,6 +74,8 @@ type keyFacts struct {
 	// its result expires (zero: never).
 	completions []time.Time
 	runs        int
+	// token is the lease token of the key's latest claim.
+	token string
 }
 
 type running struct {
@@ -191,17 +193,18 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
 
+	var refuse func() bool
+	if c.TxRefuse > 0 {
+		refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	}
 	s.raw = s.Store
 	if s.raw == nil {
-		s.raw = memstore.New()
+		// The in-memory store commits the effects itself.
+		s.raw = memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: s.ledger, Refuse: refuse}))
 	}
 	var inner lambdaidem.Store = s.raw
-	if c.Tx {
-		tx := &TxStore{Store: inner, Ledger: s.ledger}
-		if c.TxRefuse > 0 {
-			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
-		}
-		inner = tx
+	if c.Tx && s.Store != nil {
+		inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
@@ -210,6 +213,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnClaim = s.onClaim
 	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
 		f := s.key(req.Lease.Key)
+		if f.token != "" && req.Lease.Token != f.token {
+			s.violate("key %s: a completion under attempt %d's lease applied after the key was claimed again: a holder whose lease was taken over recorded its outcome", req.Lease.Key, req.Lease.Attempt)
+		}
 		until := req.ExpiresAt
 		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
 			until = req.ResultUntil
@@ -528,6 +534,7 @@ func (f *keyFacts) completedUntilAfter(t time.Time) bool {
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
+	f.token = res.Lease.Token
 	s.claimAt[res.Lease.Token] = req.Now
 	switch res.Previous {
 	case lambdaidem.StatusInProgress:

@@ -318,7 +318,8 @@ func tally(r *lambdaidem.InvocationReport) *counts {
 			n.notStarted++
 		case lambdaidem.OutcomeSkippedGroup:
 			n.groupSkipped++
-		case lambdaidem.OutcomeMissingKey:
+		case lambdaidem.OutcomeMissingKey, lambdaidem.OutcomeMalformedBody:
+			// No key could be derived: missing, or the body is malformed.
 			n.missingKeys++
 		}
 	}

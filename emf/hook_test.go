@@ -331,12 +331,12 @@ func metricsOfARealRun(t *testing.T, all bool) {
 		t.Fatal(err)
 	}
 
-	t.Run("processed and poison", func(t *testing.T) {
-		got := b.invoke(t, ctx, primary, batch(msg("a1", body("A", "ok")), msg("p1", body("P", "poison"))))
+	t.Run("processed, poison and a malformed body", func(t *testing.T) {
+		got := b.invoke(t, ctx, primary, batch(msg("a1", body("A", "ok")), msg("p1", body("P", "poison")), msg("m1", `{"id":`)))
 		check(t, b, got, map[string]float64{
-			emf.MetricRecords: 2, emf.MetricHandlerRuns: 2, emf.MetricProcessed: 1, emf.MetricDeadLettered: 1,
-			emf.MetricStoreRequests: 5, // claim+complete, claim+pending dead-letter mark+dead-letter
-		}, 2, map[string]map[string]float64{emf.MetricDeadLettered: {"poison": 1}})
+			emf.MetricRecords: 3, emf.MetricHandlerRuns: 2, emf.MetricProcessed: 1, emf.MetricDeadLettered: 2,
+			emf.MetricStoreRequests: 5, // claim+complete, claim+pending dead-letter mark+dead-letter; none for the malformed body
+		}, 2, map[string]map[string]float64{emf.MetricDeadLettered: {"poison": 1, "malformed_body": 1}})
 	})
 
 	t.Run("every duplicate, conflict, in progress, failure, takeover, lease lost", func(t *testing.T) {
@@ -367,17 +367,18 @@ func metricsOfARealRun(t *testing.T, all bool) {
 		})
 	})
 
-	t.Run("without a sink: conflict, dead letter failure, missing key, FIFO group skipped", func(t *testing.T) {
+	t.Run("without a sink: conflict, dead letter failure, missing key, malformed body, FIFO group skipped", func(t *testing.T) {
 		got := b.invoke(t, ctx, noSink, batch(
 			fifo("x1", "g1", `{"id":"A","do":"y"}`), // conflict: 1
 			fifo("x2", "g1", body("X2", "ok")),      // skipped behind it: 0
 			fifo("y1", "g2", body("Y", "poison")),   // no sink: claim+fail 2
 			fifo("z1", "g3", `{"do":"ok"}`),         // no key: 0
+			fifo("w1", "g4", `not json`),            // malformed body, counted as a missing key: 0
 		))
 		check(t, b, got, map[string]float64{
-			emf.MetricRecords: 4, emf.MetricHandlerRuns: 1, emf.MetricConflicts: 1,
-			emf.MetricDeadLetterFailures: 1, emf.MetricFIFOGroupSkipped: 1, emf.MetricMissingKeys: 1,
-			emf.MetricStoreRequests: 3, emf.MetricFailed: 4,
+			emf.MetricRecords: 5, emf.MetricHandlerRuns: 1, emf.MetricConflicts: 1,
+			emf.MetricDeadLetterFailures: 1, emf.MetricFIFOGroupSkipped: 1, emf.MetricMissingKeys: 2,
+			emf.MetricStoreRequests: 3, emf.MetricFailed: 5,
 		}, 1, nil)
 	})
 

@@ -367,8 +367,9 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		}
 		resp, err := wrapped(ctx, in)
 		var uncached *uncachedError
+		answerUncommitted := mutant.On("http-answers-uncommitted-writes") // the bug: a 2xx claims an effect that did not commit
 		switch {
-		case in.st.answered && (err == nil || errors.As(err, &uncached) || mutant.On("http-2xx-uncommitted")): // issue 11 bug 1 when on
+		case in.st.answered && (err == nil || errors.As(err, &uncached) || answerUncommitted):
 			// The handler's answer, stored, or a 5xx left unstored on
 			// purpose. (Once the handler has answered without completion
 			// writes, Wrap returns its answer even if recording it failed:

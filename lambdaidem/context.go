@@ -2,7 +2,6 @@ package lambdaidem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -67,10 +66,6 @@ func AddCompletionWrite(ctx context.Context, w any) error {
 	st.writes = append(st.writes, w)
 	return nil
 }
-
-// ErrHandlerReturned is returned by AddCompletionWrite once the handler it
-// belongs to has returned.
-var ErrHandlerReturned = errors.New("lambdaidem: AddCompletionWrite called after the handler returned")
 
 func (st *recordState) takeWrites() []any {
 	st.mu.Lock()

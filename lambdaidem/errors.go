@@ -61,6 +61,110 @@ func (e *InProgressError) Unwrap() error { return ErrInProgress }
 // redrive limit). The record that refused it comes with the error.
 var ErrResetRefused = errors.New("lambdaidem: record was not dead-lettered by this copy")
 
+// ErrMalformedBody: the key or payload hash needs JSON from a body that is
+// not exactly one JSON value, or whose key or hashed field is ambiguous
+// (given twice) or not valid Unicode; for Wrap, an input that has no JSON
+// encoding or holds a string that is not valid UTF-8. It wraps
+// ErrMissingKey. SQS dead-letters such a message with ReasonMalformedBody
+// (without a sink, reports it failed as OutcomeMalformedBody); Wrap returns
+// the error to its caller. A WithKeyFunc function may wrap it to say the
+// same of a body it cannot parse.
+var ErrMalformedBody = fmt.Errorf("%w: malformed JSON body", ErrMissingKey)
+
+// Errors of Wrap's completion. Test with errors.Is.
+var (
+	// ErrResultNotStored: a repeat of a key whose call succeeded but whose
+	// result could not be stored (not JSON-encodable, or larger than
+	// WithMaxResultBytes or than the store can hold). The key is complete
+	// and the function is not run again; the result cannot be replayed.
+	ErrResultNotStored = errors.New("lambdaidem: the call succeeded but its result was not stored")
+
+	// ErrWritesNotCommitted: the function succeeded but the completion
+	// writes it added with AddCompletionWrite did not commit, or it is
+	// not known whether they did. Its effect must not be taken for done.
+	// When the store refused the writes for good (a condition of the
+	// caller's own write failed, or the store cannot commit them) the key
+	// is left retryable; a failed condition also matches ErrWriteRefused.
+	ErrWritesNotCommitted = errors.New("lambdaidem: completion writes not committed")
+
+	// ErrWriteRefused: the store refused a completion write for good, most
+	// often because that write's own condition did not hold; nothing of
+	// the completion was written. A Store reports it by wrapping this
+	// error (the DynamoDB store's TransactionError matches it when a
+	// write's condition failed).
+	ErrWriteRefused = errors.New("lambdaidem: completion write refused")
+)
+
+// ErrHandlerReturned is returned by AddCompletionWrite once the handler it
+// belongs to has returned.
+var ErrHandlerReturned = errors.New("lambdaidem: AddCompletionWrite called after the handler returned")
+
+// PoisonError marks a handler error that will never succeed on retry: the
+// message is dead-lettered at once. Create it with Poison.
+type PoisonError struct{ Err error }
+
+// Poison wraps err so that the decorator dead-letters the message now
+// instead of retrying it. Without a dead-letter sink the record is failed and
+// SQS's own redrive policy takes over.
+func Poison(err error) error {
+	if err == nil {
+		err = errors.New("poison message")
+	}
+	return &PoisonError{Err: err}
+}
+
+func (e *PoisonError) Error() string { return "poison: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PoisonError) Unwrap() error { return e.Err }
+
+// RetryAfterError asks for the message to become visible again after Delay.
+// Create it with RetryAfter.
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error
+}
+
+// RetryAfter wraps err so that the decorator records the failure, makes the
+// message visible again after d (ChangeMessageVisibility, clamped to SQS's
+// limits) and reports it failed. It needs a VisibilityChanger
+// (WithVisibility); without one the queue's visibility timeout applies.
+func RetryAfter(d time.Duration, err error) error {
+	if err == nil {
+		err = errors.New("retry later")
+	}
+	return &RetryAfterError{Delay: d, Err: err}
+}
+
+func (e *RetryAfterError) Error() string {
+	return fmt.Sprintf("retry after %s: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns the wrapped error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// PanicError is a handler panic turned into that record's failure.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("handler panicked: %v\n\n%s", e.Value, e.Stack)
+}
+
+// BatchError is returned by the SQS handler when every record of a batch
+// failed (so alarms on function errors see it), or, with
+// WithFailBatchOnAnyFailure, when any record failed.
+type BatchError struct {
+	Failed int
+	Total  int
+}
+
+func (e *BatchError) Error() string {
+	return fmt.Sprintf("lambdaidem: %d of %d records failed", e.Failed, e.Total)
+}
+
 // Named errors of the operator calls (Admin). A refusal comes with the
 // record that refused it, unchanged; a live lease is refused with
 // ErrInProgress.

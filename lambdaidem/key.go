@@ -16,11 +16,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// ErrMalformedBody: the key or payload hash needs JSON from a body that is
-// not exactly one JSON value, or whose key or hashed field is ambiguous
-// (given twice) or not valid Unicode. It wraps ErrMissingKey.
-var ErrMalformedBody = fmt.Errorf("%w: malformed JSON body", ErrMissingKey)
-
 // MaxKeyLength is the longest key stored as it is. Longer keys, and keys
 // that could be mistaken for a hashed one, are stored hashed (see
 // StoredKey), so operators can still read ordinary keys while the store's
@@ -348,7 +343,7 @@ func checkEncodedInput(b []byte) error {
 			continue
 		}
 		if string(b[i:i+6]) == `\ufffd` {
-			return fmt.Errorf("%w: the input holds a string that is not valid UTF-8", ErrMissingKey)
+			return fmt.Errorf("%w: the input holds a string that is not valid UTF-8", ErrMalformedBody)
 		}
 		i++ // skip the escaped character, so "\\ufffd" is not taken for one
 	}

@@ -132,7 +132,8 @@ func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
 // validate rejects combinations of options that could never work, as the
 // constructors reject a nil store: at build time, with a panic.
 func (c *config) validate() {
-	if c.marginSet && c.margin >= c.maxLease && !mutant.On("lease-margin-unchecked") { // issue 11 bug 9 when on
+	acceptDeadLease := mutant.On("lease-margin-unchecked") // the bug: handlers would start with no time left
+	if c.marginSet && c.margin >= c.maxLease && !acceptDeadLease {
 		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
 	}
 	if c.marginSet && c.margin >= c.leaseNoDeadline {
@@ -229,11 +230,13 @@ func WithKeyDeduplicationID(perGroup bool) Option {
 }
 
 // WithKeyFunc keys records by a function of the message. Return an error
-// wrapping ErrMissingKey when the message has no key. Any string is a valid
-// key: one that is long, not valid UTF-8 or starts with HashedKeyPrefix is
-// stored hashed (StoredKey), never merged with another. A panic in it (or in
-// a WithPayloadHash function) is that message's missing key: it alone is
-// dead-lettered with ReasonMissingKey, or reported failed without a sink.
+// wrapping ErrMissingKey when the message has no key, or ErrMalformedBody
+// when its body cannot be parsed (the message is then dead-lettered with
+// ReasonMalformedBody). Any string is a valid key: one that is long, not
+// valid UTF-8 or starts with HashedKeyPrefix is stored hashed (StoredKey),
+// never merged with another. A panic in it (or in a WithPayloadHash
+// function) is that message's missing key: it alone is dead-lettered with
+// ReasonMissingKey, or reported failed without a sink.
 func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be

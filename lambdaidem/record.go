@@ -28,9 +28,15 @@ const (
 	ReasonKeyConflict     Reason = "key_conflict"
 	ReasonKeyDeadLettered Reason = "key_already_dead_lettered"
 	ReasonOutcomeUnknown  Reason = "outcome_unknown"
-	// ReasonMissingKey: no idempotency key could be derived (a missing
-	// field, a malformed body); the message can never be processed.
+	// ReasonMissingKey: no idempotency key could be derived (a missing or
+	// empty field or attribute, a key function's error or panic); the
+	// message can never be processed.
 	ReasonMissingKey Reason = "missing_key"
+	// ReasonMalformedBody: the body is not what the key or payload hash
+	// options read (not one JSON value, a field given twice, a string that
+	// is not valid Unicode; see ErrMalformedBody); the message can never
+	// be processed.
+	ReasonMalformedBody Reason = "malformed_body"
 )
 
 // SchemaVersion is the version of the stored record layout.

@@ -54,6 +54,9 @@ const (
 	OutcomeSkippedGroup Outcome = "skipped_fifo_group"
 	// OutcomeMissingKey: no key could be derived and no sink is configured.
 	OutcomeMissingKey Outcome = "missing_key"
+	// OutcomeMalformedBody: the body is malformed for the key or payload
+	// hash options (ErrMalformedBody) and no sink is configured.
+	OutcomeMalformedBody Outcome = "malformed_body"
 )
 
 // RecordReport is what happened to one record of an invocation.

@@ -247,8 +247,8 @@ const DefaultResetNote = "redriven from the dead-letter queue"
 // when it applies. Stores use it to explain a refusal in the same words;
 // it is also the reference the conformance suite holds them to.
 func ResetRefusal(r Record, req ResetRequest) string {
-	if mutant.On("redrive-reset-any") {
-		return "" // issue 11 bug 2: reset whatever record the key has
+	if mutant.On("redrive-resets-any-record") {
+		return "" // the bug: reset whatever record the key has
 	}
 	switch {
 	case r.Status != StatusDeadLettered:

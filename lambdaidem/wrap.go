@@ -16,30 +16,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
-// Errors of Wrap's completion. Test with errors.Is.
-var (
-	// ErrResultNotStored: a repeat of a key whose call succeeded but whose
-	// result could not be stored (not JSON-encodable, or larger than
-	// WithMaxResultBytes or than the store can hold). The key is complete
-	// and the function is not run again; the result cannot be replayed.
-	ErrResultNotStored = errors.New("lambdaidem: the call succeeded but its result was not stored")
-
-	// ErrWritesNotCommitted: the function succeeded but the completion
-	// writes it added with AddCompletionWrite did not commit, or it is
-	// not known whether they did. Its effect must not be taken for done.
-	// When the store refused the writes for good (a condition of the
-	// caller's own write failed, or the store cannot commit them) the key
-	// is left retryable; a failed condition also matches ErrWriteRefused.
-	ErrWritesNotCommitted = errors.New("lambdaidem: completion writes not committed")
-
-	// ErrWriteRefused: the store refused a completion write for good, most
-	// often because that write's own condition did not hold; nothing of
-	// the completion was written. A Store reports it by wrapping this
-	// error (the DynamoDB store's TransactionError matches it when a
-	// write's condition failed).
-	ErrWriteRefused = errors.New("lambdaidem: completion write refused")
-)
-
 // notStoredPrefix starts the stored result of a key whose result could not
 // be stored. JSON never starts with '!', so no real result can look like
 // the marker.
@@ -102,7 +78,8 @@ func notStoredMarker(why error) []byte {
 // stays retryable.
 //
 // An input holding a string that is not valid UTF-8 is refused with
-// ErrMissingKey: its JSON encoding would be the same as another input's.
+// ErrMalformedBody (which wraps ErrMissingKey): its JSON encoding would be
+// the same as another input's. So is an input with no JSON encoding.
 func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), opts ...Option) func(context.Context, In) (Out, error) {
 	if fn == nil {
 		panic("lambdaidem: nil function")
@@ -145,7 +122,7 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 	}()
 	b, err := json.Marshal(in)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMissingKey, err)
+		return "", "", fmt.Errorf("%w: input is not JSON-encodable: %v", ErrMalformedBody, err)
 	}
 	if err := checkEncodedInput(b); err != nil {
 		return "", "", err
@@ -178,11 +155,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 	if !t.canClaim(now) {
 		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
 	}
-	cr, err := w.store.Claim(ctx, ClaimRequest{
-		Namespace: w.c.namespace, Key: key, PayloadHash: hash, Now: now,
-		LeaseUntil: w.leaseUntil(t, now), Grace: w.c.grace, ExpiresAt: w.retentionUntil(now, false),
-		NoTakeover: w.c.atMostOnce,
-	})
+	cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
 	if err != nil {
 		return zero, err
 	}
@@ -213,7 +186,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		// crash. Never retryable.
 		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr)
 	}
-	w.fail(ctx, dctx, t, cr.Lease, key, ferr)
+	w.failCall(ctx, dctx, t, cr.Lease, key, ferr)
 	return zero, ferr
 }
 
@@ -228,13 +201,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.ResultUntil = done.Add(w.c.resultRetention)
 	}
 	result, why := w.encode(out)
-	if why != nil && mutant.On("wrap-large-fails") {
-		// issue 11 bug 11: record failure after success; a repeat runs fn again.
-		ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
-		w.fail(ctx, dctx, t, lease, key, ferr)
-		return zero, ferr
-	}
 	if why != nil {
+		if mutant.On("wrap-fails-unstorable-result") {
+			// The bug: failure recorded after success; a repeat runs fn again.
+			ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
+			w.failCall(ctx, dctx, t, lease, key, ferr)
+			return zero, ferr
+		}
 		result = notStoredMarker(why)
 	}
 	req.Result = result
@@ -282,7 +255,7 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		// The store refused the writes for good (a condition failed, or it
 		// cannot commit them at all); nothing was written.
 		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
-		w.fail(ctx, dctx, t, lease, key, ferr)
+		w.failCall(ctx, dctx, t, lease, key, ferr)
 		return zero, ferr
 	}
 }
@@ -299,16 +272,8 @@ func (w *wrapper[In, Out]) encode(out Out) (result []byte, why error) {
 	return result, nil
 }
 
-// failRecord marks the record FAILED (retryable) under the lease.
-func (w *wrapper[In, Out]) failRecord(dctx context.Context, t timing, calls *RecordReport, lease Lease, cause error) error {
-	done := t.now()
-	return retryStore(dctx, calls, func(ctx context.Context) error {
-		return w.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: w.retentionUntil(done, false)})
-	})
-}
-
-// fail records fn's failure, logging when it cannot.
-func (w *wrapper[In, Out]) fail(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
+// failCall records fn's failure, logging when it cannot.
+func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
 	var calls RecordReport
 	if err := w.failRecord(dctx, t, &calls, lease, cause); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
@@ -379,8 +344,9 @@ func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, 
 func decodeResult[Out any](b []byte) (Out, error) {
 	var out Out
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if !mutant.On("wrap-float-replay") { // issue 11 bug 13 when on
-		dec.UseNumber()
+	dec.UseNumber()
+	if mutant.On("wrap-replays-through-float64") {
+		dec = json.NewDecoder(bytes.NewReader(b)) // the bug: numbers in interface values become float64
 	}
 	if err := dec.Decode(&out); err != nil {
 		return out, err

@@ -110,10 +110,10 @@ func ExampleKit_Poison() {
 	}
 	// Check reports every dead letter the test did not declare.
 	fmt.Println("undeclared:", k.Check() != nil)
-	k.ExpectDeadLetter("", lambdaidem.ReasonMissingKey) // a message without a key
+	k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody) // a body that is not JSON
 	fmt.Println("check:", k.Check())
 	// Output:
-	// missing_key {"order":"o-1","amount":"ten"
+	// malformed_body {"order":"o-1","amount":"ten"
 	// undeclared: true
 	// check: <nil>
 }

@@ -22,7 +22,8 @@ type expectations struct {
 
 // ExpectDeadLetter declares that the message of key is meant to go to the
 // dead-letter queue with reason (key "" stands for messages without a
-// key, dead-lettered as lambdaidem.ReasonMissingKey). Check then accepts
+// key, dead-lettered as lambdaidem.ReasonMissingKey or
+// ReasonMalformedBody). Check then accepts
 // such a copy, the copies of the key's later messages
 // (lambdaidem.ReasonKeyDeadLettered), and the handler's failures for key
 // that led to it; on a Kit it also requires at least one copy with reason

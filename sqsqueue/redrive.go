@@ -43,9 +43,9 @@ var (
 	// ErrConflictCopy: the copy was dead-lettered as a key conflict; its
 	// key's record belongs to another message, which redrive never resets.
 	ErrConflictCopy = errors.New("sqsqueue: key conflict: the key's record belongs to another message")
-	// ErrNoKey: the copy names no idempotency key (missing_key), so no
-	// record can show it was dead-lettered; sent back only with
-	// RedriveOptions.Keyless.
+	// ErrNoKey: the copy names no idempotency key (missing_key,
+	// malformed_body), so no record can show it was dead-lettered; sent
+	// back only with RedriveOptions.Keyless.
 	ErrNoKey = errors.New("sqsqueue: dead-letter copy without an idempotency key")
 	// ErrSentBefore: an earlier run reset the record for this very copy
 	// and tried to send it back (the copy's delete, or its send, failed).
@@ -113,10 +113,10 @@ type RedriveOptions struct {
 	// duplicate. With message-ID or deduplication-ID keys the redriven
 	// message gets a new key, and a resent copy can run twice.
 	Resend bool
-	// Keyless sends back copies that name no idempotency key (missing_key)
-	// without a reset. Off by default: nothing on the record side vouches
-	// for such a copy, so anyone able to send to the DLQ could have written
-	// it.
+	// Keyless sends back copies that name no idempotency key (missing_key,
+	// malformed_body) without a reset. Off by default: nothing on the
+	// record side vouches for such a copy, so anyone able to send to the
+	// DLQ could have written it.
 	Keyless bool
 	// Max is the most messages to handle (moved, failed or skipped). Zero
 	// means no limit: run until the DLQ has no message this run has not
@@ -543,9 +543,9 @@ func (r *redriver) check(md Metadata) error {
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
 		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)
-	case mutant.On("redrive-endless"):
-		// issue 11 bug 3: a run sends back every copy it meets, the new
-		// copies of messages it sent back included.
+	case mutant.On("redrive-resends-its-own-copies"):
+		// The bug: a run sends back every copy it meets, the new copies of
+		// messages it sent back included, and never ends.
 		return nil
 	case r.sent[md.MessageID]:
 		return fmt.Errorf("%w: this run sent message %s back and it was dead-lettered again", ErrHandledThisRun, md.MessageID)

@@ -101,7 +101,7 @@ See docs/redrive.md.`,
 			fs.IntVar(&rf.max, "max", 0, "handle at most `n` messages (0: until the DLQ has none left that this run has not seen)")
 			fs.IntVar(&rf.maxRedrives, "max-redrives", 0, "leave a message whose key was redriven `n` times already (0: no limit)")
 			fs.BoolVar(&rf.resend, "resend", false, "send again a message an earlier run reset but could not finish (safe only with body or attribute keys)")
-			fs.BoolVar(&rf.keyless, "keyless", false, "also send back messages dead-lettered without a key (missing_key); nothing vouches for such a copy")
+			fs.BoolVar(&rf.keyless, "keyless", false, "also send back messages dead-lettered without a key (missing_key, malformed_body); nothing vouches for such a copy")
 			fs.BoolVar(&rf.dryRun, "dry-run", false, "say what a real run would do with each message, reading its record; change nothing (receiving raises the messages' receive counts)")
 			fs.StringVar(&rf.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
 			fs.DurationVar(&rf.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")

@@ -75,8 +75,8 @@ func TestKitPoisonGoesToDLQWithReason(t *testing.T) {
 	if dl[0].Reason != lambdaidem.ReasonPoison || dl[0].Key != "o-1" || !strings.Contains(dl[0].Error, "marked poison") {
 		t.Errorf("first copy %+v, want poison of o-1", dl[0])
 	}
-	if dl[1].Reason != lambdaidem.ReasonMissingKey {
-		t.Errorf("second copy %+v, want missing_key", dl[1])
+	if dl[1].Reason != lambdaidem.ReasonMalformedBody {
+		t.Errorf("second copy %+v, want malformed_body", dl[1])
 	}
 }
 

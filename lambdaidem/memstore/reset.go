@@ -38,8 +38,9 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 	r.Status = lambdaidem.StatusFailed
 	r.LeaseToken = "redriven-" + newID()
 	r.Attempts = 0
-	if !mutant.On("redrive-uncounted") { // issue 11 bug 3: attempts silently start over
-		r.Redrives++
+	r.Redrives++
+	if mutant.On("redrive-reset-uncounted") {
+		r.Redrives-- // the bug: attempts silently start over, and redrive never ends
 	}
 	r.RedrivenFrom = req.DeadLetterMessageID
 	r.LastError = note

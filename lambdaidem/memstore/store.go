@@ -33,6 +33,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
 	var prev lambdaidem.Status
+	takeLiveLease := mutant.On("claim-takes-live-lease") // the bug: two holders of one key at once
 	switch {
 	case r == nil:
 		// Absent or expired: a fresh generation, whatever was there before.
@@ -49,7 +50,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
 	case r.Status == lambdaidem.StatusFailed:
 		prev = lambdaidem.StatusFailed
-	case r.Status == lambdaidem.StatusInProgress && !req.NoTakeover && (r.LeaseExpired(req.Now, req.Grace) || mutant.On("claim-no-expiry")):
+	case r.Status == lambdaidem.StatusInProgress && !req.NoTakeover && (r.LeaseExpired(req.Now, req.Grace) || takeLiveLease):
 		prev = lambdaidem.StatusInProgress
 		r.Takeovers++
 	default:
@@ -106,10 +107,11 @@ func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease
 	defer s.mu.Unlock()
 
 	r := s.live(id{l.Namespace, l.Key}, now)
+	ignoreToken := mutant.On("complete-ignores-lease-token") // the bug: a stale holder's completion applies
 	switch {
 	case r == nil:
 		return fmt.Errorf("memstore: %s %s/%s: no record: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
-	case r.LeaseToken != l.Token && !(op == OpComplete && mutant.On("complete-no-token")):
+	case r.LeaseToken != l.Token && !(op == OpComplete && ignoreToken):
 		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.Status == lambdaidem.StatusInProgress:
 		if err := apply(r); err != nil {

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// Targets of issue 15 (the library's cost against its own floor, same
-// run, same DynamoDB Local), and issue 7's Powertools target.
+// Targets: the library's cost against its own floor (the bare requests of
+// the same run, on the same DynamoDB Local), and first delivery against
+// Powertools.
 const (
 	TargetFirstVsFloor      = 1.05
 	TargetDuplicateVsFloor  = 1.05
@@ -76,7 +77,7 @@ func (t Target) Met() bool { return t.Measured > 0 && t.Measured <= t.Limit }
 
 // Targets returns the latency targets with what was measured: p50 and
 // p99 of first delivery, duplicate and 10-record batch against their
-// floors (issue 15), and first delivery against Powertools (issue 7).
+// floors, and first delivery against Powertools.
 func (r *DynamoResult) Targets() []Target {
 	q := func(path, v string, p float64) time.Duration {
 		pr := r.Path(path)

@@ -60,7 +60,8 @@ type Config struct {
 	// queue fails; MaxRedrives is redrive's limit per record (0: none).
 	RedriveSendFail float64
 	MaxRedrives     int
-	// BadKey is the chance a key's messages make the key function panic.
+	// BadKey is the chance a key's messages cannot be keyed: the key
+	// function panics, or (half of them) the body is malformed.
 	BadKey float64
 	// Forget is how many operator forgets (and as many releases) run.
 	// ForceOps is the chance one is forced (a live lease is revoked);

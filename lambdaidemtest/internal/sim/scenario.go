@@ -107,7 +107,7 @@ type Scenario struct {
 	run      map[string][]*running
 	msgKey   map[string]string
 	acked    []string
-	badAcked []string       // acknowledged messages whose key function panics
+	badAcked []string       // acknowledged messages whose key cannot be derived
 	copies   map[string]int // dead-letter copies per source message
 	keyDLQ   map[string]int // dead-letter copies per key
 	// bodyOf maps each message a handler ran, and each dead-letter copy,
@@ -242,7 +242,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		NewHandler: s.function,
 		OnAck: func(m *Message) {
 			s.acked = append(s.acked, m.ID)
-			if s.body(m.Body).Kind == "badkey" {
+			if k := s.body(m.Body).Kind; k == "badkey" || k == "malformed" {
 				s.badAcked = append(s.badAcked, m.ID)
 			}
 		},
@@ -278,6 +278,9 @@ func (s *Scenario) produce() {
 		switch {
 		case c.BadKey > 0 && r.Float64() < c.BadKey:
 			b.Kind = "badkey"
+			if r.IntN(2) == 0 {
+				b.Kind = "malformed" // sent cut short: not JSON
+			}
 		case r.Float64() < c.Poison:
 			b.Kind = "poison"
 			if c.SlowPoison && r.IntN(2) == 0 {
@@ -304,6 +307,9 @@ func (s *Scenario) produce() {
 		s.sqsKeys[b.Key] = true
 		raw, _ := json.Marshal(b)
 		text := string(raw)
+		if b.Kind == "malformed" {
+			text = text[:len(text)-1]
+		}
 		group := "g" + strconv.Itoa(ki%c.Groups)
 		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
 		send := func() {
@@ -395,11 +401,15 @@ func (s *Scenario) build(opts []lambdaidem.Option) (h SQSHandler) {
 
 // keyOf is the user's key function: the body's "key" field. A body of
 // kind "badkey" makes it panic, as a key function meeting input it never
-// expected would; that record alone must fail.
+// expected would; that record alone must fail. A body that is not JSON is
+// malformed, and the key function says so.
 func (s *Scenario) keyOf(m events.SQSMessage) (string, error) {
 	b := s.body(m.Body)
-	if b.Kind == "badkey" {
+	switch b.Kind {
+	case "badkey":
 		panic("simulated key function panic on message " + m.MessageId)
+	case "malformed":
+		return "", fmt.Errorf("%w: simulated body is not JSON", lambdaidem.ErrMalformedBody)
 	}
 	if b.Key == "" {
 		return "", lambdaidem.ErrMissingKey
@@ -412,7 +422,9 @@ func (s *Scenario) body(text string) body {
 		return b
 	}
 	var b body
-	_ = json.Unmarshal([]byte(text), &b)
+	if json.Unmarshal([]byte(text), &b) != nil {
+		b = body{Kind: "malformed"}
+	}
 	s.bodies[text] = b
 	return b
 }
@@ -615,6 +627,14 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	}
 	if dl.Reason == "" {
 		s.violate("dead-letter copy of %s without a reason", dl.Message.MessageId)
+	}
+	// A message that cannot be keyed goes with the reason that says why.
+	switch kind := s.body(dl.Message.Body).Kind; {
+	case kind == "malformed" && dl.Reason != lambdaidem.ReasonMalformedBody,
+		kind != "malformed" && dl.Reason == lambdaidem.ReasonMalformedBody:
+		s.violate("message %s (%s body) dead-lettered as %s: a malformed body, and only one, is dead-lettered as %s", dl.Message.MessageId, kind, dl.Reason, lambdaidem.ReasonMalformedBody)
+	case kind == "badkey" && dl.Reason != lambdaidem.ReasonMissingKey:
+		s.violate("message %s, whose key function panics, dead-lettered as %s, want %s", dl.Message.MessageId, dl.Reason, lambdaidem.ReasonMissingKey)
 	}
 	switch dl.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
@@ -873,7 +893,7 @@ func (s *Scenario) final() {
 	}
 	for _, id := range s.badAcked {
 		if s.copies[id] == 0 {
-			s.violate("lost: message %s, whose key function panics, was acknowledged with no dead-letter copy", id)
+			s.violate("lost: message %s, whose key cannot be derived, was acknowledged with no dead-letter copy", id)
 		}
 	}
 	keys := make([]string, 0, len(s.facts))

@@ -103,7 +103,7 @@ func TestChargesAtMostOnceUnderAnyFailure(t *testing.T) {
 			f := newFakes()
 			return ChargeOrders(f, f), lambdaidemtest.AtMostOnce(&f.charges)
 		},
-		// The body that is not JSON has no key: it is dead-lettered as such.
-		Expect: func(k *lambdaidemtest.Kit) { k.ExpectDeadLetter("", lambdaidem.ReasonMissingKey) },
+		// The body that is not JSON is dead-lettered as malformed.
+		Expect: func(k *lambdaidemtest.Kit) { k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody) },
 	})
 }

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
-
-func alwaysFail(context.Context, events.SQSMessage) error { return errors.New("downstream says no") }
 
 func TestFailingMessageIsDeadLetteredAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
@@ -65,33 +64,6 @@ func TestPoisonDeadLettersAtOnce(t *testing.T) {
 	}
 }
 
-func TestRetryAfterAndBackoffChangeVisibility(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	h := lambdaidem.SQS(b.store, func(_ context.Context, m events.SQSMessage) error {
-		if m.Body == "later" {
-			return lambdaidem.RetryAfter(90*time.Second, errors.New("rate limited"))
-		}
-		return errors.New("plain")
-	}, b.opts(lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(10*time.Second, time.Hour)))...)
-	resp, _ := h(context.Background(), batch(msg("m1", "later"), redelivered(msg("m2", "plain"), 1)))
-	wantFailed(t, resp, "m1", "m2")
-	if d, _ := b.vis.get("m1"); d != 90*time.Second {
-		t.Fatalf("RetryAfter visibility %v, want 90s", d)
-	}
-	if d, _ := b.vis.get("m2"); d != 10*time.Second {
-		t.Fatalf("backoff after attempt 1: %v, want 10s", d)
-	}
-	_, _ = h(context.Background(), batch(redelivered(msg("m2", "plain"), 2)))
-	if d, _ := b.vis.get("m2"); d != 20*time.Second {
-		t.Fatalf("backoff after attempt 2: %v, want 20s", d)
-	}
-	bo := lambdaidem.ExponentialBackoff(time.Minute, 100*time.Hour)
-	if bo(30) != 12*time.Hour {
-		t.Fatalf("backoff is not capped at SQS's 12 hours: %v", bo(30))
-	}
-}
-
 // crashSim makes a process "die": from the moment crash is called until
 // revive, every store operation fails, so nothing more is recorded, exactly
 // as when the function is killed.
@@ -100,6 +72,7 @@ type crashSim struct{ b *bundle }
 func (c crashSim) crash() {
 	c.b.store.SetFault(func(string) error { return errors.New("process is dead") })
 }
+
 func (c crashSim) revive() { c.b.store.SetFault(nil) }
 
 // A message that kills the process every time is dead-lettered by its
@@ -256,11 +229,92 @@ func TestNoSinkFallsBackToSQSRedrive(t *testing.T) {
 	}
 }
 
-// status is the key's status, or "" when absent.
-func (b *bundle) status(key string) lambdaidem.Status {
-	r, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
-	if err != nil {
-		return ""
+// Changing the contents of a message attribute in the handler does not
+// change the dead-letter copy.
+func TestHandlerCannotChangeTheDeadLetterCopysAttributes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := "v"
+	m := msg("m1", "x")
+	m.MessageAttributes = map[string]events.SQSMessageAttribute{
+		"s":  {StringValue: &s, DataType: "String"},
+		"b":  {BinaryValue: []byte("bin"), DataType: "Binary"},
+		"sl": {StringListValues: []string{"a"}, DataType: "String"},
+		"bl": {BinaryListValues: [][]byte{[]byte("x")}, DataType: "Binary"},
 	}
-	return r.Status
+	h := lambdaidem.SQS(b.store, func(_ context.Context, m events.SQSMessage) error {
+		*m.MessageAttributes["s"].StringValue = "changed"
+		m.MessageAttributes["b"].BinaryValue[0] = 'X'
+		m.MessageAttributes["sl"].StringListValues[0] = "changed"
+		m.MessageAttributes["bl"].BinaryListValues[0][0] = 'Y'
+		return lambdaidem.Poison(errors.New("bad"))
+	}, b.opts(lambdaidem.WithDeadLetterSink(b.sink))...)
+	if _, err := h(context.Background(), batch(m)); err != nil {
+		t.Fatal(err)
+	}
+	a := b.sink.sent[0].Message.MessageAttributes
+	if *a["s"].StringValue != "v" || string(a["b"].BinaryValue) != "bin" || a["sl"].StringListValues[0] != "a" || string(a["bl"].BinaryListValues[0]) != "x" {
+		t.Fatalf("the handler changed the dead-letter copy: %+v", a)
+	}
+}
+
+// A holder that lost its lease never sends a dead-letter copy: its key was
+// taken over and completed, and a copy of finished work in the DLQ would
+// run again on redrive.
+func TestStaleOwnerNeverDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(b.sink)}
+	stale := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		close(entered)
+		<-release
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(opts...)...)
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := stale(context.Background(), batch(msg("m1", "x"))); done <- resp }()
+	<-entered
+	b.clock.Advance(2 * time.Minute)
+	fresh := lambdaidem.SQS(b.store, ok, b.opts(opts...)...)
+	wantFailed(t, mustHandle(t, fresh, context.Background(), batch(redelivered(msg("m1", "x"), 2))))
+	close(release)
+	wantFailed(t, <-done, "m1")
+	if n := len(b.sink.reasons()); n != 0 {
+		t.Fatalf("%d dead-letter copies sent by a holder that lost its lease", n)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
+}
+
+// takeoverSink lets another holder take the key over while the copy is
+// being sent.
+type takeoverSink struct {
+	sink
+	during func()
+}
+
+func (s *takeoverSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, error) {
+	s.during()
+	return s.sink.Send(ctx, dl)
+}
+
+// A final dead-letter mark refused after the send is never acknowledged.
+func TestRefusedDeadLetterMarkIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := &takeoverSink{}
+	s.during = func() {
+		b.clock.Advance(2 * time.Minute)
+		thief := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute))...)
+		_, _ = thief(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
+	}
+	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		return lambdaidem.Poison(errors.New("bad input"))
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(s))...)
+	resp, _ := h(context.Background(), batch(msg("m1", "x")))
+	wantFailed(t, resp, "m1")
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
+		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	}
 }

@@ -1,0 +1,279 @@
+package lambdaidem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+)
+
+// process takes one record from its derived key to its outcome, in the
+// order the rest of this file follows: a key that could not be derived is
+// dead-lettered (badInput); a cached duplicate needs no store request; too
+// little time left starts nothing; a completion this container remembers
+// as unrecorded is written instead of running the handler (recordLate);
+// otherwise the claim decides, refused or claimed.
+func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
+	r := RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
+	if d.err != nil {
+		return p.badInput(ctx, t, msg, d.err, r)
+	}
+	hash := d.hash
+	r.Key = d.key
+	now := t.now()
+	if p.cache.hit(r.Key, hash, now) {
+		r.Outcome, r.Acked = OutcomeCachedDuplicate, true
+		return r
+	}
+	if !t.canClaim(now) {
+		r.Outcome = OutcomeNotStarted
+		return p.logged(ctx, slog.LevelWarn, r)
+	}
+	rerunUnrecorded := mutant.On("unrecorded-completion-reruns") // the bug: the handler runs again
+	if req, ok := p.unrecorded.get(r.Key, hash); ok && !rerunUnrecorded {
+		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
+			return rep
+		}
+	}
+	r.StoreCalls++
+	cr, err := p.store.Claim(ctx, p.claimRequest(t, r.Key, hash, msg.MessageId, now))
+	if err != nil {
+		r.Outcome, r.Err = OutcomeStoreError, err
+		r.StoreErrors++
+		return p.logged(ctx, slog.LevelError, r)
+	}
+	if !cr.Claimed {
+		return p.refused(ctx, t, msg, hash, cr.Record, r)
+	}
+	return p.claimed(ctx, t, msg, hash, cr, r)
+}
+
+// recordLate writes a completion this container could not write when the
+// handler succeeded, now that its key came back (WithFailBatchOnAnyFailure
+// returns the whole batch, say). The write is fenced by that attempt's
+// lease token: it applies only if nobody took the key over since. done is
+// false when the key must be claimed as usual.
+func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	r.Attempt = req.Lease.Attempt
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
+		req.Now = t.now()
+		return p.store.Complete(ctx, req)
+	})
+	switch {
+	case err == nil:
+		p.unrecorded.drop(r.Key)
+		p.cache.add(r.Key, hash, req.Now, minNonZero(req.ExpiresAt, req.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r), true
+	case errors.Is(err, ErrStoreUnavailable):
+		// Still cannot write it: keep the message, never run it again here.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r), true
+	default:
+		// Taken over, forgotten or refused: the store decides, as usual.
+		p.unrecorded.drop(r.Key)
+		return r, false
+	}
+}
+
+// refused decides what a refused claim means (the outcome table of docs/design.md).
+func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
+	now := t.now()
+	r.Attempt = rec.Attempts
+	switch {
+	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
+		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
+		return p.logged(ctx, slog.LevelInfo, r)
+	case rec.Status == StatusDeadLettered:
+		return p.deadLetter(ctx, t, msg, nil, &rec, ReasonKeyDeadLettered,
+			fmt.Errorf("key %q was dead-lettered with message %s (%s)", r.Key, rec.DeadLetteredMessageID, rec.DeadLetterReason), r)
+	case rec.PayloadHash != hash:
+		err := fmt.Errorf("%w: key %q is held by message %s (%s)", ErrKeyConflict, r.Key, rec.MessageID, rec.Status)
+		if p.c.sink == nil {
+			r.Outcome, r.Err = OutcomeConflict, err
+			return p.logged(ctx, slog.LevelError, r)
+		}
+		return p.deadLetter(ctx, t, msg, nil, nil, ReasonKeyConflict, err, r)
+	case rec.Status == StatusCompleted:
+		if rec.ResultExpired(now) {
+			r.Outcome, r.Acked = OutcomeLateReplay, true
+			return p.logged(ctx, slog.LevelWarn, r)
+		}
+		p.cache.add(r.Key, hash, now, minNonZero(rec.ExpiresAt, rec.ResultUntil))
+		r.Outcome, r.Acked = OutcomeDuplicate, true
+		return p.logged(ctx, slog.LevelDebug, r)
+	case p.c.atMostOnce && rec.Status == StatusInProgress && rec.LeaseExpired(now, p.c.grace):
+		return p.outcomeUnknown(ctx, t, msg, hash, rec, r)
+	default:
+		// IN_PROGRESS under a valid lease: come back when it ends.
+		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
+		if mutant.On("cache-in-progress-key") {
+			p.cache.add(r.Key, hash, now, time.Time{}) // the bug: later copies are skipped as duplicates
+		}
+		wait := rec.LeaseUntil.Add(p.c.grace).Sub(now)
+		wait += time.Duration(t.int64N(int64(time.Second)))
+		p.changeVisibility(ctx, t, msg, wait, &r)
+		return p.logged(ctx, slog.LevelInfo, r)
+	}
+}
+
+// claimed runs the handler under the lease and records its outcome.
+func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr ClaimResult, r RecordReport) RecordReport {
+	lease := cr.Lease
+	r.Attempt = lease.Attempt
+	r.Takeover = cr.Previous == StatusInProgress
+	if lease.Attempt > p.c.maxAttempts {
+		// The previous holders never recorded an outcome: the message crashes
+		// or times out the function. Do not run it again.
+		err := fmt.Errorf("claimed %d times (max %d); %d previous attempts were abandoned without an outcome",
+			lease.Attempt, p.c.maxAttempts, cr.Record.Takeovers)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, err, r)
+	}
+	if r.Takeover {
+		p.log(ctx, slog.LevelWarn, "lambdaidem: took over an abandoned lease",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Int("attempt", lease.Attempt))
+	}
+
+	st := &recordState{lease: lease}
+	copyMsg := msg
+	copyMsg.Attributes = maps.Clone(msg.Attributes)
+	copyMsg.MessageAttributes = cloneMessageAttributes(msg.MessageAttributes)
+	// Reading the clock costs about 0.1 µs here: with the real clock, the
+	// handler's start and end times double as "now".
+	start := p.wall(t)
+	now := p.nowAt(t, start)
+	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
+	end := p.wall(t)
+	r.HandlerDuration = end.Sub(start)
+	r.HandlerRan = true
+
+	dctx, dcancel := p.detached(ctx, t)
+	defer dcancel()
+	if herr == nil {
+		now = p.nowAt(t, end)
+		writes := st.takeWrites()
+		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes, Now: now}
+		if p.c.resultRetention < p.c.retention {
+			req.ResultUntil = now.Add(p.c.resultRetention)
+		}
+		tries := 0
+		err := retryStore(dctx, &r, func(ctx context.Context) error {
+			if tries++; tries > 1 {
+				req.Now = t.now()
+			}
+			return p.store.Complete(ctx, req)
+		})
+		switch {
+		case err == nil:
+			// Never remember it longer than the store does, nor past the
+			// result's retention (a later repeat is a late replay).
+			limit := minNonZero(req.ExpiresAt, req.ResultUntil)
+			if mutant.On("cache-outlives-retention") {
+				limit = time.Time{} // the bug: remembered for the cache's TTL alone
+			}
+			p.cache.add(r.Key, hash, now, limit)
+			r.Outcome, r.Acked = OutcomeProcessed, true
+			return p.logged(ctx, slog.LevelDebug, r)
+		case errors.Is(err, ErrLeaseLost):
+			// Someone took the key over. Report the record failed rather
+			// than acknowledge it: its redelivery finds the new holder's
+			// outcome (a duplicate once completed), and if the new holder
+			// fails, the message is still there to retry.
+			r.Outcome, r.Err = OutcomeLeaseLost, err
+			return p.logged(ctx, slog.LevelWarn, r)
+		case errors.Is(err, ErrStoreUnavailable) && len(writes) > 0:
+			// The handler's writes commit with the completion, so they may
+			// not have happened: keep the message. The record stays
+			// IN_PROGRESS; once its lease ends the retry runs again, which
+			// is safe because effect and completion are one transaction.
+			r.Outcome, r.Err = OutcomeStoreError, err
+			return p.logged(ctx, slog.LevelError, r)
+		case errors.Is(err, ErrStoreUnavailable):
+			// Never record failure after success: the effect happened. The
+			// record stays IN_PROGRESS and its lease decides later; should
+			// the key come back to this container, the completion is
+			// written then instead of running the handler again.
+			p.unrecorded.add(r.Key, hash, req)
+			r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
+			return p.logged(ctx, slog.LevelError, r)
+		default:
+			// The completion was refused for what it carried (a transaction
+			// write's condition, a limit): nothing was committed.
+			herr = err
+		}
+	}
+
+	r.Err = herr
+	var poison *PoisonError
+	var panicked *PanicError
+	if mutant.On("at-most-once-retries-cancelled") {
+		st.ctxEnded = false // the bug: an attempt cut off at its deadline counts as a plain failure
+	}
+	switch {
+	case errors.As(herr, &poison):
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
+	case p.c.atMostOnce && st.ctxEnded:
+		// The handler gave up because its context ended (the deadline,
+		// a lost lease): whatever it had started may have happened. That is
+		// as unknown as a crash, and this mode never runs it again.
+		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
+	case p.c.atMostOnce && errors.As(herr, &panicked):
+		// A panic stops the handler wherever it was, possibly after its
+		// effect: as unknown as a crash.
+		cause := fmt.Errorf("%w: attempt %d panicked: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
+	case lease.Attempt >= p.c.maxAttempts:
+		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
+	}
+	r.Outcome = OutcomeFailed
+	p.fail(dctx, t, lease, herr, &r)
+	var ra *RetryAfterError
+	if errors.As(herr, &ra) {
+		p.changeVisibility(ctx, t, msg, ra.Delay, &r)
+	} else if p.c.backoff != nil {
+		p.changeVisibility(ctx, t, msg, p.c.backoff(lease.Attempt), &r)
+	}
+	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// cloneMessageAttributes copies message attributes deeply enough that a
+// handler changing any value (a byte slice's contents, a list's element)
+// cannot change the message the decorator keeps for the dead-letter copy.
+func cloneMessageAttributes(in map[string]events.SQSMessageAttribute) map[string]events.SQSMessageAttribute {
+	if len(in) == 0 {
+		return in
+	}
+	out := make(map[string]events.SQSMessageAttribute, len(in))
+	for k, a := range in {
+		if a.StringValue != nil {
+			v := *a.StringValue
+			a.StringValue = &v
+		}
+		if a.BinaryValue != nil {
+			a.BinaryValue = append([]byte(nil), a.BinaryValue...)
+		}
+		if a.StringListValues != nil {
+			a.StringListValues = append([]string(nil), a.StringListValues...)
+		}
+		if a.BinaryListValues != nil {
+			bl := make([][]byte, len(a.BinaryListValues))
+			for i, b := range a.BinaryListValues {
+				if b != nil {
+					bl[i] = append([]byte(nil), b...)
+				}
+			}
+			a.BinaryListValues = bl
+		}
+		out[k] = a
+	}
+	return out
+}

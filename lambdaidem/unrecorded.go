@@ -1,0 +1,73 @@
+package lambdaidem
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// maxUnrecorded bounds the completions a container remembers it could not
+// write; beyond it the oldest are forgotten (their keys then behave as
+// after a crash).
+const maxUnrecorded = 1024
+
+// unrecordedCompletions remembers, per key, a completion this container
+// could not write although the handler succeeded, so a redelivery of the
+// key to this container writes it (fenced by the lease token, so it
+// applies only if nobody took the key over) instead of running the
+// handler again.
+type unrecordedCompletions struct {
+	n     atomic.Int32 // len(items), read without the lock
+	mu    sync.Mutex
+	order []string
+	items map[string]unrecordedCompletion
+}
+
+type unrecordedCompletion struct {
+	hash string
+	req  CompleteRequest
+}
+
+func newUnrecorded() *unrecordedCompletions {
+	return &unrecordedCompletions{items: map[string]unrecordedCompletion{}}
+}
+
+func (u *unrecordedCompletions) add(key, hash string, req CompleteRequest) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.items[key]; !ok {
+		u.order = append(u.order, key)
+	}
+	u.items[key] = unrecordedCompletion{hash: hash, req: req}
+	for len(u.order) > maxUnrecorded {
+		delete(u.items, u.order[0])
+		u.order = u.order[1:]
+	}
+	u.n.Store(int32(len(u.items)))
+}
+
+// get returns the remembered completion of key with this payload hash.
+func (u *unrecordedCompletions) get(key, hash string) (CompleteRequest, bool) {
+	if u.n.Load() == 0 {
+		return CompleteRequest{}, false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	it, ok := u.items[key]
+	return it.req, ok && it.hash == hash
+}
+
+func (u *unrecordedCompletions) drop(key string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.items[key]; !ok {
+		return
+	}
+	delete(u.items, key)
+	u.n.Store(int32(len(u.items)))
+	for i, k := range u.order {
+		if k == key {
+			u.order = append(u.order[:i], u.order[i+1:]...)
+			break
+		}
+	}
+}

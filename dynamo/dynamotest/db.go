@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -553,6 +554,12 @@ func (d *DB) prepareTx(it types.TransactWriteItem) (*action, error) {
 		}
 		return d.prepare(c.TableName, c.Key, nil, exprs{c.ExpressionAttributeNames, c.ExpressionAttributeValues, c.ConditionExpression, nil}, c.ReturnValuesOnConditionCheckFailure)
 	}
+}
+
+// WriteTypes lists what ApplyWrites commits: types.TransactWriteItem and
+// a pointer to one.
+func (d *DB) WriteTypes() []reflect.Type {
+	return []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()}
 }
 
 // ApplyWrites commits a completion's writes (types.TransactWriteItem

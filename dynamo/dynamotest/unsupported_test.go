@@ -3,6 +3,8 @@ package dynamotest_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,6 +63,11 @@ func TestApplyWrites(t *testing.T) {
 	db := dynamotest.New(schema...)
 	entryPut := put("ledger", with(e1, "amount", n("5")), "attribute_not_exists(entry)", nil, nil)
 	debit := upd("balances", acct, "SET amount = if_not_exists(amount, :z) - :d", "", nil, vals(":z", n("0"), ":d", n("5")))
+	for _, w := range []any{entryPut, &entryPut} {
+		if !slices.Contains(db.WriteTypes(), reflect.TypeOf(w)) {
+			t.Errorf("WriteTypes %v does not list %T", db.WriteTypes(), w)
+		}
+	}
 	commits := 0
 	commit := func() { commits++ }
 	if err := db.ApplyWrites([]any{entryPut, &debit}, commit); err != nil || commits != 1 {

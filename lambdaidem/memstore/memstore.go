@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,6 +75,10 @@ type WriteApplier interface {
 	// Either way commit is not called and nothing applies. It must not
 	// call the store.
 	ApplyWrites(writes []any, commit func()) error
+	// WriteTypes lists the types of write ApplyWrites commits (a type and
+	// its pointer are two entries), so the store can declare them before
+	// any completion.
+	WriteTypes() []reflect.Type
 }
 
 // Option configures a Store made by [New].

@@ -148,9 +148,8 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
 	}
 	writes := req.Writes
-	if mutant.On("completion-writes-unfenced") {
-		// The writes apply outside the fenced step: a holder whose lease
-		// was lost, or a retry of a completion that applied, applies them.
+	unfenced := mutant.On("completion-writes-unfenced") // the bug: a stale holder's or a retried completion's writes land
+	if unfenced {
 		if err := s.writes.ApplyWrites(writes, func() {}); err != nil {
 			return err
 		}

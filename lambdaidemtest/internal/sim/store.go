@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -249,6 +250,9 @@ type LedgerWrites struct {
 	// with lambdaidem.ErrWriteRefused and nothing of it applies.
 	Refuse func() bool
 }
+
+// WriteTypes implements memstore.WriteApplier: Effect values.
+func (a *LedgerWrites) WriteTypes() []reflect.Type { return []reflect.Type{reflect.TypeFor[Effect]()} }
 
 // ApplyWrites implements memstore.WriteApplier.
 func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {

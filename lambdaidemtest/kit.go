@@ -108,7 +108,10 @@ type plan struct {
 // New returns a Kit for handler, decorated with opts, on a fresh in-memory
 // store (memstore.New()), which commits no completion writes: a handler
 // that adds them fails, and Check says so. Run a transactional handler
-// with NewWithStore.
+// with NewWithStore. Like lambdaidem.SQS, New panics when the options
+// cannot work together: the kit decorates the handler once when it is
+// built, so such a refusal reaches the test at once, not from inside a
+// scenario.
 func New(handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 	return newKit(1, nil, handler, opts)
 }
@@ -126,7 +129,8 @@ func New(handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 //
 // The kit's simulated time is what the store sees as "now" (records
 // expire by it). Status reads the store; Redrive resets records through
-// it when it is a lambdaidem.DeadLetterResetter.
+// it when it is a lambdaidem.DeadLetterResetter. NewWithStore panics
+// as New does.
 func NewWithStore(store lambdaidem.Store, handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 	if store == nil {
 		panic("lambdaidemtest: NewWithStore needs a store")
@@ -174,6 +178,10 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 			w.Logf("%s takes over %s's abandoned lease", req.MessageID, req.Key)
 		}
 	}
+	// Decorate once now: what the decorator refuses when it is built
+	// (options that cannot work together, or that need what the store
+	// cannot do) panics here, in the test, not inside a scenario.
+	k.function()
 	return k
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -210,4 +211,15 @@ func TestCheckHoldsToDeclarations(t *testing.T) {
 			t.Errorf("Check: %v", err)
 		}
 	})
+}
+
+// Options the decorator refuses when it is built are refused when the kit
+// is built, not from inside a scenario.
+func TestKitRefusesWhatTheDecoratorRefuses(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New accepted a deadline margin as long as the lease")
+		}
+	}()
+	lambdaidemtest.New(careless(new([]string)), byOrder, lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadlineMargin(time.Minute))
 }

@@ -42,7 +42,7 @@ func (k *Kit) ExpectFailure(key string) { k.expect.failures[key] = true }
 // ExpectUnfinished declares that key may be left unfinished: its message
 // still on the queue when the scenario ends, moved to the queue's own
 // dead-letter queue by its redrive policy (MaxReceive), or its record left
-// FAILED or IN_PROGRESS.
+// FAILED or IN_PROGRESS with no successful run and no dead-letter copy.
 func (k *Kit) ExpectUnfinished(key string) { k.expect.unfinished[key] = true }
 
 // sentCopy is a dead-letter copy the kit's sink sent.
@@ -80,13 +80,20 @@ func (k *Kit) checkDeclared(probs []string) []string {
 			probs = append(probs, p)
 		}
 	}
-	for _, c := range k.sent {
-		if slices.Contains(e.deadLetters[c.key], c.reason) ||
-			c.reason == lambdaidem.ReasonKeyDeadLettered && len(e.deadLetters[c.key]) > 0 {
-			continue // a later message of a key declared dead-lettered follows it
+	accepted := func(c sentCopy) bool {
+		if slices.Contains(e.deadLetters[c.key], c.reason) {
+			return true
 		}
-		if k.explored && len(k.failures[c.key]) == 0 && (c.reason == lambdaidem.ReasonMaxAttempts || c.reason == lambdaidem.ReasonOutcomeUnknown) {
-			continue // the world's crashes and pauses, not the handler
+		// The world's crashes, pauses and store faults, not the handler.
+		return k.explored && len(k.failures[c.key]) == 0 && (c.reason == lambdaidem.ReasonMaxAttempts || c.reason == lambdaidem.ReasonOutcomeUnknown)
+	}
+	for _, c := range k.sent {
+		if accepted(c) {
+			continue
+		}
+		if c.reason == lambdaidem.ReasonKeyDeadLettered && (len(e.deadLetters[c.key]) > 0 ||
+			slices.ContainsFunc(k.sent, func(o sentCopy) bool { return o.key == c.key && o.reason != c.reason && accepted(o) })) {
+			continue // a later message of a key whose dead letter is accepted follows it
 		}
 		add(fmt.Sprintf("undeclared dead letter: message %s (key %s) went to the dead-letter queue as %s after %d attempt(s): %s; "+
 			"if the test means it, declare it with ExpectDeadLetter(%s, %q)%s",
@@ -183,17 +190,19 @@ func (k *Kit) unfinishedKeys() []unfinished {
 			out = append(out, unfinished{key: key, why: "the queue's redrive policy (MaxReceive) moved its message to the queue's own dead-letter queue", byRedrivePolicy: true})
 		}
 	}
+	// A record left FAILED or IN_PROGRESS is unfinished work only when no
+	// run of its key succeeded and no copy of it went to the dead-letter
+	// queue: a success whose completion could not be written, an
+	// operator's release after it, or a dead-letter mark that could not be
+	// written after the copy was sent leave such records behind, with the
+	// key's work done.
 	for _, key := range slices.Sorted(maps.Keys(k.outcomes)) {
-		if seen[key] {
+		if seen[key] || k.succeeded[key] || k.dlqKey[key] {
 			continue
 		}
 		switch st := k.Status(key); st {
-		case lambdaidem.StatusFailed:
-			out = append(out, unfinished{key: key, why: "its record is FAILED at the end"})
-		case lambdaidem.StatusInProgress:
-			if !k.succeeded[key] {
-				out = append(out, unfinished{key: key, why: "its record is IN_PROGRESS at the end, and no run of its handler succeeded"})
-			}
+		case lambdaidem.StatusFailed, lambdaidem.StatusInProgress:
+			out = append(out, unfinished{key: key, why: fmt.Sprintf("its record is %s at the end, no run of its handler succeeded and no copy went to the dead-letter queue", st)})
 		}
 	}
 	return out

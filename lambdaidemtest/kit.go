@@ -93,6 +93,10 @@ type Kit struct {
 	// explored is set for an exploration's scenarios, whose world (not
 	// the test) draws crashes, pauses and a redrive policy.
 	explored bool
+	// running counts the handlers running now per key; operatorActions
+	// the operator actions an exploration drew that applied.
+	running         map[string]int
+	operatorActions int
 }
 
 // plan is what a scenario does to one message's first handler run.
@@ -166,6 +170,7 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 		},
 		failures: map[string][]failure{},
 		lastErr:  map[string]error{},
+		running:  map[string]int{},
 	}
 	k.store = &sim.FaultStore{Store: store, W: w}
 	// A key succeeded once its completion applied (with its writes, for a
@@ -367,7 +372,7 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
-	err := k.handler(ctx, msg)
+	err := k.runHandler(ctx, key, msg)
 	w.Logf("handler for %s returns %v", msg.MessageId, err)
 	k.lastErr[msg.MessageId] = err
 	if err != nil && ctx.Err() == nil {
@@ -384,6 +389,14 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 		w.KillCurrent()
 	}
 	return err
+}
+
+// runHandler runs the user's handler, counted as running on key while it
+// does (a kill unwinds it too).
+func (k *Kit) runHandler(ctx context.Context, key string, msg events.SQSMessage) error {
+	k.running[key]++
+	defer func() { k.running[key]-- }()
+	return k.handler(ctx, msg)
 }
 
 func (k *Kit) hook(rep *lambdaidem.InvocationReport) {

@@ -52,7 +52,9 @@ type Exploration struct {
 	// memstore.New(memstore.WithCompletionWrites(db)) with the
 	// dynamotest.DB that Setup just made for the handler and its
 	// invariant. A real store works too: each scenario gets a namespace of
-	// its own.
+	// its own. The operators act through the store: releases and forgets
+	// need a lambdaidem.Admin, redrives a lambdaidem.DeadLetterResetter,
+	// and are not drawn on a store without one.
 	Store func() lambdaidem.Store
 	// Expect, when set, declares on each scenario's kit what the test
 	// means to happen (ExpectDeadLetter, ExpectFailure,

@@ -54,7 +54,7 @@ type Exploration struct {
 	// invariant. A real store works too: each scenario gets a namespace of
 	// its own. The operators act through the store: releases and forgets
 	// need a lambdaidem.Admin, redrives a lambdaidem.DeadLetterResetter,
-	// and are not drawn on a store without one.
+	// and are skipped on a store without one.
 	Store func() lambdaidem.Store
 	// Expect, when set, declares on each scenario's kit what the test
 	// means to happen (ExpectDeadLetter, ExpectFailure,

@@ -196,7 +196,7 @@ func (d *DB) prepare(tableName *string, key, item map[string]types.AttributeValu
 			if err != nil {
 				return nil, err
 			}
-			a.put[k] = n
+			a.put[k] = putForm(n)
 		}
 	} else {
 		a.key, a.keyAttrs, err = t.keyOf(key, true)

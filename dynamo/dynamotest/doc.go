@@ -32,6 +32,13 @@
 //	// ... run the handler on store; then:
 //	entries := db.Items("ledger")
 //
+// Numbers compare by value and keep the form DynamoDB Local gives them: a
+// put stores top-level numbers and number sets without trailing zeros
+// ("1.50" as "1.5"), an update's SET keeps the form written, and
+// arithmetic keeps the larger scale of its operands (1.50 + 1.50 is
+// "3.00"). Real DynamoDB may differ in form, never in value; compare
+// numbers by value in tests.
+//
 // Not interpreted: capacity, item size and throughput limits, indexes,
 // queries and scans, TTL, streams, ClientRequestToken.
 package dynamotest

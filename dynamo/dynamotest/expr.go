@@ -1098,7 +1098,7 @@ func addValues(cur, v types.AttributeValue) (types.AttributeValue, error) {
 				out = append(out, e)
 			}
 		}
-		return &types.AttributeValueMemberNS{Value: out}, nil
+		return putForm(&types.AttributeValueMemberNS{Value: out}), nil
 	case *types.AttributeValueMemberBS:
 		s, ok := v.(*types.AttributeValueMemberBS)
 		if !ok {
@@ -1137,7 +1137,7 @@ func deleteValues(cur, v types.AttributeValue) (types.AttributeValue, error) {
 		if len(out) == 0 {
 			return nil, nil
 		}
-		return &types.AttributeValueMemberNS{Value: out}, nil
+		return putForm(&types.AttributeValueMemberNS{Value: out}), nil
 	case *types.AttributeValueMemberBS:
 		s, ok := v.(*types.AttributeValueMemberBS)
 		if !ok {

@@ -204,6 +204,9 @@ var localCases = []localCase{
 	{"arithmetic on a string", []item{rich}, []types.TransactWriteItem{upd("balances", acct, "SET amount = #s + :d", "", names("#s", "status"), vals(":d", n("1")))}},
 	{"values read from the old item", []item{rich}, []types.TransactWriteItem{upd("balances", acct, "SET amount = :z, copy = amount", "", nil, vals(":z", n("0")))}},
 	{"number forms are normalized", nil, []types.TransactWriteItem{upd("balances", acct, "SET a = :a, b = :b, c = :c, d = :d, e = :e, f = :f", "", nil, vals(":a", n("1.50"), ":b", n("1e2"), ":c", n("-0"), ":d", n("007"), ":e", n("0.000100"), ":f", n("-12.3400e-2")))}},
+	{"a put keeps numbers in canonical form", nil, []types.TransactWriteItem{put("balances", with(acct, "a", n("1e2"), "b", n("-0"), "c", n("007"), "d", n("0.000100"), "e", n("-12.3400e-2"), "f", n("1.23e30"), "g", n("1e-20"), "s", ns("1e2", "0.50"), "m", m(item{"k": n("1.50")}), "l", l(n("3.10"))), "", nil, nil)}},
+	{"set operations keep numbers in canonical form", []item{with(acct, "s", ns("1", "2"))}, []types.TransactWriteItem{upd("balances", acct, "ADD s :s, c :c DELETE t :t", "", nil, vals(":s", ns("3.0"), ":c", n("1.0"), ":t", ns("1")))}},
+	{"a delete from a number set", []item{with(acct, "s", ns("1", "2.50", "3"))}, []types.TransactWriteItem{upd("balances", acct, "DELETE s :t", "", nil, vals(":t", ns("3.0")))}},
 	{"too many digits", nil, []types.TransactWriteItem{upd("balances", acct, "SET a = :a", "", nil, vals(":a", n("123456789012345678901234567890123456789")))}},
 	{"add to a missing number", []item{acct}, []types.TransactWriteItem{upd("balances", acct, "ADD hits :one", "", nil, vals(":one", n("1")))}},
 	{"add to a number and a set", []item{rich}, []types.TransactWriteItem{upd("balances", acct, "ADD amount :one, tags :t", "", nil, vals(":one", n("-1"), ":t", ss("y", "z")))}},
@@ -579,5 +582,33 @@ func TestSameAsDynamoDBLocal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What the single requests return (ReturnValues ALL_OLD and ALL_NEW) is
+// what DynamoDB Local returns.
+func TestReturnValuesLikeDynamoDBLocal(t *testing.T) {
+	local, mem := localTables(t), memTables()
+	ctx := context.Background()
+	run := func(tg target) []string {
+		var out []string
+		table := aws.String(tg.tables["balances"])
+		_, _ = tg.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: table, Key: acct})
+		p, err := tg.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: with(acct, "amount", n("1.50")), ReturnValues: types.ReturnValueAllOld})
+		out = append(out, fmt.Sprint(err), showItem(p.Attributes))
+		p, err = tg.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: table, Item: with(acct, "amount", n("2")), ReturnValues: types.ReturnValueAllOld})
+		out = append(out, fmt.Sprint(err), showItem(p.Attributes))
+		for _, rv := range []types.ReturnValue{types.ReturnValueAllOld, types.ReturnValueAllNew, types.ReturnValueNone} {
+			u, err := tg.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: acct, ReturnValues: rv,
+				UpdateExpression: aws.String("SET amount = amount + :d ADD hits :one"), ExpressionAttributeValues: vals(":d", n("0.25"), ":one", n("1"))})
+			out = append(out, fmt.Sprint(err), showItem(u.Attributes))
+		}
+		d, err := tg.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: table, Key: acct, ReturnValues: types.ReturnValueAllOld})
+		out = append(out, fmt.Sprint(err), showItem(d.Attributes))
+		return out
+	}
+	want, got := run(local), run(mem)
+	if !slices.Equal(got, want) {
+		t.Errorf("DynamoDB Local: %q\ninterpreter:    %q", want, got)
 	}
 }

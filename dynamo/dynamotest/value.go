@@ -126,6 +126,34 @@ func (d dec) cmp(o dec) int {
 	return x.Cmp(y)
 }
 
+// canonical is a number as DynamoDB Local stores it when it puts an item
+// (top-level numbers and number sets): without trailing zeros or an
+// exponent ("1.50" is "1.5", "1e2" is "100").
+func canonical(n string) string {
+	d, err := parseNumber(n)
+	if err != nil {
+		return n
+	}
+	return d.trim().String()
+}
+
+// putForm is a value as a put stores it: its numbers and number sets in
+// canonical form, other values (and numbers inside lists and maps) as
+// written.
+func putForm(v types.AttributeValue) types.AttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberN:
+		return &types.AttributeValueMemberN{Value: canonical(v.Value)}
+	case *types.AttributeValueMemberNS:
+		out := make([]string, len(v.Value))
+		for i, e := range v.Value {
+			out[i] = canonical(e)
+		}
+		return &types.AttributeValueMemberNS{Value: out}
+	}
+	return v
+}
+
 // add and sub give the exact result at the larger scale of the two, as
 // DynamoDB does; a result over 38 digits is refused.
 func (d dec) add(o dec) (dec, error) {

@@ -91,6 +91,16 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 // success ("" for writes that keep the record IN_PROGRESS).
 func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
 	finished lambdaidem.Status, apply func(r *lambdaidem.Record)) error {
+	return s.writeOrRefuse(ctx, op, l, now, finished, func(r *lambdaidem.Record) error {
+		apply(r)
+		return nil
+	})
+}
+
+// writeOrRefuse is write with an apply that may refuse: then the record is
+// left as it was and the refusal returned.
+func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
 	if err := validate(op, l.Namespace, l.Key); err != nil {
 		return err
 	}
@@ -108,7 +118,9 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 	case r.LeaseToken != l.Token && !(op == OpComplete && ignoreToken):
 		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.Status == lambdaidem.StatusInProgress:
-		apply(r)
+		if err := apply(r); err != nil {
+			return fmt.Errorf("memstore: %s %s/%s: %w", op, l.Namespace, l.Key, err)
+		}
 		r.UpdatedAt = now
 		return nil
 	case finished != "" && r.Status == finished:
@@ -118,22 +130,37 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 	}
 }
 
-// Complete records success; see [lambdaidem.Store]. The in-memory store
-// commits no extra writes: any Writes fail with
-// [lambdaidem.ErrUnsupportedWrite] and nothing is recorded.
+// Complete records success; see [lambdaidem.Store]. Extra Writes are
+// committed with the completion through the store's [WriteApplier]
+// ([WithCompletionWrites]); a store without one refuses them with
+// [lambdaidem.ErrUnsupportedWrite] and records nothing.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	if len(req.Writes) > 0 {
+	if len(req.Writes) > 0 && s.writes == nil {
 		if err := validate(OpComplete, req.Lease.Namespace, req.Lease.Key); err != nil {
 			return err
 		}
-		return fmt.Errorf("memstore: complete: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+		return fmt.Errorf("memstore: complete: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
 	result := cloneBytes(req.Result)
-	return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) {
+	complete := func(r *lambdaidem.Record) {
 		r.Status = lambdaidem.StatusCompleted
 		r.Result = result
 		r.ResultUntil = req.ResultUntil
 		r.ExpiresAt = req.ExpiresAt
+	}
+	if len(req.Writes) == 0 {
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	writes := req.Writes
+	unfenced := mutant.On("completion-writes-unfenced") // the bug: a stale holder's or a retried completion's writes land
+	if unfenced {
+		if err := s.writes.ApplyWrites(writes, func() {}); err != nil {
+			return err
+		}
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	return s.writeOrRefuse(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
+		return s.writes.ApplyWrites(writes, func() { complete(r) })
 	})
 }
 

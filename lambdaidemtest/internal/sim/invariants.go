@@ -12,6 +12,7 @@ const (
 	InvLost         Invariant = "nothing lost"
 	InvTwoHandlers  Invariant = "never two live handlers on one key"
 	InvTxOnce       Invariant = "transactional effects exactly once"
+	InvStaleOutcome Invariant = "a holder whose lease was taken over records no outcome"
 	InvAMO          Invariant = "at-most-once never twice"
 	InvRepeats      Invariant = "at-least-once repeats only after an abandoned attempt"
 	InvUnrecorded   Invariant = "an unrecorded completion is written, not re-run"

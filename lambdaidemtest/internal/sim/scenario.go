@@ -84,6 +84,8 @@ type keyFacts struct {
 	// its result expires (zero: never).
 	completions []time.Time
 	runs        int
+	// token is the lease token of the key's latest claim.
+	token string
 	// genHash and genBody are, per generation of the record, the payload
 	// hash of its first claim and that claimant's body (SQS messages).
 	genHash, genBody map[string]string
@@ -234,17 +236,18 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.tokens = map[string]claimFacts{}
 	s.refused = map[string]bool{}
 
+	var refuse func() bool
+	if c.TxRefuse > 0 {
+		refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	}
 	s.raw = s.Store
 	if s.raw == nil {
-		s.raw = memstore.New()
+		// The in-memory store commits the effects itself.
+		s.raw = memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: s.ledger, Refuse: refuse}))
 	}
 	var inner lambdaidem.Store = s.raw
-	if c.Tx {
-		tx := &TxStore{Store: inner, Ledger: s.ledger}
-		if c.TxRefuse > 0 {
-			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
-		}
-		inner = tx
+	if c.Tx && s.Store != nil {
+		inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
@@ -253,6 +256,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnClaim = s.onClaim
 	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
 		f := s.key(req.Lease.Key)
+		if f.token != "" && req.Lease.Token != f.token {
+			s.violate(InvStaleOutcome, "key %s: a completion under attempt %d's lease applied after the key was claimed again", req.Lease.Key, req.Lease.Attempt)
+		}
 		until := req.ExpiresAt
 		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
 			until = req.ResultUntil
@@ -718,6 +724,7 @@ func (f *keyFacts) completedUntilAfter(t time.Time) bool {
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
+	f.token = res.Lease.Token
 	s.claimAt[res.Lease.Token] = req.Now
 	if req.Namespace == s.ns {
 		s.sqsKeys[req.Key] = true

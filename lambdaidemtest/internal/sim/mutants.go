@@ -58,6 +58,10 @@ var Mutants = []Mutant{
 		What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land"},
 	{Name: "release-force-frees-live-lease", Where: "lambdaidem/memstore/admin.go", Filter: "forget",
 		What: "a forced release of a live lease makes the key claimable at once, beside its holder"},
+	{Name: "waiter-answers-failed-run-as-success", Where: "lambdaidem/wait.go", Filter: "wait",
+		What: "a call waiting for a run in progress takes the run's failure for success and answers with a result nobody stored"},
+	{Name: "late-extension-moves-lease-back", Where: "lambdaidem/memstore/store.go", Filter: "wait,heartbeat,faults,late",
+		What: "a heartbeat's extension held in the network lands after a later one and moves the lease's end back: a waiter takes the key over beside its live holder"},
 	{Name: "redrive-deletes-unrun-copy", Where: "sqsqueue/redrive.go", Filter: "redrive,conflict,forget",
 		What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)"},
 }

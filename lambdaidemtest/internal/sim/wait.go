@@ -138,13 +138,13 @@ func (s *Scenario) waiterAnswer(p *Process, rq request, out reply, resp *events.
 	case resp != nil && resp.Headers["Idempotent-Replayed"] == "true":
 		ws.Replays++
 		if !slices.ContainsFunc(ws.results[k], func(r stored) bool { return r.hash == hash && sameResponse(r.data, resp) }) {
-			s.violate("waiting request %s (%s) answered %d %q, which no completion of key %s with its payload stored: a waiter returns only what the store holds",
+			s.violate(InvWaiters, "waiting request %s (%s) answered %d %q, which no completion of key %s with its payload stored",
 				rq.Key, p.Name, resp.StatusCode, resp.Body, k)
 		}
 	case resp != nil && resp.StatusCode == 503 && bytes.Contains([]byte(resp.Body), []byte(`"idempotency-original-failed"`)):
 		ws.Failures++
 		if !slices.ContainsFunc(ws.failures[k], func(f stored) bool { return f.hash == hash }) {
-			s.violate("waiting request %s (%s) answered that the request it waited for failed, but no failure of key %s with its payload was recorded",
+			s.violate(InvWaiters, "waiting request %s (%s) answered that the request it waited for failed, but no failure of key %s with its payload was recorded",
 				rq.Key, p.Name, k)
 		}
 	case resp != nil:
@@ -152,13 +152,13 @@ func (s *Scenario) waiterAnswer(p *Process, rq request, out reply, resp *events.
 		ws.Replays++
 		got, merr := json.Marshal(out)
 		if merr != nil || !slices.ContainsFunc(ws.results[k], func(r stored) bool { return r.hash == hash && bytes.Equal(r.data, got) }) {
-			s.violate("waiting call %s (%s) returned %s, which no completion of key %s with its payload stored: a waiter returns only what the store holds",
+			s.violate(InvWaiters, "waiting call %s (%s) returned %s, which no completion of key %s with its payload stored",
 				rq.Key, p.Name, got, k)
 		}
 	case errors.As(err, &rf):
 		ws.Failures++
 		if !slices.ContainsFunc(ws.failures[k], func(f stored) bool { return f.hash == hash && string(f.data) == rf.Message }) {
-			s.violate("waiting call %s (%s) returned the failure %q, which no failure of key %s with its payload recorded", rq.Key, p.Name, rf.Message, k)
+			s.violate(InvWaiters, "waiting call %s (%s) returned the failure %q, which no failure of key %s with its payload recorded", rq.Key, p.Name, rf.Message, k)
 		}
 	}
 }

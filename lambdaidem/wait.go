@@ -176,9 +176,6 @@ func (wt *waiter) waited() time.Duration { return wt.e.wall(wt.t).Sub(wt.start) 
 // (as far as the call knows).
 func (wt *waiter) ended(ctx context.Context, rec Record) error {
 	waited := wt.waited()
-	wt.e.log(ctx, slog.LevelDebug, "lambdaidem: stopped waiting for the run in progress",
-		slog.String("namespace", wt.e.c.namespace), slog.String("key", rec.Key),
-		slog.Duration("waited", waited), slog.Int("polls", wt.polls))
 	if wt.lastErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("lambdaidem: waited %s for the run in progress; the last read of its record failed: %w", waited.Round(time.Millisecond), wt.lastErr)
 	}
@@ -187,6 +184,24 @@ func (wt *waiter) ended(ctx context.Context, rec Record) error {
 		return fmt.Errorf("lambdaidem: stopped waiting: %w: %w", err, ip)
 	}
 	return ip
+}
+
+// logged writes the wait's line: how long it waited, how many reads it
+// made and how it ended. It is where the wait's figures leave the engine.
+func (wt *waiter) logged(ctx context.Context, key string, next waitOutcome, err error) {
+	if !wt.e.c.logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	ended := "the run ended"
+	switch {
+	case err != nil:
+		ended = "the wait ended first"
+	case next == waitClaim:
+		ended = "the key is free to claim"
+	}
+	wt.e.log(ctx, slog.LevelDebug, "lambdaidem: waited for the run in progress",
+		slog.String("namespace", wt.e.c.namespace), slog.String("key", key),
+		slog.Duration("waited", wt.waited()), slog.Int("reads", wt.polls), slog.String("ended", ended))
 }
 
 // settle answers a call from the record of the run it waited for, which

@@ -178,6 +178,7 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 			wt = w.waitFor(t)
 		}
 		rec, next, err := wt.wait(ctx, rec, key, hash)
+		wt.logged(ctx, key, next, err)
 		if err != nil {
 			return zero, err
 		}

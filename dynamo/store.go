@@ -411,12 +411,37 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 		return err
 	}
 	e := newExpr()
-	e.Set(attrLeaseUntil, numAV(ceilMillis(req.LeaseUntil)))
+	until := ceilMillis(req.LeaseUntil)
+	e.Set(attrLeaseUntil, numAV(until))
 	if !req.ExpiresAt.IsZero() {
 		setExpiry(e, req.ExpiresAt)
 	}
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-	return s.finish(ctx, "extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
+	// An extension never moves the lease's end back: one held in the
+	// network that lands after a later one would let another claimer take
+	// the key over while its holder runs under the later end.
+	cond := leaseCondition(e, req.Lease, req.Now) + " AND " + e.n(attrLeaseUntil) + " <= " + e.num(until)
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	old, ok := conditionFailed(err)
+	if !ok {
+		return classify("extend", pk, err)
+	}
+	if old != nil && !old.expiredAt(req.Now) && old.str(attrToken) == req.Lease.Token &&
+		lambdaidem.Status(old.str(attrStatus)) == lambdaidem.StatusInProgress {
+		return nil // still ours, and a later extension applied first
+	}
+	return refused("extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, old)
 }
 
 // leaseCondition is the fence of every write after a claim: our token, still

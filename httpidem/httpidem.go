@@ -398,6 +398,7 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 // error then still gets a problem response, never the handler's answer.
 func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answered bool) (Resp, error) {
 	var ip *lambdaidem.InProgressError
+	var rf *lambdaidem.RunFailedError
 	switch {
 	case errors.Is(err, lambdaidem.ErrWriteRefused):
 		return writeProblem(a, c.problemType, c.refusedStatus, "idempotency-write-refused", "Request refused",
@@ -409,8 +410,17 @@ func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answ
 		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-not-committed", "Internal Server Error",
 			"The request's changes could not be written, and nothing was written.", 0)
 	case errors.As(err, &ip):
+		detail := "A request with the same Idempotency-Key is being processed; retry after the time in Retry-After."
+		if ip.Waited > 0 {
+			detail = "A request with the same Idempotency-Key is being processed; this request waited for it, and it had not finished. Retry after the time in Retry-After."
+		}
 		return writeProblem(a, c.problemType, http.StatusConflict, "idempotency-key-in-use", "A request is outstanding for this Idempotency-Key",
-			"A request with the same Idempotency-Key is being processed; retry after the time in Retry-After.", ip.RetryAfter)
+			detail, ip.RetryAfter)
+	case errors.As(err, &rf):
+		// The stored failure's text stays in the logs: it is the
+		// server's, not the client's.
+		return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-original-failed", "Service unavailable",
+			"This request waited for an earlier request with the same Idempotency-Key, which failed; nothing of it was stored. Retry with the same Idempotency-Key: the request runs again.", c.unavailableWait)
 	case errors.Is(err, lambdaidem.ErrKeyConflict):
 		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key is already used",
 			"This Idempotency-Key was used with a different request; a key must not be reused across different payloads.", 0)

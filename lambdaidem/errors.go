@@ -46,14 +46,54 @@ var ErrLateReplay = errors.New("lambdaidem: late replay: result expired, key sti
 type InProgressError struct {
 	// RetryAfter is how long until the lease runs out.
 	RetryAfter time.Duration
+	// Waited is how long the call waited for the run in progress
+	// (WithWaitForCompletion) before it gave up; zero without the option.
+	Waited time.Duration
 }
 
 func (e *InProgressError) Error() string {
+	if e.Waited > 0 {
+		return fmt.Sprintf("%v after waiting %s; retry after %s", ErrInProgress, e.Waited.Round(time.Millisecond), e.RetryAfter.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("%v; retry after %s", ErrInProgress, e.RetryAfter.Round(time.Millisecond))
 }
 
 // Unwrap returns ErrInProgress.
 func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+// ErrRunFailed: with WithWaitForCompletion, the run of the same key that a
+// call waited for failed. Wrap returns it as a *RunFailedError.
+var ErrRunFailed = errors.New("lambdaidem: the run this call waited for failed")
+
+// RunFailedError is returned by Wrap, with WithWaitForCompletion, when the
+// run of the same key and payload that the call waited for failed: the call
+// answers with that failure, as the store recorded it, instead of running
+// the function itself. The key stays retryable: the next call runs the
+// function again. It wraps ErrRunFailed.
+type RunFailedError struct {
+	// Key is the stored key.
+	Key string
+	// Attempt is the attempt that failed (its claim's number).
+	Attempt int
+	// Message is the failure as the store recorded it (Record.LastError):
+	// the text of the error the failed call returned, shortened by the
+	// store if it was long.
+	Message string
+}
+
+func (e *RunFailedError) Error() string {
+	return fmt.Sprintf("%v: key %q, attempt %d: %s", ErrRunFailed, e.Key, e.Attempt, e.Message)
+}
+
+// Unwrap returns ErrRunFailed.
+func (e *RunFailedError) Unwrap() error { return ErrRunFailed }
+
+// ErrWaitUnsupported: WithWaitForCompletion was given to the SQS handler,
+// which panics with an error wrapping it when built. A message whose key is
+// held elsewhere is reported failed and made visible again when that lease
+// ends: the queue waits, and a Lambda invocation spent waiting would hold
+// its whole batch. Wrap and httpidem take the option.
+var ErrWaitUnsupported = errors.New("lambdaidem: WithWaitForCompletion is for Wrap and httpidem; the SQS handler leaves a held key to the queue")
 
 // ErrResetRefused: a redrive's reset did not apply because the record is
 // not DEAD_LETTERED by the dead-letter copy being redriven (it completed,

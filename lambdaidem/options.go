@@ -80,6 +80,7 @@ type config struct {
 	atMostOnce          bool
 	heartbeat           time.Duration
 	ticker              func(time.Duration) (<-chan time.Time, func())
+	wait                time.Duration // WithWaitForCompletion; 0: off
 }
 
 func newConfig(opts []Option) *config {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
@@ -45,7 +46,8 @@ func notStoredMarker(why error) []byte {
 // Wrap makes fn idempotent: the first call with a key runs fn and stores its
 // result (JSON); later calls with the same key and payload get the stored
 // result without running fn. A call while another holds the key returns an
-// *InProgressError, the same key with a different payload ErrKeyConflict.
+// *InProgressError, or with WithWaitForCompletion waits for that run's
+// outcome; the same key with a different payload returns ErrKeyConflict.
 // The default key is the SHA-256 of the input's JSON encoding; set one with
 // WithKeyJSONField or WithWrapKey. The result is accepted by lambda.Start.
 // Wrap does not use the local cache (WithCache), which holds no results.
@@ -151,22 +153,46 @@ func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
 		return zero, err
 	}
 	t := w.timing(ctx)
-	now := t.now()
-	if !t.canClaim(now) {
-		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
-	}
-	cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
-	if err != nil {
-		return zero, err
-	}
-	if !cr.Claimed {
+	var wt *waiter // set once the call waits (WithWaitForCompletion)
+	for {
+		now := t.now()
+		if !t.canClaim(now) {
+			return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
+		}
+		cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
+		if err != nil {
+			return zero, err
+		}
+		if cr.Claimed {
+			return w.run(ctx, t, cr, key, now, in)
+		}
 		rec := cr.Record
 		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
 			return zero, w.outcomeUnknown(ctx, t, rec, key)
 		}
-		return w.replay(t, rec, hash, key)
+		if w.c.wait <= 0 || !w.held(rec, hash, now) {
+			return w.replay(t, rec, hash, key)
+		}
+		// Another holder runs this key and payload: wait for its outcome.
+		if wt == nil {
+			wt = w.waitFor(t)
+		}
+		rec, next, err := wt.wait(ctx, rec, key, hash)
+		wt.logged(ctx, key, next, err)
+		if err != nil {
+			return zero, err
+		}
+		if next == waitSettled {
+			return w.settle(t, rec, hash, key)
+		}
+		// The lease ran out or the record is gone: claim it, as a repeat
+		// would.
 	}
+}
 
+// run runs fn under the lease the call claimed and records its outcome.
+func (w *wrapper[In, Out]) run(ctx context.Context, t timing, cr ClaimResult, key string, now time.Time, in In) (Out, error) {
+	var zero Out
 	st := &recordState{lease: cr.Lease}
 	var out Out
 	ferr := w.runHandler(ctx, t, st, now, func(hctx context.Context) (err error) {

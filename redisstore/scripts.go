@@ -140,7 +140,9 @@ return {'claimed', prev, redis.call('HGETALL', rec)}
 // refusal: {'gone'}, {'expired'}, {'taken', status, generation, claim},
 // {'status', status}. A write whose target is IN_PROGRESS (extend, a
 // pending dead-letter mark) applies again when re-sent, which changes
-// nothing, and is refused once the record has left IN_PROGRESS.
+// nothing, and is refused once the record has left IN_PROGRESS. An
+// extension (its first field pair sets 'lu') whose lease end is earlier
+// than the record's changes nothing and returns {'ok'}.
 var finishScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[1])
 local token, target = ARGV[2], ARGV[3]
@@ -152,6 +154,9 @@ if r.s ~= 'IN_PROGRESS' then
   if r.s == target and target ~= 'IN_PROGRESS' then return {'done'} end
   return {'status', r.s}
 end
+-- An extension never moves the lease's end back: one held in the network
+-- that lands after a later one changes nothing.
+if target == 'IN_PROGRESS' and ARGV[11] == 'lu' and num(r.lu) > num(ARGV[12]) then return {'ok'} end
 
 local n = tonumber(ARGV[10])
 if n > 0 then redis.call('HSET', rec, unpack(ARGV, 11, 10 + 2 * n)) end

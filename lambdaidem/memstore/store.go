@@ -196,7 +196,11 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 // Extend moves the end of a lease the caller still holds; see
 // [lambdaidem.Store].
 func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	moveBack := mutant.On("late-extension-moves-lease-back") // the bug: a late extension shortens the lease
 	return s.write(ctx, OpExtend, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
+		if r.LeaseUntil.After(req.LeaseUntil) && !moveBack {
+			return // a later extension applied first; this one lands late
+		}
 		r.LeaseUntil = req.LeaseUntil
 		if !req.ExpiresAt.IsZero() {
 			r.ExpiresAt = req.ExpiresAt

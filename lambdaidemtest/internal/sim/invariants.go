@@ -28,6 +28,7 @@ const (
 	InvFIFO         Invariant = "FIFO order within a group"
 	InvWhose        Invariant = "whose effect: the payload of the generation's first claim"
 	InvCallers      Invariant = "one caller's stored response never reaches another"
+	InvWaiters      Invariant = "a waiter returns only what the store holds"
 )
 
 // InvariantOf returns the invariant a violation names ("" for none).

@@ -47,6 +47,10 @@ type Result struct {
 	// GroupStops the FIFO records held back after an unacknowledged one,
 	// Conflicts the copies dead-lettered as key conflicts.
 	Revoked, Refused, GroupStops, Conflicts int
+	// Waiters counts requests that waited for a run in progress;
+	// WaiterReplays and WaiterFailures their answers the checker held to
+	// the store (stored results, failures of the runs they waited for).
+	Waiters, WaiterReplays, WaiterFailures int
 }
 
 // Failed reports whether an invariant broke.
@@ -166,6 +170,7 @@ type Scenario struct {
 	reqStored map[string]string // request key -> stored key
 	sqsKeys   map[string]bool   // keys of SQS messages
 	answers   map[string]string // request key -> first answer
+	waits     *waits            // requests that wait for a run in progress (Config.Wait)
 	viol      []string
 }
 
@@ -311,6 +316,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
+	if s.waits != nil {
+		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
+	}
 	if tracing {
 		res.Trace = w.trace.String()
 	}

@@ -39,8 +39,16 @@ type sqsProcessor struct {
 }
 
 func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	if p.observed() {
+		ctx = p.invocationStart(ctx, InvocationInfo{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: ev.Records})
+	}
 	t := p.timing(ctx)
-	defer p.share(ctx, &t)()
+	shareObserved := mutant.On("observed-handler-shares-invocation-context") // the bug: handlers run outside their record's observed context
+	if !p.observed() || shareObserved {
+		// Observed records run under contexts of their own, each made
+		// from the one its observer returned: none can use the shared ones.
+		defer p.share(ctx, &t)()
+	}
 	reports := make([]RecordReport, len(ev.Records))
 	keys, first, later := p.plan(ev.Records)
 
@@ -89,12 +97,14 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
-	if p.c.hook != nil {
-		rep := &InvocationReport{Namespace: p.c.namespace, Records: reports, Failed: failed}
-		if lc, ok := lambdacontext.FromContext(ctx); ok {
-			rep.RequestID = lc.AwsRequestID
+	if p.c.hook != nil || p.observed() {
+		rep := &InvocationReport{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: reports, Failed: failed}
+		if p.c.hook != nil {
+			p.c.hook(rep)
 		}
-		p.c.hook(rep)
+		if p.observed() {
+			p.invocationEnd(ctx, rep)
+		}
 	}
 	if failed > 0 && (p.c.failOnAny || (failed == len(reports) && p.c.allFailedError)) {
 		return resp, &BatchError{Failed: failed, Total: len(reports)}
@@ -207,11 +217,26 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, reports []RecordReport) {
 	stopped := false
 	for _, i := range group {
+		rctx := ctx
+		if p.observed() {
+			rctx = p.recordStart(ctx, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
+		}
 		if stopped {
 			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}
-			continue
+		} else {
+			reports[i] = p.process(rctx, t, recs[i], keys[i])
+			stopped = !reports[i].Acked && len(group) > 1
 		}
-		reports[i] = p.process(ctx, t, recs[i], keys[i])
-		stopped = !reports[i].Acked && len(group) > 1
+		if p.observed() {
+			p.recordEnd(rctx, &reports[i])
+		}
 	}
+}
+
+// requestID is the Lambda request ID the context carries, or "".
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
 }

@@ -29,6 +29,9 @@ import (
 // Your handler's effects go to your own fakes, which your test reads. The
 // kit's clock, dead-letter sink, visibility changer and invocation hook
 // replace any you pass (options are applied in order, the kit's last).
+// Observers you pass (lambdaidem.WithObserver, an OpenTelemetry adapter)
+// run as deployed, and the kit adds one of its own that holds the
+// decorator to the Observer contract; Check reports what it found.
 //
 // Each scenario method sends its messages, lets Lambda deliver them until
 // the queue is empty (or Horizon passes), and returns; read what happened
@@ -80,6 +83,7 @@ type Kit struct {
 	dedups             int
 	chaos              *sim.Config
 	sources            map[*sim.Queue]*sim.EventSource
+	obs                *sim.ObserverCheck
 	problems           []string
 	takeovers, crashes int
 }
@@ -115,6 +119,7 @@ func newKit(seed uint64, handler lambdaidem.MessageHandler, opts []lambdaidem.Op
 		dlqKey:    map[string]bool{},
 		dlqMsg:    map[string]bool{},
 	}
+	k.obs = &sim.ObserverCheck{Violate: k.problem}
 	k.store = &sim.FaultStore{Store: k.mem, W: w}
 	k.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 		if res.Previous == lambdaidem.StatusInProgress {
@@ -244,6 +249,7 @@ func (k *Kit) function() sim.SQSHandler {
 		lambdaidem.WithDeadLetterSink(sinkFunc(k.sendDeadLetter)),
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(k.svc, sqsqueue.WithQueueURLs(k.svc.QueueURLs()))),
 		lambdaidem.WithInvocationHook(k.hook),
+		lambdaidem.WithObserver(k.obs),
 	)
 	opts = append(opts, k.extra...)
 	return lambdaidem.SQS(k.store, k.wrap, opts...)
@@ -303,6 +309,7 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 		w.Logf("the instance running %s pauses for %s before the handler", msg.MessageId, pause)
 		w.Sleep(pause)
 	}
+	k.obs.Handler(ctx, msg.MessageId, "")
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
@@ -399,7 +406,8 @@ func (k *Kit) SetTrace(on bool) { k.w.Tracing = on }
 
 // Check reports what the library promises that did not hold: a message
 // acknowledged with neither a successful handler run for its key nor a
-// dead-letter copy (lost), a dead-letter copy without a reason, a panic.
+// dead-letter copy (lost), a dead-letter copy without a reason, a panic,
+// a broken Observer contract.
 func (k *Kit) Check() error {
 	probs := slices.Clone(k.problems)
 	for _, id := range k.acked {

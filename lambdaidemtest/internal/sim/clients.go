@@ -83,6 +83,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.LargeResult {
 		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
 	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	if !c.HTTP {
 		f := lambdaidem.Wrap(s.store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
 		return f
@@ -130,6 +133,9 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	s.reqStored[rq.Key] = k
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, "", k)
+	}
 	f := s.key(k)
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.Key}
 	s.enter(k, me, lease.Attempt)
@@ -183,8 +189,12 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 					w.Ready(me)
 				}
 			}()
-			out, err = call(ctx, rq)
+			cctx, observed := s.obs.Call(ctx)
+			out, err = call(cctx, rq)
 			finished = true
+			if s.Cfg.Observe {
+				s.obs.Done(observed, "request "+rq.Key, err, !s.Cfg.HTTP)
+			}
 			s.answered(rq, out, err)
 		})
 		w.At(s.Cfg.Timeout, nil, func() {

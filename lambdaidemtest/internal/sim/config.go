@@ -71,6 +71,9 @@ type Config struct {
 	ForceOps    float64
 	AbandonCopy float64
 	SlowPoison  bool // slow handlers may end with Poison
+	// Observe gives every decorator an observer (ObserverCheck), so
+	// records run under contexts of their own.
+	Observe bool
 	// Request streams through Wrap (or httpidem when HTTP).
 	Requests      int
 	HTTP          bool
@@ -88,7 +91,7 @@ var Known []string
 // Draw returns a scenario configuration for seed. known is ignored (no
 // known-bug knob is left; see Known). filter, when not empty, forces options: a comma list
 // of names (fifo, tx, cache, heartbeat, amo, failany, redrive, forget,
-// conflict, faults, nofaults, wrap, late).
+// conflict, faults, nofaults, wrap, late, observe).
 func Draw(seed uint64, known []string, filter string) Config {
 	_ = known
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
@@ -228,6 +231,8 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Store.LateBy = dur(100*time.Millisecond, 5*time.Second)
 		c.MaxAttempts, c.Sink = 1, true
 	}
+	// Drawn last, so every earlier draw of a seed stays as it was.
+	c.Observe = p(0.5) || want("observe")
 	return c
 }
 

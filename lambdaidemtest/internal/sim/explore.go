@@ -117,6 +117,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return off(&c.Backoff) },
 		func(c *Config) bool { return off(&c.Visibility2) },
 		func(c *Config) bool { return off(&c.FIFO) },
+		func(c *Config) bool { return off(&c.Observe) },
 	}
 	for changed := true; changed; {
 		changed = false

@@ -126,6 +126,8 @@ type Scenario struct {
 	sqsKeys   map[string]bool   // keys of SQS messages
 	answers   map[string]string // request key -> first answer
 	viol      []string
+	// obs checks the Observer contract when Cfg.Observe.
+	obs *ObserverCheck
 }
 
 // Run runs the scenario to its end and checks it.
@@ -190,6 +192,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
+	s.obs = &ObserverCheck{Violate: s.violate}
 
 	s.raw = s.Store
 	if s.raw == nil {
@@ -369,6 +372,9 @@ func (s *Scenario) function() SQSHandler {
 	if c.UnfinishedRet > 0 {
 		opts = append(opts, lambdaidem.WithUnfinishedRetention(c.UnfinishedRet))
 	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	return s.build(opts)
 }
 
@@ -437,6 +443,9 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	k := lease.Key
 	f := s.key(k)
 	s.bodyOf[msg.MessageId] = msg.Body
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, msg.MessageId, "")
+	}
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)

@@ -15,7 +15,7 @@ var (
 	flagSeed     = flag.Uint64("sim.seed", 0, "replay this seed (with -sim.scenario, that exact scenario) and print its trace")
 	flagScenario = flag.String("sim.scenario", "", "a shrunk scenario's JSON, as a failure prints it")
 	flagKnown    = flag.String("sim.known", "", "accepted for older commands and ignored: no known-bug knob is left (see Known)")
-	flagFilter   = flag.String("sim.config", "", "force options: fifo,tx,cache,heartbeat,amo,failany,redrive,forget,conflict,faults,nofaults,wrap,late")
+	flagFilter   = flag.String("sim.config", "", "force options: fifo,tx,cache,heartbeat,amo,failany,redrive,forget,conflict,faults,nofaults,wrap,late,observe")
 )
 
 func known() []string {

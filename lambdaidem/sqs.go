@@ -226,6 +226,9 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 		} else {
 			reports[i] = p.process(rctx, t, recs[i], keys[i])
 			stopped = !reports[i].Acked && len(group) > 1
+			if mutant.On("fifo-continues-after-failure") {
+				stopped = false // the bug: the group goes on after a record that was not acknowledged
+			}
 		}
 		if p.observed() {
 			p.recordEnd(rctx, &reports[i])

@@ -36,10 +36,14 @@ import (
 // record's work runs under: the claim, the handler (its context descends
 // from it, so the handler's own spans and the SDK's instrumented calls
 // nest under what the observer put there), the completion or failure
-// mark, the dead-letter send and the visibility change; RecordEnd receives
-// it. A returned context must descend from the one given (add values to
-// it, never a shorter deadline), or the record's timing changes. A nil
-// return keeps the given context.
+// mark, the dead-letter send and the visibility change (these last with
+// its values, detached from its cancellation); RecordEnd receives it. An
+// SQS record's context given to RecordStart ends when its handler's must,
+// a margin before the invocation's deadline (WithDeadlineMargin). A
+// returned context must descend from the one given and only add values to
+// it (context.WithValue; never a deadline or a cancellation of its own),
+// or the record's timing changes and it costs a timer. A nil return keeps
+// the given context.
 //
 // # Reports
 //

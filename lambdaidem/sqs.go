@@ -43,12 +43,7 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 		ctx = p.invocationStart(ctx, InvocationInfo{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: ev.Records})
 	}
 	t := p.timing(ctx)
-	shareObserved := mutant.On("observed-handler-shares-invocation-context") // the bug: handlers run outside their record's observed context
-	if !p.observed() || shareObserved {
-		// Observed records run under contexts of their own, each made
-		// from the one its observer returned: none can use the shared ones.
-		defer p.share(ctx, &t)()
-	}
+	defer p.share(ctx, &t)()
 	reports := make([]RecordReport, len(ev.Records))
 	keys, first, later := p.plan(ev.Records)
 
@@ -216,10 +211,17 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 // running.
 func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, reports []RecordReport) {
 	stopped := false
+	obase := ctx
+	if p.observed() && t.shared != nil {
+		// An observed record starts from the handlers' shared context, so
+		// the one its observer returns (the shared one plus values) can
+		// serve as its handler's context with no timer of its own.
+		obase = t.shared.handler
+	}
 	for _, i := range group {
 		rctx := ctx
 		if p.observed() {
-			rctx = p.recordStart(ctx, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
+			rctx = p.recordStart(obase, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
 		}
 		if stopped {
 			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}

@@ -30,20 +30,24 @@
 // made with its context, nest under it. An SQS record's span (kind
 // consumer) follows the messaging conventions (messaging.message.id and
 // the attributes above) and adds the library's own: lambdaidem.namespace,
-// lambdaidem.entry, the key's SHA-256 (lambdaidem.key.sha256; the key
-// itself, lambdaidem.key, with [WithRawKeys]), lambdaidem.outcome,
-// lambdaidem.acked, lambdaidem.attempt, lambdaidem.reason (dead letters),
-// lambdaidem.replayed, lambdaidem.takeover, lambdaidem.handler.duration,
-// lambdaidem.store.calls and .errors, lambdaidem.wait (seconds spent
-// between store retries) and lambdaidem.retry_delay (seconds the message
-// was made invisible: another holder's lease, RetryAfter, backoff). A
+// the key's SHA-256 (lambdaidem.key.sha256; the key itself,
+// lambdaidem.key, with [WithRawKeys]), lambdaidem.message_group_id and
+// lambdaidem.receive_count (past the first delivery) when they apply, and
+// at its end lambdaidem.outcome and lambdaidem.attempt, and when they
+// apply lambdaidem.acked (false: SQS keeps the message, or the call
+// failed), lambdaidem.reason (dead letters), lambdaidem.replayed,
+// lambdaidem.takeover, lambdaidem.handler.duration,
+// lambdaidem.store.calls and .errors (when a store call failed), lambdaidem.wait
+// (seconds spent between store retries) and lambdaidem.retry_delay
+// (seconds the message was made invisible: another holder's lease,
+// RetryAfter, backoff). A
 // record whose work did not happen as asked (the handler failed, a dead
 // letter, the store's trouble, a key conflict) has status Error with
 // error.type set to its outcome and the error as description (the key in
 // it hashed unless raw keys are on); a duplicate, a replay and a wait for
 // another holder's lease do not. A Wrap call, and an httpidem request,
 // is one record span (kind internal) under the span its context carries,
-// with lambdaidem.entry wrap or http.
+// with lambdaidem.entry wrap or http and no messaging attributes.
 //
 // # Links to the producer
 //

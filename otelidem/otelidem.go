@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 	"go.opentelemetry.io/otel"
@@ -30,7 +31,8 @@ const ScopeName = "github.com/lambdaidem/go-lambdaidem/otelidem"
 const (
 	// AttrNamespace is the idempotency namespace (lambdaidem.WithNamespace).
 	AttrNamespace = attribute.Key("lambdaidem.namespace")
-	// AttrEntry is the entry point: sqs, wrap, http (lambdaidem.EntryPoint).
+	// AttrEntry is the entry point of a Wrap or httpidem record (wrap,
+	// http: lambdaidem.EntryPoint); SQS records carry messaging.system.
 	AttrEntry = attribute.Key("lambdaidem.entry")
 	// AttrKeyHash is the hex SHA-256 of the record's stored key: the same
 	// key always hashes alike, so one key's spans can be found without
@@ -43,8 +45,8 @@ const (
 	AttrKeyError = attribute.Key("lambdaidem.key.error")
 	// AttrOutcome is the record's lambdaidem.Outcome.
 	AttrOutcome = attribute.Key("lambdaidem.outcome")
-	// AttrAcked reports whether the record was acknowledged (SQS) or the
-	// call returned without an error (Wrap, httpidem).
+	// AttrAcked is false when the record was not acknowledged (SQS) or
+	// the call returned an error (Wrap, httpidem); absent otherwise.
 	AttrAcked = attribute.Key("lambdaidem.acked")
 	// AttrAttempt is the claim's attempt number (1 on first delivery).
 	AttrAttempt = attribute.Key("lambdaidem.attempt")
@@ -58,7 +60,7 @@ const (
 	// AttrHandlerDuration is the handler's run time in seconds, when it ran.
 	AttrHandlerDuration = attribute.Key("lambdaidem.handler.duration")
 	// AttrStoreCalls and AttrStoreErrors count the store requests the
-	// record made and those that failed.
+	// record made and those that failed, when some failed.
 	AttrStoreCalls  = attribute.Key("lambdaidem.store.calls")
 	AttrStoreErrors = attribute.Key("lambdaidem.store.errors")
 	// AttrWait is the time, in seconds, the record spent waiting rather
@@ -70,7 +72,8 @@ const (
 	AttrRetryDelay = attribute.Key("lambdaidem.retry_delay")
 	// AttrMessageGroup is an SQS record's MessageGroupId.
 	AttrMessageGroup = attribute.Key("lambdaidem.message_group_id")
-	// AttrReceiveCount is an SQS record's ApproximateReceiveCount.
+	// AttrReceiveCount is an SQS record's ApproximateReceiveCount, past
+	// its first delivery.
 	AttrReceiveCount = attribute.Key("lambdaidem.receive_count")
 	// AttrFailed counts an invocation's records that were not
 	// acknowledged.
@@ -138,6 +141,7 @@ type Observer struct {
 	c       config
 	tracer  trace.Tracer
 	metrics *meters
+	names   sync.Map // namespace -> record span name
 }
 
 var _ lambdaidem.Observer = (*Observer)(nil)
@@ -172,8 +176,6 @@ type record struct {
 	entry     lambdaidem.EntryPoint
 	namespace string
 	group     string
-	key       string
-	raw       bool
 }
 
 type recordKey struct{}
@@ -219,51 +221,102 @@ func (o *Observer) InvocationEnd(ctx context.Context, rep *lambdaidem.Invocation
 // follows the messaging conventions; a Wrap call's span is a child of the
 // span its context carries.
 func (o *Observer) RecordStart(ctx context.Context, info lambdaidem.RecordInfo) context.Context {
-	rec := &record{entry: info.Entry, namespace: info.Namespace, key: info.Key, raw: o.c.rawKeys}
-	attrs := make([]attribute.KeyValue, 0, 12)
-	attrs = append(attrs, AttrNamespace.String(info.Namespace), AttrEntry.String(string(info.Entry)))
-	switch {
-	case info.KeyErr != nil:
-		attrs = append(attrs, AttrKeyError.String(keyErrorKind(info.KeyErr)))
-	case o.c.rawKeys:
-		attrs = append(attrs, AttrKey.String(info.Key))
-	default:
-		attrs = append(attrs, AttrKeyHash.String(hashKey(info.Key)))
-	}
-	opts := make([]trace.SpanStartOption, 0, 3)
-	kind := trace.SpanKindInternal
-	if m := info.Message; m != nil {
-		kind = trace.SpanKindConsumer
-		var links []trace.Link
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	defer putAttrs(buf)
+	// What samplers read goes to the start; the rest only to a span that
+	// records.
+	attrs := append((*buf)[:0], AttrNamespace.String(info.Namespace))
+	kind := spanInternal
+	var links []trace.Link
+	m := info.Message
+	if m != nil {
+		kind = spanConsumer
 		queue := ""
 		if inv, ok := ctx.Value(invocationKey{}).(*invocation); ok && info.Index < len(inv.links) {
 			links, queue = inv.links[info.Index], inv.queue
 		} else {
-			links, queue = o.producerLinks(m), queueName(m.EventSourceARN)
+			links = o.producerLinks(m)
 		}
 		if queue == "" {
 			queue = queueName(m.EventSourceARN)
 		}
 		attrs = append(attrs, sqsSystem, processType, processName,
 			semconv.MessagingDestinationName(queue), semconv.MessagingMessageID(m.MessageId))
-		if g := m.Attributes["MessageGroupId"]; g != "" {
-			rec.group = g
-			attrs = append(attrs, AttrMessageGroup.String(g))
-		}
-		if n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"]); err == nil {
-			attrs = append(attrs, AttrReceiveCount.Int(n))
-		}
-		if len(links) > 0 {
-			opts = append(opts, trace.WithLinks(links...))
-		}
+	} else {
+		attrs = append(attrs, AttrEntry.String(string(info.Entry)))
 	}
-	opts = append(opts, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
-	ctx, rec.span = o.tracer.Start(ctx, spanName("lambdaidem", info.Namespace), opts...)
+	var span trace.Span
+	if len(links) > 0 {
+		ctx, span = o.tracer.Start(ctx, o.name(info.Namespace), kind, trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	} else {
+		ctx, span = o.tracer.Start(ctx, o.name(info.Namespace), kind, trace.WithAttributes(attrs...))
+	}
+	*buf = attrs
+	recording := span.IsRecording()
+	if !recording && o.metrics == nil {
+		// Nothing to add or to count: the context carries the span's
+		// context for the handler's own spans, and RecordEnd has nothing
+		// to do.
+		return ctx
+	}
+	rec := &record{span: span, entry: info.Entry, namespace: info.Namespace}
+	if m != nil {
+		rec.group = m.Attributes["MessageGroupId"]
+	}
+	if recording {
+		attrs = attrs[:0]
+		switch {
+		case info.KeyErr != nil:
+			attrs = append(attrs, AttrKeyError.String(keyErrorKind(info.KeyErr)))
+		case o.c.rawKeys:
+			attrs = append(attrs, AttrKey.String(info.Key))
+		default:
+			attrs = append(attrs, AttrKeyHash.String(hashKey(info.Key)))
+		}
+		if rec.group != "" {
+			attrs = append(attrs, AttrMessageGroup.String(rec.group))
+		}
+		if m != nil {
+			if n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"]); err == nil && n > 1 {
+				attrs = append(attrs, AttrReceiveCount.Int(n))
+			}
+		}
+		span.SetAttributes(attrs...)
+		*buf = attrs
+	}
 	return context.WithValue(ctx, recordKey{}, rec)
 }
 
+// attrPool holds the attribute lists records are built in: the SDK copies
+// what it is given, so a list serves the next record once a span call
+// returned.
+var attrPool = sync.Pool{New: func() any { s := make([]attribute.KeyValue, 0, 16); return &s }}
+
+func putAttrs(buf *[]attribute.KeyValue) {
+	clear(*buf) // no reference to a record's strings outlives it
+	*buf = (*buf)[:0]
+	attrPool.Put(buf)
+}
+
+// The span kinds, made once.
+var (
+	spanInternal = trace.WithSpanKind(trace.SpanKindInternal)
+	spanConsumer = trace.WithSpanKind(trace.SpanKindConsumer)
+)
+
+// name is the span name of a namespace's records, made once per namespace.
+func (o *Observer) name(namespace string) string {
+	if v, ok := o.names.Load(namespace); ok {
+		return v.(string)
+	}
+	n := spanName("lambdaidem", namespace)
+	o.names.Store(namespace, n)
+	return n
+}
+
 // RecordEnd ends the record's span with its outcome, and counts the
-// record in the metrics.
+// record in the metrics. Attributes with their usual value (no reason, no
+// takeover, no wait) are left out.
 func (o *Observer) RecordEnd(ctx context.Context, rep *lambdaidem.RecordReport) {
 	rec, ok := ctx.Value(recordKey{}).(*record)
 	if !ok {
@@ -277,11 +330,17 @@ func (o *Observer) RecordEnd(ctx context.Context, rep *lambdaidem.RecordReport) 
 		span.End()
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 12)
-	attrs = append(attrs, AttrOutcome.String(string(rep.Outcome)), AttrAcked.Bool(rep.Acked),
-		AttrReplayed.Bool(replayed(rep.Outcome)), AttrStoreCalls.Int(rep.StoreCalls))
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	defer putAttrs(buf)
+	attrs := append((*buf)[:0], AttrOutcome.String(string(rep.Outcome)))
 	if rep.Attempt > 0 {
 		attrs = append(attrs, AttrAttempt.Int(rep.Attempt))
+	}
+	if !rep.Acked {
+		attrs = append(attrs, AttrAcked.Bool(false))
+	}
+	if replayed(rep.Outcome) {
+		attrs = append(attrs, AttrReplayed.Bool(true))
 	}
 	if rep.Reason != "" {
 		attrs = append(attrs, AttrReason.String(string(rep.Reason)))
@@ -293,7 +352,7 @@ func (o *Observer) RecordEnd(ctx context.Context, rep *lambdaidem.RecordReport) 
 		attrs = append(attrs, AttrHandlerDuration.Float64(rep.HandlerDuration.Seconds()))
 	}
 	if rep.StoreErrors > 0 {
-		attrs = append(attrs, AttrStoreErrors.Int(rep.StoreErrors))
+		attrs = append(attrs, AttrStoreCalls.Int(rep.StoreCalls), AttrStoreErrors.Int(rep.StoreErrors))
 	}
 	if rep.Waited > 0 {
 		attrs = append(attrs, AttrWait.Float64(rep.Waited.Seconds()))
@@ -303,9 +362,10 @@ func (o *Observer) RecordEnd(ctx context.Context, rep *lambdaidem.RecordReport) 
 	}
 	if failed(rep) {
 		attrs = append(attrs, semconv.ErrorTypeKey.String(string(rep.Outcome)))
-		span.SetStatus(codes.Error, o.describe(rec, rep))
+		span.SetStatus(codes.Error, o.describe(rep))
 	}
 	span.SetAttributes(attrs...)
+	*buf = attrs
 	span.End()
 }
 
@@ -318,16 +378,16 @@ func failed(rep *lambdaidem.RecordReport) bool {
 
 // describe is the status description of a failed record: its error, with
 // the key replaced by its hash unless raw keys are on (errors quote keys).
-func (o *Observer) describe(rec *record, rep *lambdaidem.RecordReport) string {
+func (o *Observer) describe(rep *lambdaidem.RecordReport) string {
 	text := rep.Err.Error()
-	if rec.raw || rec.key == "" {
+	if o.c.rawKeys || rep.Key == "" {
 		return text
 	}
-	h := "sha256:" + hashKey(rec.key)
-	if q := strconv.Quote(rec.key); strings.Contains(text, q) {
+	h := "sha256:" + hashKey(rep.Key)
+	if q := strconv.Quote(rep.Key); strings.Contains(text, q) {
 		text = strings.ReplaceAll(text, q, h)
 	}
-	return strings.ReplaceAll(text, rec.key, h)
+	return strings.ReplaceAll(text, rep.Key, h)
 }
 
 // replayed reports whether an outcome answered from a completed key.
@@ -338,7 +398,9 @@ func replayed(o lambdaidem.Outcome) bool {
 // hashKey is the hex SHA-256 of a stored key.
 func hashKey(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	return string(h[:])
 }
 
 // keyErrorKind names a key error by its kind, never its text (which may
@@ -373,17 +435,23 @@ func (o *Observer) producerLinks(m *events.SQSMessage) []trace.Link {
 	var links []trace.Link
 	if h := m.Attributes[AWSTraceHeader]; h != "" {
 		if sc, err := ParseAWSTraceHeader(h); err == nil {
-			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLinkSource.String(AWSTraceHeader)}})
+			links = append(links, trace.Link{SpanContext: sc, Attributes: fromTraceHeader})
 		}
 	}
 	if len(m.MessageAttributes) > 0 {
 		sc := trace.SpanContextFromContext(o.c.prop.Extract(context.Background(), messageCarrier(m.MessageAttributes)))
 		if sc.IsValid() && (len(links) == 0 || !sameSpan(links[0].SpanContext, sc)) {
-			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLinkSource.String("message_attributes")}})
+			links = append(links, trace.Link{SpanContext: sc, Attributes: fromMessageAttributes})
 		}
 	}
 	return links
 }
+
+// The attributes of links, by where they were read; never changed.
+var (
+	fromTraceHeader       = []attribute.KeyValue{AttrLinkSource.String(AWSTraceHeader)}
+	fromMessageAttributes = []attribute.KeyValue{AttrLinkSource.String("message_attributes")}
+)
 
 func sameSpan(a, b trace.SpanContext) bool {
 	return a.TraceID() == b.TraceID() && a.SpanID() == b.SpanID()

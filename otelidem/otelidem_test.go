@@ -229,7 +229,7 @@ func TestSQSSpans(t *testing.T) {
 		if s.Status().Code != c.status {
 			t.Errorf("%s: status %v (%q), want %v", c.id, s.Status().Code, s.Status().Description, c.status)
 		}
-		if str(s, "messaging.system") != "aws_sqs" || str(s, "messaging.destination.name") != "orders" || str(s, otelidem.AttrEntry) != "sqs" {
+		if str(s, "messaging.system") != "aws_sqs" || str(s, "messaging.destination.name") != "orders" || str(s, "messaging.operation.type") != "process" {
 			t.Errorf("%s: messaging attributes %v", c.id, s.Attributes())
 		}
 		if _, raw := attr(s, otelidem.AttrKey); raw || len(str(s, otelidem.AttrKeyHash)) != 64 {

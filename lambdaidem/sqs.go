@@ -38,10 +38,9 @@ type sqsProcessor struct {
 	handler MessageHandler
 }
 
-func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	if p.observed() {
-		ctx = p.invocationStart(ctx, InvocationInfo{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: ev.Records})
-	}
+func (p *sqsProcessor) handle(invocation context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	// Assigned once, so the goroutines below copy it rather than share it.
+	ctx := p.startInvocation(invocation, ev)
 	t := p.timing(ctx)
 	defer p.share(ctx, &t)()
 	reports := make([]RecordReport, len(ev.Records))
@@ -236,6 +235,15 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 			p.recordEnd(rctx, &reports[i])
 		}
 	}
+}
+
+// startInvocation tells the observers an invocation starts and returns
+// the context it runs under (ctx itself when there are none).
+func (p *sqsProcessor) startInvocation(ctx context.Context, ev events.SQSEvent) context.Context {
+	if !p.observed() {
+		return ctx
+	}
+	return p.invocationStart(ctx, InvocationInfo{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: ev.Records})
 }
 
 // requestID is the Lambda request ID the context carries, or "".

@@ -38,7 +38,7 @@ type recorder struct {
 	// entries holds each record's entry point.
 	entries map[string]lambdaidem.EntryPoint
 	// after, when set, is told each call (and its context) as it is made.
-	after func(call string, ctx context.Context)
+	after  func(call string, ctx context.Context)
 	panics bool
 }
 

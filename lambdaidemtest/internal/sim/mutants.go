@@ -62,7 +62,7 @@ var Mutants = []Mutant{
 		What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land"},
 	{Name: "release-force-frees-live-lease", Where: "lambdaidem/memstore/admin.go", Filter: "forget",
 		What: "a forced release of a live lease makes the key claimable at once, beside its holder"},
-	{Name: "observed-handler-shares-invocation-context", Where: "lambdaidem/sqs.go", Filter: "observe",
+	{Name: "observed-handler-shares-invocation-context", Where: "lambdaidem/handler.go", Filter: "observe",
 		What: "with an observer, handlers run under the invocation's shared context instead of their record's"},
 	{Name: "redrive-deletes-unrun-copy", Where: "sqsqueue/redrive.go", Filter: "redrive,conflict,forget",
 		What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)"},

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -95,14 +96,22 @@ func newMeters(mp metric.MeterProvider, tenants bool) *meters {
 		}
 		// An instrument the provider refuses is a no-op: metrics never
 		// fail a record.
-		c, _ := m.Int64Counter(name, metric.WithUnit("{record}"), metric.WithDescription("lambdaidem "+emfName+" (as the emf package's metric)"))
+		unit := "{record}"
 		if name == MetricStoreRequests {
-			c, _ = m.Int64Counter(name, metric.WithUnit("{request}"), metric.WithDescription("lambdaidem "+emfName+" (as the emf package's metric)"))
+			unit = "{request}"
+		}
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription("lambdaidem "+emfName+" (as the emf package's metric)"))
+		if err != nil || c == nil {
+			c = noop.Int64Counter{}
 		}
 		ms.counts[name] = c
 	}
-	ms.latency, _ = m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"),
+	h, err := m.Float64Histogram(MetricHandlerDuration, metric.WithUnit("s"),
 		metric.WithDescription("lambdaidem HandlerLatency: the handler's run time (as the emf package's metric, in seconds)"))
+	if err != nil || h == nil {
+		h = noop.Float64Histogram{}
+	}
+	ms.latency = h
 	return ms
 }
 

@@ -162,8 +162,10 @@ func New(opts ...Option) *Observer {
 	return o
 }
 
-// invocation is what a record span reads of its invocation.
+// invocation is what a record span reads of its invocation, and the
+// span InvocationEnd ends.
 type invocation struct {
+	span  trace.Span
 	queue string
 	links [][]trace.Link // per record, by index
 }
@@ -200,7 +202,7 @@ func (o *Observer) InvocationStart(ctx context.Context, info lambdaidem.Invocati
 		inv.links[i] = o.producerLinks(m)
 		all = append(all, inv.links[i]...)
 	}
-	ctx, _ = o.tracer.Start(ctx, spanName("process", inv.queue), trace.WithSpanKind(trace.SpanKindConsumer),
+	ctx, inv.span = o.tracer.Start(ctx, spanName("process", inv.queue), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(all...),
 		trace.WithAttributes(sqsSystem, processType, processName,
 			semconv.MessagingDestinationName(inv.queue),
@@ -211,9 +213,13 @@ func (o *Observer) InvocationStart(ctx context.Context, info lambdaidem.Invocati
 
 // InvocationEnd ends the invocation's span with its counts.
 func (o *Observer) InvocationEnd(ctx context.Context, rep *lambdaidem.InvocationReport) {
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(AttrFailed.Int(rep.Failed))
-	span.End()
+	// Only a span this observer started: never the Lambda span above it.
+	inv, ok := ctx.Value(invocationKey{}).(*invocation)
+	if !ok || inv.span == nil {
+		return
+	}
+	inv.span.SetAttributes(AttrFailed.Int(rep.Failed))
+	inv.span.End()
 }
 
 // RecordStart starts the record's span. An SQS record's span is a child

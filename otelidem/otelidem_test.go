@@ -385,3 +385,17 @@ func TestUnsampledSpansCostNoAttributes(t *testing.T) {
 		t.Errorf("%d spans recorded by a sampler that never samples", n)
 	}
 }
+
+// An end without its start (the start panicked, say) never ends the span
+// above it: the Lambda instrumentation's span is not otelidem's to end.
+func TestEndsOnlyItsOwnSpans(t *testing.T) {
+	tr := newTracing(t)
+	obs := otelidem.New(otelidem.WithTracerProvider(tr.tp))
+	ctx, lambdaSpan := tr.tp.Tracer("lambda").Start(context.Background(), "lambda invocation")
+	obs.RecordEnd(ctx, &lambdaidem.RecordReport{Outcome: lambdaidem.OutcomeProcessed, Acked: true})
+	obs.InvocationEnd(ctx, &lambdaidem.InvocationReport{})
+	if n := len(tr.spans()); n != 0 || !lambdaSpan.IsRecording() {
+		t.Errorf("%d spans ended, the Lambda span recording %t: otelidem ended a span it did not start", n, lambdaSpan.IsRecording())
+	}
+	lambdaSpan.End()
+}

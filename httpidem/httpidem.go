@@ -344,7 +344,8 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		}
 		return resp, nil
 	}
-	wopts := append(slices.Clone(c.wrapOpts), lambdaidem.WithWrapKey(func(in input[Req, Resp]) (string, error) { return in.key, nil }))
+	wopts := append(slices.Clone(c.wrapOpts), lambdaidem.WithEntryPoint(lambdaidem.EntryHTTP),
+		lambdaidem.WithWrapKey(func(in input[Req, Resp]) (string, error) { return in.key, nil }))
 	wrapped := lambdaidem.Wrap(store, inner, wopts...)
 
 	return func(ctx context.Context, req Req) (Resp, error) {

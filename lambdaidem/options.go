@@ -77,6 +77,8 @@ type config struct {
 	visibility          VisibilityChanger
 	backoff             func(attempt int) time.Duration
 	hook                func(*InvocationReport)
+	observers           []Observer
+	entry               EntryPoint // what Wrap reports to observers
 	atMostOnce          bool
 	heartbeat           time.Duration
 	ticker              func(time.Duration) (<-chan time.Time, func())
@@ -102,6 +104,7 @@ func newConfig(opts []Option) *config {
 		realClock:           true,
 		allFailedError:      true,
 		isolate:             true,
+		entry:               EntryWrap,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop

@@ -207,15 +207,18 @@ func (wt *waiter) logged(ctx context.Context, key string, next waitOutcome, err 
 // settle answers a call from the record of the run it waited for, which
 // is no longer in progress: the failure it recorded, or what a repeat
 // gets (replay).
-func (w *wrapper[In, Out]) settle(t timing, rec Record, hash, key string) (Out, error) {
+func (w *wrapper[In, Out]) settle(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
 	if rec.Status == StatusFailed && rec.PayloadHash == hash {
 		if mutant.On("waiter-answers-failed-run-as-success") {
 			// The bug: a run that is no longer in progress is taken for
 			// done, and the waiter answers with a result nobody stored.
+			r.Outcome = OutcomeDuplicate
 			return zero, nil
 		}
-		return zero, &RunFailedError{Key: key, Attempt: rec.Attempts, Message: rec.LastError}
+		r.Outcome = OutcomeFailed
+		r.Err = &RunFailedError{Key: key, Attempt: rec.Attempts, Message: rec.LastError}
+		return zero, r.Err
 	}
-	return w.replay(t, rec, hash, key)
+	return w.replay(t, rec, hash, key, r)
 }

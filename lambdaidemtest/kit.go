@@ -31,7 +31,10 @@ import (
 // tables of the store the kit runs on (NewWithStore): in memory, a
 // dynamotest.DB committed with each completion. The kit's clock,
 // dead-letter sink, visibility changer and invocation hook replace any you
-// pass (options are applied in order, the kit's last).
+// pass (options are applied in order, the kit's last). Observers you pass
+// (lambdaidem.WithObserver, an OpenTelemetry adapter) run as deployed, and
+// the kit adds one of its own that holds the decorator to the Observer
+// contract; Check reports what it found.
 //
 // Each scenario method sends its messages, lets Lambda deliver them until
 // the queue is empty (or Horizon passes), and returns; read what happened
@@ -83,6 +86,7 @@ type Kit struct {
 	dedups             int
 	chaos              *sim.Config
 	sources            map[*sim.Queue]*sim.EventSource
+	obs                *sim.ObserverCheck
 	problems           []string
 	takeovers, crashes int
 
@@ -172,6 +176,7 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 		lastErr:  map[string]error{},
 		running:  map[string]int{},
 	}
+	k.obs = &sim.ObserverCheck{Violate: k.problem}
 	k.store = &sim.FaultStore{Store: store, W: w}
 	// A key succeeded once its completion applied (with its writes, for a
 	// transactional handler), or its handler's effect happened and the
@@ -309,6 +314,7 @@ func (k *Kit) function() sim.SQSHandler {
 		lambdaidem.WithDeadLetterSink(sinkFunc(k.sendDeadLetter)),
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(k.svc, sqsqueue.WithQueueURLs(k.svc.QueueURLs()))),
 		lambdaidem.WithInvocationHook(k.hook),
+		lambdaidem.WithObserver(k.obs),
 	)
 	opts = append(opts, k.extra...)
 	return lambdaidem.SQS(k.store, k.wrap, opts...)
@@ -369,6 +375,7 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 		w.Logf("the instance running %s pauses for %s before the handler", msg.MessageId, pause)
 		w.Sleep(pause)
 	}
+	k.obs.Handler(ctx, msg.MessageId, "")
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
@@ -491,7 +498,8 @@ func (k *Kit) SetTrace(on bool) { k.w.Tracing = on }
 // Check reports what did not hold, or was not declared. What the library
 // promises: no message acknowledged with neither a successful handler run
 // for its key nor a dead-letter copy (lost), no dead-letter copy without
-// a reason, no panic. What the test must declare when it means it:
+// a reason, no panic, the Observer contract kept. What the test must
+// declare when it means it:
 //   - every dead-letter copy (ExpectDeadLetter(key, reason)); on a Kit, a
 //     declared dead letter that never happened is reported too;
 //   - every failure of the handler (an error it returned while its lease

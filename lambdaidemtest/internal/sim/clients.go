@@ -127,6 +127,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		opts = append(opts, lambdaidem.WithWaitForCompletion(c.Wait))
 		store = s.watchWaits()
 	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	if !c.HTTP {
 		f := lambdaidem.Wrap(store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
 		return f
@@ -192,6 +195,9 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	s.reqStored[rq.id()] = k
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, "", k)
+	}
 	f := s.key(k)
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.id(), token: lease.Token}
 	s.enter(k, me, lease.Attempt)
@@ -250,10 +256,14 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 					w.Ready(me)
 				}
 			}()
-			out, err = call(ctx, rq)
+			cctx, observed := s.obs.Call(ctx)
+			out, err = call(cctx, rq)
 			finished = true
 			if !s.Cfg.HTTP {
 				s.waiterAnswer(p, rq, out, nil, err)
+			}
+			if s.Cfg.Observe {
+				s.obs.Done(observed, "request "+rq.id(), err, !s.Cfg.HTTP)
 			}
 			s.answered(rq, out, err)
 		})

@@ -91,6 +91,9 @@ type Config struct {
 	HashFields bool
 	// NoAllFailedError turns WithAllFailedError off.
 	NoAllFailedError bool
+	// Observe gives every decorator an observer (ObserverCheck), so
+	// records run under contexts of their own.
+	Observe bool
 	// Known are the known-bug knobs turned on (see Known).
 	Known []string `json:",omitempty"`
 	// Wait is the bound of lambdaidem.WithWaitForCompletion for the
@@ -145,6 +148,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"hashfields", "WithHashJSONFields"},
 	{"unfinished", "a short WithUnfinishedRetention"},
 	{"noallfailed", "WithAllFailedError(false)"},
+	{"observe", "an observer on every decorator (the Observer contract checked)"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -310,6 +314,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if c.Store != (StoreFaults{}) && p(0.3) {
 		c.Store.MarkErr = 0.5 + 0.5*r.Float64()
 	}
+	c.Observe = p(0.5) || want("observe")
 	c.Known = known
 
 	switch {

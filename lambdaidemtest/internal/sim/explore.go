@@ -169,6 +169,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zero(&c.Twins) },
 		func(c *Config) bool { return zero(&c.LateFail) },
 		func(c *Config) bool { return zeroDur(&c.Wait) },
+		func(c *Config) bool { return off(&c.Observe) },
 		func(c *Config) bool { return halve(&c.Requests) },
 		func(c *Config) bool { return zeroInt(&c.Requests) },
 		func(c *Config) bool { return zeroInt(&c.Callers) },

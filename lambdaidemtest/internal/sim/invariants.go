@@ -29,6 +29,7 @@ const (
 	InvWhose        Invariant = "whose effect: the payload of the generation's first claim"
 	InvCallers      Invariant = "one caller's stored response never reaches another"
 	InvWaiters      Invariant = "a waiter returns only what the store holds"
+	InvObserver     Invariant = "observers see each record once, in its context"
 )
 
 // InvariantOf returns the invariant a violation names ("" for none).

@@ -68,6 +68,8 @@ var Mutants = []Mutant{
 		What: "a call waiting for a run in progress takes the run's failure for success and answers with a result nobody stored"},
 	{Name: "late-extension-moves-lease-back", Where: "lambdaidem/memstore/store.go", Filter: "wait,heartbeat,faults,late",
 		What: "a heartbeat's extension held in the network lands after a later one and moves the lease's end back: a waiter takes the key over beside its live holder"},
+	{Name: "observed-handler-shares-invocation-context", Where: "lambdaidem/handler.go", Filter: "observe",
+		What: "with an observer, handlers run under the invocation's shared context instead of their record's"},
 	{Name: "redrive-deletes-unrun-copy", Where: "sqsqueue/redrive.go", Filter: "redrive,conflict,forget",
 		What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)"},
 	{Name: "fifo-continues-after-failure", Where: "lambdaidem/sqs.go", Filter: "ordered",
@@ -137,4 +139,6 @@ var Promises = []Promise{
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
 		[]string{"lease-margin-unchecked", "key-panic-crashes-batch"}},
+	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
+		[]string{"observed-handler-shares-invocation-context"}},
 }

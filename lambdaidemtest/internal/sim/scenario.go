@@ -172,6 +172,8 @@ type Scenario struct {
 	answers   map[string]string // request key -> first answer
 	waits     *waits            // requests that wait for a run in progress (Config.Wait)
 	viol      []string
+	// obs checks the Observer contract when Cfg.Observe.
+	obs *ObserverCheck
 }
 
 // Run runs the scenario to its end and checks it.
@@ -237,6 +239,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
+	s.obs = &ObserverCheck{Violate: func(format string, args ...any) { s.violate(InvObserver, format, args...) }}
 	s.inv = map[*Process]*invocation{}
 	s.tokens = map[string]claimFacts{}
 	s.refused = map[string]bool{}
@@ -485,6 +488,9 @@ func (s *Scenario) function() SQSHandler {
 	if c.NoAllFailedError {
 		opts = append(opts, lambdaidem.WithAllFailedError(false))
 	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	return s.build(opts)
 }
 
@@ -553,6 +559,9 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	k := lease.Key
 	f := s.key(k)
 	s.bodyOf[msg.MessageId] = msg.Body
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, msg.MessageId, "")
+	}
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)

@@ -54,6 +54,7 @@ func TestKitRunsTheUsersObserver(t *testing.T) {
 	k.DeliverTwice(`{"order":"o-1"}`)
 	k.CrashAfterEffect(`{"order":"o-2"}`)
 	k.Poison(`{"order":"p-1"}`)
+	k.ExpectDeadLetter("p-1", lambdaidem.ReasonPoison)
 	if err := k.Check(); err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,8 @@ func (s *Scenario) function() SQSHandler {
 	if c.FailOnAny {
 		opts = append(opts, lambdaidem.WithFailBatchOnAnyFailure())
 	}
-	if c.Backoff {
+	if c.Backoff && c.Visibility2 {
+		// (WithBackoff without WithVisibility is refused when built.)
 		opts = append(opts, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
 	}
 	if c.Visibility2 {

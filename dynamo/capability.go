@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 
@@ -35,3 +36,43 @@ func checkNamespace(ns string) error {
 }
 
 var _ lambdaidem.Capable = (*Store)(nil)
+
+// Limits of a DynamoDB table name.
+const (
+	minTableName = 3
+	maxTableName = 255
+)
+
+// CheckTableName returns nil when DynamoDB accepts table as a table name
+// or table ARN, or an error wrapping ErrInvalidTableName and
+// lambdaidem.ErrInvalidOption: a name is 3 to 255 letters, digits, '_',
+// '-' and '.'; an ARN is arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME
+// with such a name. New checks its table with it; a tool that reads the
+// name from its flags or the environment may check it first.
+func CheckTableName(table string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %w: %q %s", ErrInvalidTableName, lambdaidem.ErrInvalidOption, table, why)
+	}
+	name := table
+	if strings.HasPrefix(table, "arn:") {
+		parts := strings.SplitN(table, ":", 6)
+		var ok bool
+		if len(parts) == 6 && parts[2] == "dynamodb" && parts[3] != "" && parts[4] != "" {
+			name, ok = strings.CutPrefix(parts[5], "table/")
+		}
+		if !ok {
+			return bad("is not a table ARN (arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME)")
+		}
+	}
+	switch {
+	case table == "":
+		return bad("is empty")
+	case len(name) < minTableName || len(name) > maxTableName:
+		return bad(fmt.Sprintf("is not %d to %d characters long", minTableName, maxTableName))
+	case strings.ContainsFunc(name, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-' || r == '.')
+	}):
+		return bad("holds a character other than letters, digits, '_', '-' and '.'")
+	}
+	return nil
+}

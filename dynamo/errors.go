@@ -23,6 +23,12 @@ var (
 	// 4 MB, one action per item) or holds a malformed write. Nothing was
 	// sent.
 	ErrTransactionLimit = errors.New("dynamo: transaction limit")
+	// ErrInvalidTableName: a table name DynamoDB would refuse on every
+	// request (empty, an unset environment variable; shorter than 3 or
+	// longer than 255 characters; a character other than letters, digits,
+	// '_', '-' and '.'), or a table ARN that is not one. New refuses it
+	// when called; see CheckTableName.
+	ErrInvalidTableName = errors.New("dynamo: invalid table name")
 )
 
 // TransactionError reports which extra writes of a transactional completion

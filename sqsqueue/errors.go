@@ -16,6 +16,10 @@ var (
 	// (arn:PARTITION:sqs:REGION:ACCOUNT:NAME), or one of an unknown partition
 	// with no endpoint or URL override configured.
 	ErrInvalidARN = errors.New("sqsqueue: invalid SQS queue ARN")
+	// ErrInvalidQueueURL: a setting that should be a queue URL is not one
+	// (empty, not https://HOST/ACCOUNT/NAME); see CheckQueueURL. The
+	// constructors refuse it when they are built.
+	ErrInvalidQueueURL = errors.New("sqsqueue: invalid SQS queue URL")
 	// ErrTooLarge: the dead-letter copy cannot fit in one SQS message, even
 	// with the error text dropped. Retrying will not help; the caller must
 	// log and count it.

@@ -38,6 +38,12 @@ type Capabilities struct {
 	// store), or nil. Every store is asked to keep only namespaces that
 	// pass CheckNamespace of this package first.
 	CheckNamespace func(namespace string) error
+	// CheckWrite, when set, checks a completion write of a type the
+	// store commits as the handler adds it (AddCompletionWrite), for the
+	// record lease is on, and returns why the store could never commit
+	// it (a malformed write, a key it cannot reach from the record), or
+	// nil. AddCompletionWrite returns its error at once.
+	CheckWrite func(lease Lease, w any) error
 }
 
 // Capable is implemented by a Store that declares its [Capabilities].
@@ -120,11 +126,14 @@ func validText(s string) bool {
 // it: against the types the store declares it commits, or, for a store
 // that declares nothing, the types the handler declared with
 // WithCompletionWrites (when it declared any).
-func (e *engine) acceptWrite(w any) error {
+func (e *engine) acceptWrite(lease Lease, w any) error {
 	t := reflect.TypeOf(w)
 	if caps, ok := CapabilitiesOf(e.store); ok {
 		if !caps.CommitsWrite(t) {
 			return fmt.Errorf("%w: %s commits %s with a completion, not %T", ErrUnsupportedWrite, caps.storeName(), caps.writeKinds(), w)
+		}
+		if caps.CheckWrite != nil {
+			return caps.CheckWrite(lease, w)
 		}
 		return nil
 	}

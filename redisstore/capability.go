@@ -2,20 +2,25 @@ package redisstore
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 // Capabilities declares what the store can do, so SQS, Wrap and httpidem
-// refuse at construction what it cannot: it keeps results up to
+// refuse at construction what it cannot: it commits Command and *Command
+// completion writes in the completion's script, keeps results up to
 // Options.MaxResultBytes and reserves '{' and '}' in namespaces (the
-// namespace is the cluster hash tag).
+// namespace is the cluster hash tag). AddCompletionWrite checks each
+// command as the handler adds it (ErrInvalidCommand, ErrCrossSlot).
 func (s *Store) Capabilities() lambdaidem.Capabilities {
 	return lambdaidem.Capabilities{
-		Store:          "Redis",
-		MaxResultBytes: s.maxRes,
-		CheckNamespace: checkNamespace,
+		Store:            "Redis",
+		CompletionWrites: []reflect.Type{reflect.TypeFor[Command](), reflect.TypeFor[*Command]()},
+		MaxResultBytes:   s.maxRes,
+		CheckNamespace:   checkNamespace,
+		CheckWrite:       s.checkWrite,
 	}
 }
 

@@ -31,10 +31,11 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-16s %s\n", $$1, $$2 }'
 
 .PHONY: test
-test: ## Start the local stack, run every test (-race) against it, stop it; then check template.yaml
+test: ## Start the local stack, run every test (-race) against it, stop it; a minute of simulation, the mutant table; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
 	LAMBDAIDEM_DYNAMODB=0 $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) -run '^TestStackWithoutDynamoDB$$' ./localstack/provision
 	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
+	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(MAKE) mutants
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
 	cfn-lint docs/getting-started/template.yaml
@@ -103,12 +104,16 @@ MUTANT_BUDGET   ?= 60s
 MUTANT          ?=
 
 .PHONY: sim
-sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,tx,... forces options
+sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,ordered,force,... forces options (docs/simulation.md)
 	$(GO) test -count=1 -timeout 0 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
 
 .PHONY: mutants
-mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
-	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants); each must be found within MUTANT_BUDGET of CPU time (60s), and on the real stores that carry it when the stack is up; prints the mutant and promise tables (MUTANT=name SEED=n: one mutant from one seed)
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants(OnStores)?$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+
+.PHONY: mutants-update
+mutants-update: ## make mutants, then write its tables into BENCHMARKS.md and docs/promises.md
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.update
 
 BENCH_N   ?= 1000
 BENCH_E2E ?= 2000

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -216,9 +217,12 @@ func (c *claimCall) claim(ctx context.Context) (item, error) {
 	e.SetIfNotExists(attrFirstAttempt, numAV(ceilMillis(c.req.Now)))
 	e.Add(attrAttempts, 1)
 	e.Add(attrClaim, 1)
+	sameHash := e.n(attrHash) + " = " + e.s(c.req.PayloadHash)
+	if mutant.On("dynamo-failed-reclaimed-by-other-payload") {
+		sameHash = "(" + sameHash + " OR attribute_exists(" + e.n(attrHash) + "))" // a FAILED record claimed by any payload
+	}
 	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (" +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusFailed)) + " AND " +
-		e.n(attrHash) + " = " + e.s(c.req.PayloadHash) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusFailed)) + " AND " + sameHash + " AND " +
 		e.unexpired(ceilSecs(c.req.Now)) + ")"
 	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.s.table),

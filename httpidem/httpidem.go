@@ -274,6 +274,10 @@ func keyFromValues(values []string, maxLen int) (string, error) {
 // stored under the bare word anonymous: a caller's identity is always
 // quoted, so no caller, whatever it is called, shares that key space.
 func storeKey(route, caller, key string) string {
+	shareAnonymous := mutant.On("anonymous-shares-caller-key") // the bug: no caller stored as a caller named anonymous
+	if shareAnonymous && caller == "" {
+		caller = Anonymous
+	}
 	if caller == "" {
 		return strconv.Quote(route) + " " + Anonymous + " " + key
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // heartbeat extends the lease every interval while the handler runs. A
@@ -90,7 +92,10 @@ func (hb *heartbeat) beat() bool {
 	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
 		ExpiresAt: e.retentionUntil(now, false)})
 	rcancel()
+	ignoreRefusal := mutant.On("heartbeat-refusal-ignored") // the bug: a refused extension does not cancel the handler
 	switch {
+	case errors.Is(err, ErrLeaseLost) && ignoreRefusal:
+		return true
 	case errors.Is(err, ErrLeaseLost):
 		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: lease lost while the handler runs",
 			slog.String("key", hb.lease.Key), slog.Int("attempt", hb.lease.Attempt))

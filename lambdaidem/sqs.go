@@ -214,5 +214,8 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 		}
 		reports[i] = p.process(ctx, t, recs[i], keys[i])
 		stopped = !reports[i].Acked && len(group) > 1
+		if mutant.On("fifo-continues-after-failure") {
+			stopped = false // the bug: the group goes on after a record that was not acknowledged
+		}
 	}
 }

@@ -82,6 +82,10 @@ type Kit struct {
 	sources            map[*sim.Queue]*sim.EventSource
 	problems           []string
 	takeovers, crashes int
+	// running counts the handlers running now per key; operatorActions
+	// the operator actions an exploration drew that applied.
+	running         map[string]int
+	operatorActions int
 }
 
 // plan is what a scenario does to one message's first handler run.
@@ -114,6 +118,7 @@ func newKit(seed uint64, handler lambdaidem.MessageHandler, opts []lambdaidem.Op
 		succeeded: map[string]bool{},
 		dlqKey:    map[string]bool{},
 		dlqMsg:    map[string]bool{},
+		running:   map[string]int{},
 	}
 	k.store = &sim.FaultStore{Store: k.mem, W: w}
 	k.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
@@ -306,7 +311,7 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
-	err := k.handler(ctx, msg)
+	err := k.runHandler(ctx, key, msg)
 	w.Logf("handler for %s returns %v", msg.MessageId, err)
 	if err == nil {
 		k.succeeded[key] = true
@@ -316,6 +321,14 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 		w.KillCurrent()
 	}
 	return err
+}
+
+// runHandler runs the user's handler, counted as running on key while it
+// does (a kill unwinds it too).
+func (k *Kit) runHandler(ctx context.Context, key string, msg events.SQSMessage) error {
+	k.running[key]++
+	defer func() { k.running[key]-- }()
+	return k.handler(ctx, msg)
 }
 
 func (k *Kit) hook(rep *lambdaidem.InvocationReport) {

@@ -74,7 +74,9 @@ end
 // result}, previous being empty.
 // Any other refusal leaves a result kept apart out, so a conflicting or
 // late duplicate gets a small reply.
-var claimScript = redis.NewScript(prelude + `
+var claimScript = redis.NewScript(claimSource)
+
+const claimSource = prelude + `
 local now = tonumber(ARGV[1])
 local token, hash, ea, member = ARGV[2], ARGV[4], ARGV[8], ARGV[12]
 -- Members whose record expired leave the open sets here, so the sets hold
@@ -122,7 +124,7 @@ redis.call('HSET', rec, 's', 'IN_PROGRESS', 't', token, 'lu', ARGV[6], 'h', hash
 retain(ARGV[10])
 index(member, old, 'IN_PROGRESS', ea)
 return {'claimed', prev, redis.call('HGETALL', rec)}
-`)
+`
 
 // commands runs a completion's commands (command.go): it parses them
 // from ARGV, checks every guard, key type and integer before any of them

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -149,7 +150,11 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		noTakeover = "1"
 	}
 	token := rand.Text()
-	v, err := claimScript.Run(ctx, s.client, k.all(),
+	script := claimScript
+	if mutant.On("redis-failed-reclaimed-by-other-payload") {
+		script = redis.NewScript(strings.Replace(claimSource, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1))
+	}
+	v, err := script.Run(ctx, s.client, k.all(),
 		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
 		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
 		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,

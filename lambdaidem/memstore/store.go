@@ -32,6 +32,10 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
+	reclaimAnyPayload := mutant.On("failed-reclaimed-by-other-payload") // the bug: a FAILED record claimed by any payload
+	if reclaimAnyPayload && r != nil && r.Status == lambdaidem.StatusFailed {
+		r.PayloadHash = req.PayloadHash
+	}
 	var prev lambdaidem.Status
 	takeLiveLease := mutant.On("claim-takes-live-lease") // the bug: two holders of one key at once
 	switch {

@@ -26,6 +26,14 @@ var flagRedisBudget = flag.Duration("sim.redis-budget", 20*time.Second, "how lon
 // needs; the run's keys carry a prefix of their own and are removed at the
 // end.
 func TestSimulationRedis(t *testing.T) {
+	exploreStore(t, "redis-server", *flagRedisBudget, redisStore(t))
+}
+
+// redisStore is the Redis store on the local redis-server, under a key
+// prefix of its own whose keys are removed when t ends; t skips without a
+// server.
+func redisStore(t *testing.T) lambdaidem.Store {
+	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	prefix := "sim-" + rand.Text()[:10]
 	t.Cleanup(func() {
@@ -43,7 +51,7 @@ func TestSimulationRedis(t *testing.T) {
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	exploreStore(t, "redis-server", *flagRedisBudget, store)
+	return store
 }
 
 // exploreStore runs the generator against one real store for budget (at

@@ -29,6 +29,10 @@ type StoreFaults struct {
 	LateBy time.Duration
 	// OutageFrom and OutageFor make every call fail for a while.
 	OutageFrom, OutageFor time.Duration
+	// MarkErr fails a final dead-letter mark (the write after the copy
+	// was sent) before it applies, as unavailable: the store going away
+	// between the send and the mark.
+	MarkErr float64 `json:",omitempty"`
 }
 
 // errFault is what the fault layer's errors wrap, besides
@@ -51,8 +55,11 @@ type FaultStore struct {
 	OnDelete func(namespace, key string)
 	// OnComplete observes every completion that applied.
 	OnComplete func(req lambdaidem.CompleteRequest)
-	Calls      int
-	Faulted    int
+	// OnExtendRefused observes every lease extension the store refused
+	// (lambdaidem.ErrLeaseLost), as the answer reaches the caller.
+	OnExtendRefused func(l lambdaidem.Lease)
+	Calls           int
+	Faulted         int
 }
 
 func (s *FaultStore) travel() {
@@ -156,12 +163,22 @@ func (s *FaultStore) Fail(ctx context.Context, req lambdaidem.FailRequest) error
 
 // DeadLetter implements lambdaidem.Store.
 func (s *FaultStore) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	if !req.Pending && s.Faults.MarkErr > 0 && s.W.rng.Float64() < s.Faults.MarkErr {
+		s.Calls++
+		s.Faulted++
+		s.travel()
+		return fmt.Errorf("sim store dead-letter mark: %w: %w", lambdaidem.ErrStoreUnavailable, errFault)
+	}
 	return s.write("dead-letter", ctx, func(c context.Context) error { return s.Store.DeadLetter(c, req) })
 }
 
 // Extend implements lambdaidem.Store.
 func (s *FaultStore) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
-	return s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+	err := s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+	if s.OnExtendRefused != nil && errors.Is(err, lambdaidem.ErrLeaseLost) {
+		s.OnExtendRefused(req.Lease)
+	}
+	return err
 }
 
 // Delete implements lambdaidem.Store.

@@ -240,11 +240,15 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	var inner lambdaidem.Store = s.raw
 	if c.Tx {
-		tx := &TxStore{Store: inner, Ledger: s.ledger}
+		var refuse func() bool
 		if c.TxRefuse > 0 {
-			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+			refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
 		}
-		inner = tx
+		if es, ok := inner.(EffectStore); ok {
+			inner = es.WithLedger(s.ledger, refuse)
+		} else {
+			inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
+		}
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {

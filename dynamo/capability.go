@@ -51,7 +51,7 @@ const (
 // name from its flags or the environment may check it first.
 func CheckTableName(table string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: %w: %q %s", ErrInvalidTableName, lambdaidem.ErrInvalidOption, table, why)
+		return fmt.Errorf("%w: %q %s", ErrInvalidTableName, table, why)
 	}
 	name := table
 	if strings.HasPrefix(table, "arn:") {

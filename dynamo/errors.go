@@ -28,8 +28,17 @@ var (
 	// longer than 255 characters; a character other than letters, digits,
 	// '_', '-' and '.'), or a table ARN that is not one. New refuses it
 	// when called; see CheckTableName.
-	ErrInvalidTableName = errors.New("dynamo: invalid table name")
+	ErrInvalidTableName error = invalidSetting("dynamo: invalid table name")
 )
+
+// invalidSetting is a named error of a setting a constructor refuses; it
+// matches lambdaidem.ErrInvalidOption too.
+type invalidSetting string
+
+func (e invalidSetting) Error() string { return string(e) }
+
+// Is reports whether target is lambdaidem.ErrInvalidOption.
+func (e invalidSetting) Is(target error) bool { return target == lambdaidem.ErrInvalidOption }
 
 // TransactionError reports which extra writes of a transactional completion
 // made DynamoDB cancel the transaction. Nothing of the transaction was

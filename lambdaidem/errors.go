@@ -233,6 +233,15 @@ func (e *ConfigError) Error() string {
 	return e.Handler + ": " + e.Option + ": " + strings.TrimPrefix(e.Err.Error(), "lambdaidem: ")
 }
 
+// reason is an error with one text that matches several named errors.
+type reason struct {
+	text  string
+	named []error
+}
+
+func (r *reason) Error() string   { return r.text }
+func (r *reason) Unwrap() []error { return r.named }
+
 // Unwrap returns Err.
 func (e *ConfigError) Unwrap() error { return e.Err }
 

@@ -279,7 +279,8 @@ func (c *config) check(handler string, store Store) {
 	unsupported := func(option string, also error, format string, args ...any) {
 		err := fmt.Errorf("%w: "+format, append([]any{ErrUnsupportedOption}, args...)...)
 		if also != nil {
-			err = fmt.Errorf("%w: %w", also, err)
+			// One text, the more specific error's, matching both.
+			err = &reason{text: fmt.Sprintf("%s: "+format, append([]any{also}, args...)...), named: []error{also, ErrUnsupportedOption}}
 		}
 		fail(&ConfigError{Option: option, Store: caps.Store, Err: err})
 	}

@@ -18,7 +18,7 @@ import (
 // URL from its flags or the environment may check it first.
 func CheckQueueURL(u string) error {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: %w: %q %s", ErrInvalidQueueURL, lambdaidem.ErrInvalidOption, u, why)
+		return fmt.Errorf("%w: %q %s", ErrInvalidQueueURL, u, why)
 	}
 	if u == "" {
 		return bad("is empty")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,9 +55,21 @@ type Store struct {
 
 var _ lambdaidem.Store = (*Store)(nil)
 
-// New returns a Store keeping records in table through client. The table
-// must have a string partition key "pk" (CreateTable makes one).
+// New returns a Store keeping records in table (a name or a table ARN)
+// through client. The table must have a string partition key "pk"
+// (CreateTable makes one). A nil client, or a table name DynamoDB would
+// refuse (CheckTableName: an unset environment variable reads as ""), is
+// refused at once: New panics with a *lambdaidem.ConfigError wrapping
+// ErrInvalidTableName (or lambdaidem.ErrInvalidOption for the client), as
+// the decorators do for options that could never work, rather than fail
+// every message with a validation error.
 func New(client API, table string, opts ...Option) *Store {
+	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
+		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "client", Err: fmt.Errorf("%w: the DynamoDB client is nil", lambdaidem.ErrInvalidOption)})
+	}
+	if err := CheckTableName(table); err != nil {
+		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "table name", Err: err})
+	}
 	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes, inlineLimit: DefaultInlineResultBytes}
 	for _, o := range opts {
 		o(s)

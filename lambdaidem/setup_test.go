@@ -153,6 +153,15 @@ func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
 	}, extra...)
 }
 
+// wrapOpts are opts without the SQS handler's own options, for Wrap.
+func (b *bundle) wrapOpts(extra ...lambdaidem.Option) []lambdaidem.Option {
+	return append([]lambdaidem.Option{
+		lambdaidem.WithNamespace(ns),
+		lambdaidem.WithClock(b.clock.Now),
+		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, extra...)
+}
+
 // counting wraps a handler so every call is counted by message ID.
 func (b *bundle) counting(h lambdaidem.MessageHandler) lambdaidem.MessageHandler {
 	return func(ctx context.Context, m events.SQSMessage) error {

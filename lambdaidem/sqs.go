@@ -28,7 +28,7 @@ func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Conte
 		panic("lambdaidem: nil handler")
 	}
 	c := newConfig(opts)
-	c.refuseWait()
+	c.check(handlerSQS, store)
 	c.useHash(true)
 	p := &sqsProcessor{engine: newEngine(store, c), handler: handler}
 	return p.handle

@@ -61,18 +61,18 @@ const (
 // that read's error (ErrStoreUnavailable) instead: whether the run ended is
 // not known.
 //
-// The SQS handler refuses the option when it is built: it panics with an
-// error wrapping ErrWaitUnsupported. An SQS message whose key is held
-// elsewhere is made visible again when that lease ends, which is the
-// queue's own way of waiting.
+// The SQS handler refuses the option when it is built: it panics with a
+// *ConfigError wrapping ErrUnsupportedOption and ErrWaitUnsupported. An
+// SQS message whose key is held elsewhere is made visible again when that
+// lease ends, which is the queue's own way of waiting. A negative limit is
+// refused too (ErrInvalidOption); zero turns waiting off.
 func WithWaitForCompletion(limit time.Duration) Option {
-	return func(c *config) { c.wait = max(limit, 0) }
-}
-
-// refuseWait panics when the SQS handler is given WithWaitForCompletion.
-func (c *config) refuseWait() {
-	if c.wait > 0 {
-		panic(fmt.Errorf("%w (WithWaitForCompletion(%s))", ErrWaitUnsupported, c.wait))
+	return func(c *config) {
+		c.note("WithWaitForCompletion")
+		if limit < 0 {
+			c.refuse("WithWaitForCompletion", fmt.Sprintf("a negative limit (%s)", limit))
+		}
+		c.wait = max(limit, 0)
 	}
 }
 

@@ -87,6 +87,7 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 		panic("lambdaidem: nil function")
 	}
 	c := newConfig(opts)
+	c.check(handlerWrap, store)
 	c.useHash(false)
 	w := &wrapper[In, Out]{engine: newEngine(store, c), fn: fn}
 	switch k := c.wrapKey.(type) {
@@ -102,7 +103,8 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 	case func(In) (string, error):
 		w.key = func(in In, _ []byte) (string, error) { return k(in) }
 	default:
-		panic(fmt.Sprintf("lambdaidem: WithWrapKey function %T does not take the wrapped input type", c.wrapKey))
+		panic(&ConfigError{Handler: handlerWrap, Option: "WithWrapKey",
+			Err: fmt.Errorf("%w: the function %T does not take the wrapped input type", ErrInvalidOption, c.wrapKey)})
 	}
 	return w.call
 }

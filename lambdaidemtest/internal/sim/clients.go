@@ -98,7 +98,6 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		lambdaidem.WithNamespace(s.ns + "-wrap"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
-		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}

@@ -255,7 +255,11 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	var inner lambdaidem.Store = s.raw
 	if c.Tx && s.Store != nil {
-		inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
+		if es, ok := inner.(EffectStore); ok {
+			inner = es.WithLedger(s.ledger, refuse)
+		} else {
+			inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
+		}
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
@@ -462,7 +466,8 @@ func (s *Scenario) function() SQSHandler {
 	if c.FailOnAny {
 		opts = append(opts, lambdaidem.WithFailBatchOnAnyFailure())
 	}
-	if c.Backoff {
+	if c.Backoff && c.Visibility2 {
+		// (WithBackoff without WithVisibility is refused when built.)
 		opts = append(opts, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
 	}
 	if c.Visibility2 {

@@ -291,6 +291,19 @@ func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {
 	return nil
 }
 
+// EffectStore is a store that commits Effects itself, in its own atomic
+// completion step (the Redis store's run, with Redis commands): when the
+// scenario's store implements it, a scenario with Tx uses the store
+// WithLedger returns instead of wrapping it in a TxStore, so the checker
+// judges what the store committed. The store it returns must keep
+// Ledger.Tx equal to the effects the store holds, and refuse a completion
+// with lambdaidem.ErrWriteRefused, applying nothing, when refuse (if not
+// nil) says so.
+type EffectStore interface {
+	lambdaidem.Store
+	WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store
+}
+
 // Ledger is where handlers' effects land; the checker reads it.
 type Ledger struct {
 	// Plain are effects a handler made itself, per key, in order.

@@ -2,7 +2,9 @@ package httpidem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +25,11 @@ import (
 type cancelStore struct {
 	*memstore.Store
 	err error
+}
+
+// Capabilities declares the string writes the tests' handlers add.
+func (s *cancelStore) Capabilities() lambdaidem.Capabilities {
+	return lambdaidem.Capabilities{Store: "cancel", CompletionWrites: []reflect.Type{reflect.TypeFor[string]()}}
 }
 
 func (s *cancelStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
@@ -90,14 +97,23 @@ func TestUncommittedWritesNeverAnswerSuccess(t *testing.T) {
 	}
 }
 
-// A plain memstore cannot commit writes at all: the handler's answer must
-// not go out as if they had been.
+// A plain memstore cannot commit writes at all: declared, the handler is
+// refused when built; undeclared, AddCompletionWrite refuses the write and
+// the handler's answer does not go out as if it had committed.
 func TestWritesTheStoreCannotCommit(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int32
+	err := lambdaidem.Check(func() {
+		httpidem.HTTP(memstore.New(), debit(&runs, "debit"), httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(lambdaidem.WithCompletionWrites[string]()))
+	})
+	if !errors.Is(err, lambdaidem.ErrUnsupportedWrite) {
+		t.Fatalf("built with writes the store cannot commit: %v, want ErrUnsupportedWrite", err)
+	}
 	h := httpidem.HTTP(memstore.New(), debit(&runs, "debit"), httpidem.WithAnonymousCallers())
 	resp, err := h(t.Context(), httpReq("k-1", `{}`))
-	wantProblem(t, resp, err, 500, "idempotency-not-committed")
+	if !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || resp.StatusCode/100 == 2 {
+		t.Fatalf("status %d, error %v; want no 2xx and the write's refusal (ErrUnsupportedWrite)", resp.StatusCode, err)
+	}
 }
 
 // accountRow is a row in the idempotency table standing for the caller's

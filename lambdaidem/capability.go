@@ -18,7 +18,9 @@ import (
 // on the store is checked at construction.
 //
 // A Store that wraps another (to count requests, inject faults) should
-// forward its inner store's Capabilities, or the checks are lost.
+// implement [Wrapper], so the checks see the inner store's declaration,
+// or declare Capabilities of its own when it commits more than the store
+// it wraps.
 type Capabilities struct {
 	// Store names the store in errors: "DynamoDB", "Redis", "in-memory".
 	Store string
@@ -52,14 +54,38 @@ type Capable interface {
 	Capabilities() Capabilities
 }
 
+// Wrapper is implemented by a Store that wraps another and adds no
+// capability of its own: one that counts requests, injects faults or
+// observes calls. Unwrap returns the store it wraps, whose declaration
+// [CapabilitiesOf] reads, so a wrapper neither hides what the store
+// declares nor turns a store that declares nothing into one that
+// declares it commits nothing. A wrapper that commits more than its
+// inner store (completion writes of its own) implements [Capable]
+// instead.
+type Wrapper interface {
+	Unwrap() Store
+}
+
+// maxUnwrap bounds how many wrappers CapabilitiesOf follows, against a
+// wrapper that returns itself.
+const maxUnwrap = 64
+
 // CapabilitiesOf returns the capabilities store declares, and false when
-// it declares none (it does not implement [Capable]).
+// it declares none. A store declares them by implementing [Capable]; for
+// one that does not, CapabilitiesOf follows [Wrapper.Unwrap] to the store
+// it wraps, until one is Capable or neither.
 func CapabilitiesOf(store Store) (Capabilities, bool) {
-	c, ok := store.(Capable)
-	if !ok {
-		return Capabilities{}, false
+	for range maxUnwrap {
+		switch s := store.(type) {
+		case Capable:
+			return s.Capabilities(), true
+		case Wrapper:
+			store = s.Unwrap()
+		default:
+			return Capabilities{}, false
+		}
 	}
-	return c.Capabilities(), true
+	return Capabilities{}, false
 }
 
 // CommitsWrite reports whether the store commits completion writes of
@@ -77,7 +103,7 @@ func (c Capabilities) CommitsWrite(t reflect.Type) bool {
 // errors.
 func (c Capabilities) writeKinds() string {
 	if len(c.CompletionWrites) == 0 {
-		return "no completion writes"
+		return "no writes"
 	}
 	names := make([]string, len(c.CompletionWrites))
 	for i, t := range c.CompletionWrites {

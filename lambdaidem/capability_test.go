@@ -23,6 +23,21 @@ type declared struct {
 
 func (d declared) Capabilities() lambdaidem.Capabilities { return d.caps }
 
+// undeclared is the in-memory store hidden behind a type that declares
+// nothing and unwraps to nothing, as a store of a user's own would be.
+type undeclared struct{ lambdaidem.Store }
+
+// counting wraps a store as a request counter would, forwarding its
+// declaration through Unwrap.
+type counting struct{ lambdaidem.Store }
+
+func (c counting) Unwrap() lambdaidem.Store { return c.Store }
+
+// loop is a wrapper that unwraps to itself.
+type loop struct{ lambdaidem.Store }
+
+func (l *loop) Unwrap() lambdaidem.Store { return l }
+
 type ledgerWrite struct{ account string }
 
 type otherWrite struct{}
@@ -40,7 +55,7 @@ func refusal(t *testing.T, build func()) *lambdaidem.ConfigError {
 
 func TestRefusedWhenBuilt(t *testing.T) {
 	t.Parallel()
-	plain := memstore.New()
+	plain := undeclared{memstore.New()}
 	redisLike := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
 		Store:          "Braces",
 		MaxResultBytes: 1000,
@@ -133,7 +148,7 @@ func TestAddCompletionWriteChecksTheType(t *testing.T) {
 	}
 
 	// A store that declares nothing: the types the handler declared.
-	h = lambdaidem.SQS(memstore.New(), func(ctx context.Context, _ events.SQSMessage) error {
+	h = lambdaidem.SQS(undeclared{memstore.New()}, func(ctx context.Context, _ events.SQSMessage) error {
 		added = lambdaidem.AddCompletionWrite(ctx, otherWrite{})
 		refused = lambdaidem.AddCompletionWrite(ctx, &ledgerWrite{})
 		return errors.New("drop the writes")
@@ -155,4 +170,43 @@ func TestCheckPassesOtherPanics(t *testing.T) {
 		}
 	}()
 	_ = lambdaidem.Check(func() { lambdaidem.SQS(memstore.New(), nil) })
+}
+
+// A wrapper that unwraps forwards what the store it wraps declares, and
+// forwards "nothing declared" as nothing declared.
+func TestCapabilitiesOfUnwraps(t *testing.T) {
+	t.Parallel()
+	writer := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
+		Store: "Ledger", CompletionWrites: []reflect.Type{reflect.TypeFor[ledgerWrite]()},
+	}}
+	caps, declares := lambdaidem.CapabilitiesOf(counting{counting{writer}})
+	if !declares || caps.Store != "Ledger" || !caps.CommitsWrite(reflect.TypeFor[ledgerWrite]()) {
+		t.Fatalf("two wrappers over a declared store: %+v, %v; want the store's declaration", caps, declares)
+	}
+	if caps, declares := lambdaidem.CapabilitiesOf(counting{undeclared{memstore.New()}}); declares {
+		t.Fatalf("a wrapper over a store that declares nothing declares %+v", caps)
+	}
+	if caps, declares := lambdaidem.CapabilitiesOf(counting{memstore.New()}); !declares || caps.Store != "in-memory" {
+		t.Fatalf("a wrapper over the in-memory store: %+v, %v; want its declaration", caps, declares)
+	}
+	if _, declares := lambdaidem.CapabilitiesOf(&loop{Store: memstore.New()}); declares {
+		t.Fatal("a wrapper that unwraps to itself declares something")
+	}
+	if _, declares := lambdaidem.CapabilitiesOf(counting{nil}); declares {
+		t.Fatal("a wrapper of nothing declares something")
+	}
+
+	// The checks made when a handler is built see through the wrapper.
+	ce := refusal(t, func() { lambdaidem.SQS(counting{writer}, ok, lambdaidem.WithCompletionWrites[otherWrite]()) })
+	if !errors.Is(ce, lambdaidem.ErrUnsupportedWrite) || ce.Store != "Ledger" {
+		t.Fatalf("refusal through a wrapper: %v (store %q), want ErrUnsupportedWrite naming Ledger", ce, ce.Store)
+	}
+	if err := lambdaidem.Check(func() { lambdaidem.SQS(counting{writer}, ok, lambdaidem.WithCompletionWrites[ledgerWrite]()) }); err != nil {
+		t.Fatalf("a write the wrapped store commits, refused: %v", err)
+	}
+	if err := lambdaidem.Check(func() {
+		lambdaidem.SQS(counting{undeclared{memstore.New()}}, ok, lambdaidem.WithCompletionWrites[otherWrite]())
+	}); err != nil {
+		t.Fatalf("a wrapper over a store that declares nothing, checked: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 
@@ -38,6 +39,13 @@ type txStore struct {
 	*memstore.Store
 	err error
 }
+
+// Capabilities declares the string writes the tests' handlers add.
+func (s *txStore) Capabilities() lambdaidem.Capabilities { return stringWrites }
+
+// stringWrites declares a store that commits string completion writes,
+// the stand-ins the tests' handlers add.
+var stringWrites = lambdaidem.Capabilities{Store: "test", CompletionWrites: []reflect.Type{reflect.TypeFor[string]()}}
 
 func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	if s.err != nil {

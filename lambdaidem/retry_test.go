@@ -72,6 +72,10 @@ type lateStore struct {
 	held    *lambdaidem.CompleteRequest
 }
 
+// Capabilities declares the string writes the tests' handlers add: the
+// store stands for one that commits them with its completion.
+func (s *lateStore) Capabilities() lambdaidem.Capabilities { return stringWrites }
+
 func (s *lateStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -126,7 +126,10 @@ var byOrderKey = lambdaidem.WithKeyJSONField("order")
 
 // The kit's default store commits no completion writes: the handler the
 // README recommends for exactly-once cannot run there, and Check and
-// Explore say so instead of passing.
+// Explore say so instead of passing. (Declared with
+// lambdaidem.WithCompletionWrites, the kit refuses it when built:
+// TestKitRefusesWritesItsStoreCannotCommit.) AddCompletionWrite refuses
+// the write in the handler, which fails.
 func TestTransactionalHandlerOnDefaultStoreIsReported(t *testing.T) {
 	db := newFunds(t, map[string]int{"alice": 1000})
 	k := lambdaidemtest.New(pay(db, true), byOrderKey)
@@ -135,7 +138,7 @@ func TestTransactionalHandlerOnDefaultStoreIsReported(t *testing.T) {
 	if err == nil {
 		t.Fatalf("Check passed a handler whose completions were all refused: outcomes %v", k.Outcomes("o-1"))
 	}
-	for _, want := range []string{"undeclared dead letter", "max_attempts", "undeclared", "completion was refused", "unsupported completion write", "memstore.WithCompletionWrites"} {
+	for _, want := range []string{"undeclared dead letter", "max_attempts", "undeclared", "the handler failed", "unsupported completion write", "memstore.WithCompletionWrites"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Check's report does not say %q:\n%v", want, err)
 		}

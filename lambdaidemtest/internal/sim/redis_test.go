@@ -81,6 +81,12 @@ type redisLedger struct {
 	lists map[string]map[string][]string
 }
 
+// Capabilities declares the Redis store's commands and the scenario's
+// Effects, which Complete turns into commands.
+func (r *redisLedger) Capabilities() lambdaidem.Capabilities {
+	return withEffects(r.Store.Capabilities())
+}
+
 func (r *redisLedger) list(ns, key string) string { return r.Key(ns, "fx:"+key) }
 
 // Complete implements lambdaidem.Store.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -62,6 +63,11 @@ type FaultStore struct {
 	Calls           int
 	Faulted         int
 }
+
+// Unwrap returns the store behind the faults, whose capabilities
+// (lambdaidem.CapabilitiesOf) are the FaultStore's: a handler built on it
+// is checked as one built on the store itself.
+func (s *FaultStore) Unwrap() lambdaidem.Store { return s.Store }
 
 func (s *FaultStore) travel() {
 	if s.Faults.Latency > 0 {
@@ -226,6 +232,31 @@ type TxStore struct {
 	// completion is then refused with lambdaidem.ErrWriteRefused and
 	// nothing of it applies.
 	Refuse func() bool
+}
+
+// Capabilities declares what the store it wraps declares, and Effect
+// besides, which TxStore commits itself. It wraps only the stores of this
+// module, which all declare theirs.
+func (s *TxStore) Capabilities() lambdaidem.Capabilities {
+	caps, _ := lambdaidem.CapabilitiesOf(s.Store)
+	return withEffects(caps)
+}
+
+// withEffects adds Effect to the completion writes caps declares: the
+// writes of a wrapper that commits Effects itself and hands the rest to
+// the store it wraps, whose own check (CheckWrite) they still pass.
+func withEffects(caps lambdaidem.Capabilities) lambdaidem.Capabilities {
+	effect := reflect.TypeFor[Effect]()
+	caps.CompletionWrites = append(slices.Clip(caps.CompletionWrites), effect)
+	if check := caps.CheckWrite; check != nil {
+		caps.CheckWrite = func(l lambdaidem.Lease, w any) error {
+			if reflect.TypeOf(w) == effect {
+				return nil
+			}
+			return check(l, w)
+		}
+	}
+	return caps
 }
 
 // Complete implements lambdaidem.Store.

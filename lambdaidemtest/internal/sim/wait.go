@@ -76,6 +76,10 @@ type waitWatch struct {
 	s *Scenario
 }
 
+// Unwrap returns the store watched, whose capabilities the handlers are
+// checked against.
+func (ww *waitWatch) Unwrap() lambdaidem.Store { return ww.Store }
+
 func (ww *waitWatch) proc() *Process {
 	if c := ww.s.w.cur; c != nil {
 		return c.owner

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/redis/go-redis/v9"
 
@@ -109,6 +110,7 @@ func errName(err error) string {
 		"lambdaidem.ErrInvalidOption":     lambdaidem.ErrInvalidOption,
 		"lambdaidem.ErrUnsupportedOption": lambdaidem.ErrUnsupportedOption,
 		"lambdaidem.ErrUnsupportedWrite":  lambdaidem.ErrUnsupportedWrite,
+		"lambdaidem.ErrWaitUnsupported":   lambdaidem.ErrWaitUnsupported,
 		"dynamo.ErrInvalidTableName":      dynamo.ErrInvalidTableName,
 		"sqsqueue.ErrInvalidQueueURL":     sqsqueue.ErrInvalidQueueURL,
 		"sqsqueue.ErrInvalidARN":          sqsqueue.ErrInvalidARN,
@@ -131,18 +133,18 @@ table TestCompatibility runs; edit docs/compat, not this file. -->
 
 Every feature with every store and every entry point. A cell is either
 **supported**, and run by the test named below on that store, or **refused
-when the handler is built**: the constructor (`+"`lambdaidem.SQS`, `lambdaidem.Wrap`, `httpidem.HTTP`, `httpidem.REST`, the kit's `lambdaidemtest.New`"+`)
-panics with a `+"`*lambdaidem.ConfigError`"+` that names the option, the store when the
+when the handler is built**: the constructor (` + "`lambdaidem.SQS`, `lambdaidem.Wrap`, `httpidem.HTTP`, `httpidem.REST`, the kit's `lambdaidemtest.New`" + `)
+panics with a ` + "`*lambdaidem.ConfigError`" + ` that names the option, the store when the
 store is the reason, and wraps a named error. No combination fails one message
-at a time. `+"`lambdaidem.Check(func() { ... })`"+` returns the refusal as an error
+at a time. ` + "`lambdaidem.Check(func() { ... })`" + ` returns the refusal as an error
 instead, for tools that build handlers from their flags.
 
-This page is the table of `+"[`docs/compat`](compat)"+`, which `+"`make test`"+` runs:
-`+"`TestCompatibility`"+` runs every supported cell on the in-memory store, on
-DynamoDB Local and on redis-server, and asserts every refusal; `+"`TestDocument`"+`
+This page is the table of ` + "[`docs/compat`](compat)" + `, which ` + "`make test`" + ` runs:
+` + "`TestCompatibility`" + ` runs every supported cell on the in-memory store, on
+DynamoDB Local and on redis-server, and asserts every refusal; ` + "`TestDocument`" + `
 fails when this page is not the table as it renders. One cell runs alone with
-`+"`go test ./docs/compat -run 'TestCompatibility/STORE/FEATURE/ENTRY'`"+` (spaces in
-names as underscores) on the local stack (`+"`localstack/stack.sh run -- ...`"+`).
+` + "`go test ./docs/compat -run 'TestCompatibility/STORE/FEATURE/ENTRY'`" + ` (spaces in
+names as underscores) on the local stack (` + "`localstack/stack.sh run -- ...`" + `).
 
 ## Features by entry point
 
@@ -157,8 +159,9 @@ names as underscores) on the local stack (`+"`localstack/stack.sh run -- ...`"+`
 	}
 	p(`
 A refused cell's option is refused with the error named; "supported" is run
-on every store unless the cell names some.
-
+on every store unless the cell names some. %s.
+`, cellCounts())
+	p(`
 ## What each store declares
 
 Stores declare what they can do (`+"`lambdaidem.Capabilities`"+`); the decorators read
@@ -183,18 +186,19 @@ not checked.
 	p(`
 ## The kit and the simulator
 
-The kit (`+"[`lambdaidemtest`](../lambdaidemtest)"+`) runs SQS handlers: every option of
-the SQS column works in it (`+"`TestKit`"+` builds each into a kit and runs a message
-and its duplicate), and whatever the SQS handler refuses, `+"`lambdaidemtest.New`"+`
-refuses when the kit is made. The simulator (`+"[`lambdaidemtest/internal/sim`](../lambdaidemtest/internal/sim)"+`)
-draws each feature under its invariants, on every store, with the knobs of its
-`+"`Config`"+` named here.
+The kit (` + "[`lambdaidemtest`](../lambdaidemtest)" + `) runs SQS handlers. ` + "`TestKit`" + ` runs every
+feature the SQS handler supports in a kit, with the scenario named, and asserts
+that ` + "`lambdaidemtest.New`" + ` refuses, when the kit is made, every option the SQS
+handler refuses, with the same error. The simulator
+(` + "[`lambdaidemtest/internal/sim`](../lambdaidemtest/internal/sim)" + `) draws each feature under its
+invariants, on every store, through SQS and the request streams of Wrap and
+httpidem, with the knobs of its ` + "`Config`" + ` named here.
 
 | feature | the kit | the simulator's knobs |
 |---|---|---|
 `)
 	for _, f := range features {
-		p("| %s | %s | %s |\n", f.name, f.kit, "`"+strings.ReplaceAll(f.sim, ", ", "`, `")+"`")
+		p("| %s | %s | %s |\n", f.name, kitText(f), "`"+strings.ReplaceAll(f.sim, ", ", "`, `")+"`")
 	}
 	p(`
 ## Settings checked when built
@@ -211,10 +215,10 @@ later, message by message:
 	p(`
 ## What a refusal says
 
-Each line is the refusal of a run of the table (`+"`err.Error()`"+` of the
-`+"`*lambdaidem.ConfigError`"+`):
+Each line is the refusal of a run of the table (` + "`err.Error()`" + ` of the
+` + "`*lambdaidem.ConfigError`" + `):
 
-`+"```text\n")
+` + "```text\n")
 	for _, sample := range samples() {
 		p("%s\n", sample)
 	}
@@ -227,7 +231,11 @@ func samples() []string {
 	redis := redisstore.New(redisClient, redisstore.Options{})
 	builds := []func(){
 		func() { lambdaidem.SQS(redis, noop, lambdaidem.WithCompletionWrites[foreignWrite]()) },
+		func() {
+			lambdaidemtest.New(noop, lambdaidem.WithCompletionWrites[types.TransactWriteItem]())
+		},
 		func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithCache(10, time.Minute)) },
+		func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithWaitForCompletion(time.Minute)) },
 		func() { lambdaidem.SQS(redis, noop, lambdaidem.WithNamespace("orders{eu}")) },
 		settings[0].build,
 		settings[3].build,
@@ -254,6 +262,35 @@ func storeNames() string {
 		n = append(n, s.name)
 	}
 	return strings.Join(n, " | ")
+}
+
+// cellCounts says how many cells the matrix has on each store, supported
+// and refused.
+func cellCounts() string {
+	var per []string
+	for _, st := range stores {
+		sup, ref := 0, 0
+		for _, f := range features {
+			for _, en := range entries {
+				if cellOf(f, en, st).supported {
+					sup++
+				} else {
+					ref++
+				}
+			}
+		}
+		per = append(per, fmt.Sprintf("%s %d supported, %d refused", st.name, sup, ref))
+	}
+	return fmt.Sprintf("On each store, %d features by %d entry points make %d cells: ", len(features), len(entries), len(features)*len(entries)) + strings.Join(per, "; ")
+}
+
+// kitText is a cell of the kit's column.
+func kitText(f feature) string {
+	if f.kit == nil {
+		c := cellOf(f, entries[0], stores[0])
+		return "refused when the kit is made: " + c.why + " (" + errName(c.refused) + ")"
+	}
+	return "supported, `TestKit/" + strings.ReplaceAll(f.name, " ", "_") + "`: " + f.kitHow
 }
 
 // cellText is a cell of the features table.
@@ -305,7 +342,7 @@ func TestSimulatorKnobs(t *testing.T) {
 	}
 	for _, f := range features {
 		for _, knob := range strings.Split(f.sim, ", ") {
-			if !regexp.MustCompile(`(?m)^\s+` + knob + `\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*` + knob + `(, \w+)*\s`).Match(src) {
+			if !regexp.MustCompile(`(?m)^\s+`+knob+`\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*`+knob+`(, \w+)*\s`).Match(src) {
 				t.Errorf("%s: the simulator's Config has no field %s", f.name, knob)
 			}
 		}

@@ -21,15 +21,33 @@ type feature struct {
 	enable string
 	// sqsOnly features have no meaning for Wrap and httpidem: their
 	// option is refused there with ErrUnsupportedOption. wrapOnly
-	// features are refused by the SQS handler.
+	// features are refused by the SQS handler, and so by the kit.
 	sqsOnly, wrapOnly bool
-	// option is the option refused where the feature is not supported.
-	option func() lambdaidem.Option
+	// option is the option refused where the feature is not supported;
+	// refusedWith the named error it is refused with there, besides
+	// ErrUnsupportedOption (nil: that one).
+	option      func() lambdaidem.Option
+	refusedWith error
+	// refusedWhy says why, for the document.
+	refusedWhy string
 	// run runs the feature through one entry point on one store.
 	run func(t *testing.T, c *cellEnv)
-	// kit says how the test kit covers it; sim names the simulator's
-	// knobs (fields of its Config) that draw it.
-	kit, sim string
+	// kit runs the feature in the test kit (TestKit); nil for a feature
+	// the kit refuses when it is built, as the SQS handler does. kitHow
+	// says, for the document, how a test turns it on there.
+	kit    func(t *testing.T)
+	kitHow string
+	// sim names the simulator's knobs (fields of its Config) that draw
+	// the feature under the simulation's invariants.
+	sim string
+}
+
+// refusal is the named error a refused cell of f is refused with.
+func (f feature) refusal() error {
+	if f.refusedWith != nil {
+		return f.refusedWith
+	}
+	return lambdaidem.ErrUnsupportedOption
 }
 
 // cellEnv is what a supported cell runs with.
@@ -64,21 +82,24 @@ var features = []feature{
 		name:   "completion writes",
 		enable: "`WithCompletionWrites[W]()`, then `AddCompletionWrite` in the handler",
 		run:    runCompletionWrites,
-		kit:    "runs them on its in-memory tables",
+		kit:    kitCompletionWrites,
+		kitHow: "`NewWithStore(memstore.New(memstore.WithCompletionWrites(db)), ...)`, `db` a `dynamotest.DB`; `New` (no applier) refuses the declaration (`lambdaidem.ErrUnsupportedWrite`)",
 		sim:    "Tx, TxRefuse",
 	},
 	{
 		name:   "at-most-once",
 		enable: "`WithAtMostOnce()`",
 		run:    runAtMostOnce,
-		kit:    "runs it",
+		kit:    kitAtMostOnce,
+		kitHow: "the option; `CrashAfterEffect`, `ExpectDeadLetter(key, outcome_unknown)`",
 		sim:    "AtMostOnce",
 	},
 	{
 		name:   "heartbeat",
 		enable: "`WithHeartbeat(interval)`",
 		run:    runHeartbeat,
-		kit:    "runs it",
+		kit:    kitHeartbeat,
+		kitHow: "the options; `RedeliverWhileRunning`",
 		sim:    "Heartbeat",
 	},
 	{
@@ -87,7 +108,8 @@ var features = []feature{
 		sqsOnly: true,
 		option:  func() lambdaidem.Option { return lambdaidem.WithCache(10, time.Minute) },
 		run:     runCache,
-		kit:     "runs it",
+		kit:     kitCache,
+		kitHow:  "the option; one key sent twice to one execution environment (`Pollers` and `BatchSize` 1)",
 		sim:     "Cache",
 	},
 	{
@@ -96,7 +118,8 @@ var features = []feature{
 		sqsOnly: true,
 		option:  func() lambdaidem.Option { return lambdaidem.WithKeyDeduplicationID(false) },
 		run:     runFIFO,
-		kit:     "runs it (`Group`)",
+		kit:     kitFIFO,
+		kitHow:  "`Group(g)`, `StopGroup`",
 		sim:     "FIFO, Groups",
 	},
 	{
@@ -105,17 +128,18 @@ var features = []feature{
 		sqsOnly: true,
 		option:  func() lambdaidem.Option { return lambdaidem.WithDeadLetterSink(&deadLetters{}) },
 		run:     runRedrive,
-		kit:     "runs it (`Redrive`)",
+		kit:     kitRedrive,
+		kitHow:  "the kit's own sink; `Poison`, then `Redrive`",
 		sim:     "Redrive, MaxRedrives",
 	},
 	{
-		name:     "large results",
-		enable:   "`WithMaxResultBytes(n)`, up to the store's limit",
-		wrapOnly: true,
-		option:   func() lambdaidem.Option { return lambdaidem.WithMaxResultBytes(1 << 20) },
-		run:      runLargeResults,
-		kit:      "not applicable: the kit runs SQS handlers, which store no result",
-		sim:      "LargeResult",
+		name:       "large results",
+		enable:     "`WithMaxResultBytes(n)`, up to the store's limit",
+		wrapOnly:   true,
+		option:     func() lambdaidem.Option { return lambdaidem.WithMaxResultBytes(1 << 20) },
+		refusedWhy: "the SQS handler stores no result",
+		run:        runLargeResults,
+		sim:        "LargeResult",
 	},
 	{
 		name:    "fail-on-any",
@@ -123,22 +147,35 @@ var features = []feature{
 		sqsOnly: true,
 		option:  func() lambdaidem.Option { return lambdaidem.WithFailBatchOnAnyFailure() },
 		run:     runFailOnAny,
-		kit:     "runs it",
+		kit:     kitFailOnAny,
+		kitHow:  "the option; `ExpectFailure(key)`",
 		sim:     "FailOnAny",
 	},
 	{
 		name:   "key conflict",
 		enable: "always on; `WithPayloadHash`, `WithHashJSONFields` choose what is compared",
 		run:    runKeyConflict,
-		kit:    "runs it",
+		kit:    kitKeyConflict,
+		kitHow: "a key option; `ExpectDeadLetter(key, key_conflict)`",
 		sim:    "Conflict",
 	},
 	{
 		name:   "late replay",
 		enable: "`WithResultRetention(d)` shorter than `WithRetention`",
 		run:    runLateReplay,
-		kit:    "runs it",
+		kit:    kitLateReplay,
+		kitHow: "the options; a repeat sent after the result's retention",
 		sim:    "ResultRet",
+	},
+	{
+		name:        "wait-for-completion",
+		enable:      "`WithWaitForCompletion(limit)` (httpidem: in `WithWrapOptions`)",
+		wrapOnly:    true,
+		option:      func() lambdaidem.Option { return lambdaidem.WithWaitForCompletion(time.Minute) },
+		refusedWith: lambdaidem.ErrWaitUnsupported,
+		refusedWhy:  "an SQS message whose key is held waits in the queue",
+		run:         runWait,
+		sim:         "Wait, Twins, LateFail",
 	},
 }
 
@@ -176,6 +213,13 @@ func runCompletionWrites(t *testing.T, c *cellEnv) {
 	if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != c.store.name {
 		t.Fatalf("WithCompletionWrites of a type the store does not commit: %v, want a ConfigError naming %s, ErrUnsupportedWrite", err, c.store.name)
 	}
+	// The store built without what commits its writes refuses them too.
+	if c.bare != nil {
+		err := lambdaidem.Check(func() { c.entry.build(t, c.bare, c.ns, ok, c.effects.declare) })
+		if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != c.store.name {
+			t.Fatalf("the %s store without its applier, given the writes it commits with one: %v, want a ConfigError naming it, ErrUnsupportedWrite", c.store.name, err)
+		}
+	}
 }
 
 func runAtMostOnce(t *testing.T, c *cellEnv) {
@@ -210,10 +254,8 @@ func (e *extensions) Extend(ctx context.Context, req lambdaidem.ExtendRequest) e
 	return err
 }
 
-func (e *extensions) Capabilities() lambdaidem.Capabilities {
-	caps, _ := lambdaidem.CapabilitiesOf(e.Store)
-	return caps
-}
+// Unwrap returns the store counted, whose capabilities are checked.
+func (e *extensions) Unwrap() lambdaidem.Store { return e.Store }
 
 func runHeartbeat(t *testing.T, c *cellEnv) {
 	counter := &extensions{Store: c.env.store}
@@ -318,7 +360,7 @@ func runLargeResults(t *testing.T, c *cellEnv) {
 	if again.result != first.result || !strings.Contains(again.result, big) {
 		t.Fatalf("replayed %d bytes, want the %d first returned", len(again.result), len(first.result))
 	}
-	// Over what the store keeps: refused when built.
+	// Over what the store keeps: refused when built, naming the store.
 	if caps, declared := lambdaidem.CapabilitiesOf(c.env.store); declared && caps.MaxResultBytes > 0 {
 		err := lambdaidem.Check(func() { c.handler(t, ok, lambdaidem.WithMaxResultBytes(caps.MaxResultBytes+1)) })
 		var ce *lambdaidem.ConfigError
@@ -373,4 +415,65 @@ func runLateReplay(t *testing.T, c *cellEnv) {
 	want(t, "repeat within the result's retention", h(t.Context(), "k", "p"), replay, false)
 	clk.advance(2 * time.Hour)
 	want(t, "repeat after it", h(t.Context(), "k", "p"), late, false)
+}
+
+// reads signals the first time the store is read (Store.Get): a call
+// waiting for a run in progress polls the record with it.
+type reads struct {
+	lambdaidem.Store
+	once  sync.Once
+	first chan struct{}
+}
+
+// Unwrap returns the store read, whose capabilities are checked.
+func (r *reads) Unwrap() lambdaidem.Store { return r.Store }
+
+func (r *reads) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+	r.once.Do(func() { close(r.first) })
+	return r.Store.Get(ctx, req)
+}
+
+// runWait: a call for a key whose run is in progress waits for it and
+// answers with its stored result, without running the function.
+func runWait(t *testing.T, c *cellEnv) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	holder := c.handler(t, func(ctx context.Context, key, _ string) (string, error) {
+		close(started)
+		select {
+		case <-release:
+			return "the first run's result for " + key, nil
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		}
+	})
+	watched := &reads{Store: c.env.store, first: make(chan struct{})}
+	waiter := c.entry.build(t, watched, c.ns, ok, c.feat.option())
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	held := make(chan call, 1)
+	go func() { held <- holder(ctx, "k", "p") }()
+	waitFor(t, started, "the first run to start")
+	waited := make(chan call, 1)
+	go func() { waited <- waiter(ctx, "k", "p") }()
+	waitFor(t, watched.first, "the second call to read the record in progress")
+	close(release)
+	first, second := <-held, <-waited
+	want(t, "the first call", first, fresh, true)
+	want(t, "the call that waited", second, replay, false)
+	if second.result != first.result {
+		t.Fatalf("the call that waited answered %q, want the first run's %q", second.result, first.result)
+	}
+}
+
+// waitFor waits for ch to close, up to a bound generous enough for a
+// loaded machine, and fails naming what it waited for.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for %s", what)
+	}
 }

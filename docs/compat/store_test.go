@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
@@ -35,6 +36,10 @@ type env struct {
 	// effects makes and reads the store's completion writes; nil when it
 	// commits none.
 	effects *effects
+	// bare, when set, is the store as built without what commits its
+	// completion writes (the in-memory store without an applier): it
+	// must refuse the same declaration when a handler is built.
+	bare lambdaidem.Store
 }
 
 // effects are a store's completion writes.
@@ -48,13 +53,53 @@ type effects struct {
 }
 
 var stores = []storeKind{
-	{name: "memory", open: openMemory},
+	{name: "in-memory", open: openMemory, writes: "`types.TransactWriteItem` with `memstore.WithCompletionWrites(db)`, `db` a `dynamotest.DB`; without it none, refused (`lambdaidem.ErrUnsupportedWrite`)"},
 	{name: "DynamoDB", open: openDynamoDB, writes: "`types.TransactWriteItem`"},
 	{name: "Redis", open: openRedis, writes: "`redisstore.Command`"},
 }
 
+// effectsTable is the table the cells' completion writes go to, keyed
+// by pk.
+var effectsTable = dynamotest.Table{Name: "compat-effects", HashKey: "pk"}
+
+// openMemory is the in-memory store committing DynamoDB writes to a
+// dynamotest.DB, as the kit runs a transactional handler.
 func openMemory(t *testing.T) *env {
-	return &env{store: memstore.New()}
+	db := dynamotest.New(effectsTable)
+	return &env{
+		store:   memstore.New(memstore.WithCompletionWrites(db)),
+		effects: dynamoEffects(db.GetItem, effectsTable.Name),
+		bare:    memstore.New(),
+	}
+}
+
+// getItem is DynamoDB's GetItem, of the SDK's client or a dynamotest.DB.
+type getItem func(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+
+// dynamoEffects are DynamoDB writes to table: a conditional Put per
+// effect, read back with get.
+func dynamoEffects(get getItem, table string) *effects {
+	pk := func(ns, name string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: ns + "/" + name}}
+	}
+	return &effects{
+		declare: lambdaidem.WithCompletionWrites[types.TransactWriteItem](),
+		insert: func(ns, name, value string) any {
+			item := pk(ns, name)
+			item["value"] = &types.AttributeValueMemberS{Value: value}
+			return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(table), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}}
+		},
+		read: func(ctx context.Context, ns, name string) (string, error) {
+			out, err := get(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: pk(ns, name), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				return "", err
+			}
+			if v, ok := out.Item["value"].(*types.AttributeValueMemberS); ok {
+				return v.Value, nil
+			}
+			return "", nil
+		},
+	}
 }
 
 func openDynamoDB(t *testing.T) *env {
@@ -70,27 +115,7 @@ func openDynamoDB(t *testing.T) *env {
 			}
 		})
 	}
-	pk := func(ns, name string) map[string]types.AttributeValue {
-		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: ns + "/" + name}}
-	}
-	return &env{store: dynamo.NewAdmin(client, table), effects: &effects{
-		declare: lambdaidem.WithCompletionWrites[types.TransactWriteItem](),
-		insert: func(ns, name, value string) any {
-			item := pk(ns, name)
-			item["value"] = &types.AttributeValueMemberS{Value: value}
-			return types.TransactWriteItem{Put: &types.Put{TableName: aws.String(fx), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}}
-		},
-		read: func(ctx context.Context, ns, name string) (string, error) {
-			out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(fx), Key: pk(ns, name), ConsistentRead: aws.Bool(true)})
-			if err != nil {
-				return "", err
-			}
-			if v, ok := out.Item["value"].(*types.AttributeValueMemberS); ok {
-				return v.Value, nil
-			}
-			return "", nil
-		},
-	}}
+	return &env{store: dynamo.NewAdmin(client, table), effects: dynamoEffects(client.GetItem, fx)}
 }
 
 func openRedis(t *testing.T) *env {

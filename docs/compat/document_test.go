@@ -93,13 +93,69 @@ func nil2xx(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV
 	return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 }
 
-// TestSettings asserts every row of the settings table.
+// moreRefused are further settings of each constructor that must be
+// refused as its row says, by the error it names.
+var moreRefused = []struct {
+	build func()
+	want  error
+}{
+	{func() { dynamo.New(dynamoDB, "ab") }, dynamo.ErrInvalidTableName},
+	{func() { dynamo.New(dynamoDB, "orders table") }, dynamo.ErrInvalidTableName},
+	{func() { dynamo.New(dynamoDB, "arn:aws:sqs:us-east-1:123456789012:orders") }, dynamo.ErrInvalidTableName},
+	{func() { redisstore.New(nil, redisstore.Options{}) }, lambdaidem.ErrInvalidOption},
+	{func() { sqsqueue.NewSink(sqsClient, "") }, sqsqueue.ErrInvalidQueueURL},
+	{func() { sqsqueue.NewSink(sqsClient, "arn:aws:sqs:us-east-1:123456789012:orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
+	{func() { sqsqueue.NewSink(sqsClient, "https://sqs.us-east-1.amazonaws.com/123456789012/orders dlq") }, sqsqueue.ErrInvalidQueueURL},
+	{func() {
+		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{"arn:aws:sqs:us-east-1:123456789012:orders": "orders"}))
+	}, sqsqueue.ErrInvalidQueueURL},
+	{func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithNamespace(strings.Repeat("n", 257))) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace("a\x00b")) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders#eu")) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders{eu}")) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithDeadLetterSink(nil)) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithPayloadHash(nil)) }, lambdaidem.ErrInvalidOption},
+	{func() {
+		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithPayloadHash(func([]byte) (string, error) { return "", nil }), lambdaidem.WithHashJSONFields("a"))
+	}, lambdaidem.ErrInvalidOption},
+}
+
+// accepted are settings the constructors must build: the refusals above
+// are not refusing everything.
+var accepted = []func(){
+	func() { dynamo.New(dynamoDB, "orders-idempotency.v2") },
+	func() { dynamo.New(dynamoDB, "arn:aws:dynamodb:us-east-1:123456789012:table/orders") },
+	func() { sqsqueue.NewSink(sqsClient, "https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq") },
+	func() { sqsqueue.NewSink(sqsClient, "http://127.0.0.1:4566/000000000000/orders-dlq.fifo") },
+	func() {
+		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{
+			"arn:aws:sqs:us-east-1:123456789012:orders": "https://sqs.us-east-1.amazonaws.com/123456789012/orders",
+		}))
+	},
+	func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders/eu")) },
+	func() { lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders#eu")) },
+}
+
+// TestSettings asserts every row of the settings table, further refusals
+// of the same constructors, and settings they accept.
 func TestSettings(t *testing.T) {
 	for _, s := range settings {
 		err := lambdaidem.Check(s.build)
 		var ce *lambdaidem.ConfigError
 		if !errors.As(err, &ce) || !errors.Is(err, s.want) {
 			t.Errorf("%s, %s: %v, want a ConfigError matching %v", s.constructor, s.setting, err, s.want)
+		}
+	}
+	for i, s := range moreRefused {
+		err := lambdaidem.Check(s.build)
+		var ce *lambdaidem.ConfigError
+		if !errors.As(err, &ce) || !errors.Is(err, s.want) {
+			t.Errorf("refusal %d: %v, want a ConfigError matching %v", i, err, s.want)
+		}
+	}
+	for i, build := range accepted {
+		if err := lambdaidem.Check(build); err != nil {
+			t.Errorf("accepted setting %d refused: %v", i, err)
 		}
 	}
 }

@@ -112,7 +112,9 @@ var moreRefused = []struct {
 	{func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithNamespace(strings.Repeat("n", 257))) }, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace("a\x00b")) }, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders#eu")) }, lambdaidem.ErrInvalidOption},
-	{func() { lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders{eu}")) }, lambdaidem.ErrInvalidOption},
+	{func() {
+		lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders{eu}"))
+	}, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithDeadLetterSink(nil)) }, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithPayloadHash(nil)) }, lambdaidem.ErrInvalidOption},
 	{func() {
@@ -133,7 +135,9 @@ var accepted = []func(){
 		}))
 	},
 	func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders/eu")) },
-	func() { lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders#eu")) },
+	func() {
+		lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders#eu"))
+	},
 }
 
 // TestSettings asserts every row of the settings table, further refusals

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -98,5 +100,28 @@ func TestMemstoreCommitsWritesWithTheCompletion(t *testing.T) {
 		if err := complete(st, l, t0, ledger("o-1")); !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || status(t, st, "o-1", t0) != lambdaidem.StatusInProgress {
 			t.Errorf("%v, %s", err, status(t, st, "o-1", t0))
 		}
+	})
+}
+
+// The in-memory store with a DB passes the completion-write conformance
+// cases the DynamoDB and Redis stores pass: each effect a Put of its own
+// table conditioned on attribute_not_exists.
+func TestMemstoreConformanceCompletionWrites(t *testing.T) {
+	db := dynamotest.New(dynamotest.Table{Name: "effects", HashKey: "pk"})
+	pk := func(ns, name string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: ns + "/" + name}}
+	}
+	storetest.RunCompletionWrites(t, func(*testing.T) lambdaidem.Store { return memstore.New(memstore.WithCompletionWrites(db)) }, storetest.Effects{
+		Insert: func(ns, name, value string) any {
+			item := pk(ns, name)
+			item["value"] = &types.AttributeValueMemberS{Value: value}
+			return types.TransactWriteItem{Put: &types.Put{TableName: aws.String("effects"), Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}}
+		},
+		Read: func(_ context.Context, ns, name string) (string, error) {
+			if v, ok := db.Item("effects", pk(ns, name))["value"].(*types.AttributeValueMemberS); ok {
+				return v.Value, nil
+			}
+			return "", nil
+		},
 	})
 }

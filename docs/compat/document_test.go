@@ -394,7 +394,8 @@ func TestDocument(t *testing.T) {
 }
 
 // TestSimulatorKnobs: every knob the document names is a field of the
-// simulator's Config.
+// simulator's Config that its generator draws (assigns), so the feature
+// is under the simulation's invariants in every exploration.
 func TestSimulatorKnobs(t *testing.T) {
 	src, err := os.ReadFile("../../lambdaidemtest/internal/sim/config.go")
 	if err != nil {
@@ -402,8 +403,11 @@ func TestSimulatorKnobs(t *testing.T) {
 	}
 	for _, f := range features {
 		for _, knob := range strings.Split(f.sim, ", ") {
-			if !regexp.MustCompile(`(?m)^\s+`+knob+`\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*`+knob+`(, \w+)*\s`).Match(src) {
+			if !regexp.MustCompile(`(?m)^\s+` + knob + `\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*` + knob + `(, \w+)*\s`).Match(src) {
 				t.Errorf("%s: the simulator's Config has no field %s", f.name, knob)
+			}
+			if !regexp.MustCompile(`c\.` + knob + `\s*=[^=]|(?m)^\s+` + knob + `:\s`).Match(src) {
+				t.Errorf("%s: the simulator's generator never draws %s", f.name, knob)
 			}
 		}
 	}

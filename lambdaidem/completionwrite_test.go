@@ -35,7 +35,7 @@ func TestAddCompletionWriteAfterReturnIsAnError(t *testing.T) {
 // was cancelled.
 type txStore struct {
 	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
-	err error
+	err              error
 }
 
 func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {

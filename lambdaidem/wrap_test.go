@@ -160,7 +160,7 @@ func TestWrapResultNotStoredCompletesTheKey(t *testing.T) {
 // store whose items are smaller than WithMaxResultBytes allows.
 type smallStore struct {
 	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
-	limit int
+	limit            int
 }
 
 func (s smallStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {

@@ -120,7 +120,7 @@ func TestRefusedWhenBuilt(t *testing.T) {
 	for _, build := range []func(){
 		sqs(writer, lambdaidem.WithCompletionWrites[ledgerWrite]()),
 		wrap(redisLike, lambdaidem.WithMaxResultBytes(1000), lambdaidem.WithNamespace("plain")),
-		sqs(plain, lambdaidem.WithCompletionWrites[otherWrite]()), // a store that declares nothing is not checked
+		sqs(struct{ lambdaidem.Store }{plain}, lambdaidem.WithCompletionWrites[otherWrite]()), // a store that declares nothing is not checked
 	} {
 		if err := lambdaidem.Check(build); err != nil {
 			t.Errorf("refused: %v", err)

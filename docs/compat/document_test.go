@@ -403,7 +403,7 @@ func TestSimulatorKnobs(t *testing.T) {
 	}
 	for _, f := range features {
 		for _, knob := range strings.Split(f.sim, ", ") {
-			if !regexp.MustCompile(`(?m)^\s+` + knob + `\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*` + knob + `(, \w+)*\s`).Match(src) {
+			if !regexp.MustCompile(`(?m)^\s+`+knob+`\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*`+knob+`(, \w+)*\s`).Match(src) {
 				t.Errorf("%s: the simulator's Config has no field %s", f.name, knob)
 			}
 			if !regexp.MustCompile(`c\.` + knob + `\s*=[^=]|(?m)^\s+` + knob + `:\s`).Match(src) {

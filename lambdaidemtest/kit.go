@@ -115,11 +115,12 @@ type plan struct {
 
 // New returns a Kit for handler, decorated with opts, on a fresh in-memory
 // store (memstore.New()), which commits no completion writes: a handler
-// that adds them fails, and Check says so. Run a transactional handler
-// with NewWithStore. Like lambdaidem.SQS, New panics when the options
-// cannot work together: the kit decorates the handler once when it is
-// built, so such a refusal reaches the test at once, not from inside a
-// scenario.
+// declared with lambdaidem.WithCompletionWrites is refused when the kit is
+// made, and one that adds writes undeclared fails, and Check says so. Run
+// a transactional handler with NewWithStore. Like lambdaidem.SQS, New
+// panics when the options cannot work together, or need what the store
+// cannot do: the kit decorates the handler once when it is built, so such
+// a refusal reaches the test at once, not from inside a scenario.
 func New(handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 	return newKit(1, nil, handler, opts)
 }

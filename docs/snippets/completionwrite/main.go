@@ -35,5 +35,8 @@ func main() {
 		log.Fatal(err)
 	}
 	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), os.Getenv("IDEMPOTENCY_TABLE"))
-	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("ledger")))
+	// Declared, the writes are checked when the handler is built: a store
+	// that cannot commit them is refused at start, not message by message.
+	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("ledger"),
+		lambdaidem.WithCompletionWrites[types.TransactWriteItem]()))
 }

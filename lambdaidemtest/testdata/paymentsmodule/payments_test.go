@@ -63,9 +63,12 @@ func paidOnce(db *dynamotest.DB, funds map[string]int) func() error {
 }
 
 var (
-	options = []lambdaidem.Option{lambdaidem.WithKeyJSONField("order"), lambdaidem.WithMaxAttempts(3)}
-	funds   = map[string]int{"alice": 1000, "bob": 500}
-	orders  = []string{
+	// As deployed: the writes are declared, so a store that cannot commit
+	// them is refused when the kit is made.
+	options = []lambdaidem.Option{lambdaidem.WithKeyJSONField("order"), lambdaidem.WithMaxAttempts(3),
+		lambdaidem.WithCompletionWrites[types.TransactWriteItem]()}
+	funds  = map[string]int{"alice": 1000, "bob": 500}
+	orders = []string{
 		`{"order":"o-1","customer":"alice","cents":300}`,
 		`{"order":"o-2","customer":"bob","cents":400}`,
 		`{"order":"o-3","customer":"alice","cents":700}`,

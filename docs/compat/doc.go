@@ -11,4 +11,13 @@
 // writes it:
 //
 //	go test ./docs/compat -run TestDocument -update
+//
+// A new feature is one element of features (features_test.go): its name,
+// how a handler turns it on, whether it is for SQS or for Wrap and
+// httpidem only (with the option those refuse and the named error), run,
+// which exercises it through any entry point on any store and fails
+// without it, kit, which runs it in a lambdaidemtest.Kit (nil when the
+// kit refuses it, as the SQS handler does), and the simulator's knobs
+// that draw it. A refusal that depends on the store goes in cellOf
+// (matrix_test.go). Then write the page with -update.
 package compat

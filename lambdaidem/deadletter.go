@@ -2,6 +2,8 @@ package lambdaidem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +70,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
 			return p.logged(ctx, slog.LevelError, r)
 		}
+		dl.LeaseProof = LeaseProof(lease.Token)
 	}
 	id, err := p.c.sink.Send(dctx, dl)
 	if err != nil {
@@ -248,4 +251,18 @@ func (p *sqsProcessor) markLate(ctx context.Context, t timing, msg events.SQSMes
 		p.unrecorded.drop(r.Key)
 		return r, false
 	}
+}
+
+// LeaseProof is what a dead-letter copy carries of the lease token it was
+// sent under (DeadLetter.LeaseProof): a one-way digest, so the copy shows
+// that its sender held the record's lease without giving the token away.
+// A redrive that finds a record still IN_PROGRESS with a pending
+// dead-letter mark under that very token knows the copy is the one the
+// mark announced, and may write the final mark for it.
+func LeaseProof(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("lambdaidem dead-letter lease proof\x00" + token))
+	return hex.EncodeToString(sum[:16])
 }

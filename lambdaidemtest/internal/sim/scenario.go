@@ -955,6 +955,7 @@ func (s *Scenario) redrive() {
 		QueueURLs:          urls,
 		WaitTime:           -1,
 		Resetter:           rc,
+		Marker:             s.store.Store,
 		Progress: func(ev sqsqueue.RedriveEvent) {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true

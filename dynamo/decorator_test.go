@@ -14,3 +14,11 @@ func TestDecoratorRequestsPerMessage(t *testing.T) {
 	b := setup(t, testTuning)
 	storetest.RequestsPerMessage(t, b.store, b.ns, b.proxy.ResetCounts, b.proxy.Total)
 }
+
+// A dead-letter copy whose final mark the store did not take is never
+// stranded, on DynamoDB Local (storetest.UnwrittenFinalMark).
+func TestDecoratorUnwrittenFinalMark(t *testing.T) {
+	t.Parallel()
+	b := setup(t, testTuning)
+	storetest.UnwrittenFinalMark(t, b.store, b.ns)
+}

@@ -2,6 +2,8 @@ package lambdaidem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,8 +18,10 @@ import (
 // succeeded, marks the record (if we hold its lease) and acknowledges. A
 // failed send leaves the message with SQS: nothing is lost. Holding a
 // lease, it first confirms it with a pending mark, so a holder that lost
-// its lease sends nothing; a final mark refused after the send is reported
-// failed, never acknowledged as dead-lettered.
+// its lease sends nothing; a final mark refused or not written after the
+// send is reported failed, never acknowledged as dead-lettered (a mark the
+// store could not take is remembered and written when the key comes back:
+// markLate).
 func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, reason Reason, cause error, r RecordReport) RecordReport {
 	r.Reason, r.Err = reason, cause
 	dctx, cancel := p.detached(ctx, t)
@@ -66,6 +70,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, fmt.Errorf("dead-letter not sent: %w", perr))
 			return p.logged(ctx, slog.LevelError, r)
 		}
+		dl.LeaseProof = LeaseProof(lease.Token)
 	}
 	id, err := p.c.sink.Send(dctx, dl)
 	if err != nil {
@@ -83,12 +88,13 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if lease != nil {
-		now := t.now()
+		mark := DeadLetterRequest{
+			Lease: *lease, Reason: reason, Error: cause.Error(),
+			MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(t.now(), false),
+		}
 		merr := retryStore(dctx, &r, func(ctx context.Context) error {
-			return p.store.DeadLetter(ctx, DeadLetterRequest{
-				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
-				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),
-			})
+			mark.Now = t.now()
+			return p.store.DeadLetter(ctx, mark)
 		})
 		switch {
 		case errors.Is(merr, ErrLeaseLost) && !unconfirmed:
@@ -97,9 +103,20 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			// dead-lettered; the redelivery sees the new holder's outcome.
 			r.Outcome, r.Err = OutcomeLeaseLost, errors.Join(cause, fmt.Errorf("dead-letter copy %s sent but the mark was refused: %w", id, merr))
 			return p.logged(ctx, slog.LevelWarn, r)
+		case merr != nil && !unconfirmed:
+			if mutant.On("final-mark-failure-acknowledged") {
+				break // the bug: acknowledged, the record left with only the pending mark, the copy stranded
+			}
+			// The copy is in the DLQ, but the record shows only the
+			// pending mark, which redrive cannot reset. Keep the message:
+			// its redelivery writes the mark (this container remembers
+			// it) or, elsewhere, takes the record over and finishes the
+			// dead-lettering. Acknowledged now, nothing would ever mark
+			// the record, and the copy could never be redriven.
+			p.unrecorded.addMark(r.Key, dl.PayloadHash, mark)
+			r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, fmt.Errorf("dead-letter copy %s sent but the record could not be marked: %w", id, merr))
+			return p.logged(ctx, slog.LevelError, r)
 		case merr != nil:
-			// The copy is in the DLQ and the record is marked as being
-			// dead-lettered; at worst a redelivery sends another copy.
 			p.log(ctx, slog.LevelWarn, "lambdaidem: dead-lettered but could not mark the record",
 				slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.Any("error", merr))
 		}
@@ -132,6 +149,8 @@ func (p *sqsProcessor) copyHash(msg events.SQSMessage, lease *Lease, rec *Record
 // marked DEAD_LETTERED with reason outcome_unknown. If the send fails, the
 // record stays IN_PROGRESS (never FAILED, which would let a retry run the
 // handler) and the next delivery, once this lease ends, does the same again.
+// An abandoned holder that left a pending dead-letter mark is finished
+// with its own reason (finishDeadLetter).
 func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.StoreCalls++
@@ -149,6 +168,11 @@ func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.
 		return p.logged(ctx, slog.LevelInfo, r)
 	}
 	r.Attempt, r.Takeover = cr.Lease.Attempt, true
+	if pendingMark(cr.Record) {
+		// The abandoned holder was dead-lettering the message: its reason
+		// stands, and its copy may be in the DLQ already.
+		return p.finishDeadLetter(ctx, t, msg, &cr.Lease, &cr.Record, r)
+	}
 	cause := fmt.Errorf("%w: attempt %d's lease ran out at %s without a recorded outcome",
 		ErrOutcomeUnknown, rec.Attempts, rec.LeaseUntil.UTC().Format(time.RFC3339))
 	return p.deadLetter(ctx, t, msg, &cr.Lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
@@ -172,4 +196,73 @@ func (p *sqsProcessor) badInput(ctx context.Context, t timing, msg events.SQSMes
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	return p.deadLetter(ctx, t, msg, nil, nil, reason, err, r)
+}
+
+// pendingMark reports whether rec, IN_PROGRESS, carries a pending
+// dead-letter mark: a holder was dead-lettering the message and may have
+// sent its copy before it stopped (crashed, timed out, or could not write
+// the final mark).
+func pendingMark(rec Record) bool {
+	return rec.Status == StatusInProgress && rec.DeadLetterReason != ""
+}
+
+// finishDeadLetter completes, under a lease taken over from a holder that
+// left a pending dead-letter mark, the dead-lettering that holder started,
+// with its reason, instead of running the handler again: its decision
+// (poison, too many attempts, an unknown outcome) stands. It sends a copy
+// of its own, since nothing shows whether the previous one was sent: the
+// record then names this copy, and a copy the previous holder did send is
+// a spare that redrive deletes once the key completes with its payload.
+func (p *sqsProcessor) finishDeadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, r RecordReport) RecordReport {
+	cause := fmt.Errorf("attempt %d was dead-lettering message %s (%s) when its lease ended: %s",
+		rec.Attempts-1, rec.DeadLetteredMessageID, rec.DeadLetterReason, rec.LastError)
+	return p.deadLetter(ctx, t, msg, lease, rec, rec.DeadLetterReason, cause, r)
+}
+
+// markLate writes a final dead-letter mark this container could not write
+// after sending the copy, now that the key came back (its source message
+// was kept for this). Fenced by that attempt's lease token, it applies
+// only if nobody took the key over since; then the copy already sent is
+// the record's, and no second copy is sent. The source message itself is
+// acknowledged; another message of the key goes on to the claim, which
+// finds the key dead-lettered. done is false when the key must be claimed
+// as usual.
+func (p *sqsProcessor) markLate(ctx context.Context, t timing, msg events.SQSMessage, mark DeadLetterRequest, r RecordReport) (RecordReport, bool) {
+	dctx, cancel := p.detached(ctx, t)
+	defer cancel()
+	r.Attempt, r.Reason = mark.Lease.Attempt, mark.Reason
+	err := retryStore(dctx, &r, func(ctx context.Context) error {
+		mark.Now = t.now()
+		return p.store.DeadLetter(ctx, mark)
+	})
+	switch {
+	case errors.Is(err, ErrStoreUnavailable):
+		// Still cannot write it: keep the message, send no other copy.
+		r.Outcome, r.Err = OutcomeStoreError, fmt.Errorf("dead-letter copy %s sent but the record could not be marked: %w", mark.DeadLetterMessageID, err)
+		return p.logged(ctx, slog.LevelError, r), true
+	case err == nil && msg.MessageId == mark.MessageID:
+		p.unrecorded.drop(r.Key)
+		r.Outcome, r.Acked = OutcomeDeadLettered, true
+		r.Err = fmt.Errorf("%s (dead-letter copy %s, marked on redelivery)", mark.Error, mark.DeadLetterMessageID)
+		return p.logged(ctx, slog.LevelWarn, r), true
+	default:
+		// Marked for another message of the key, or taken over, forgotten
+		// or refused: the store decides, as usual.
+		p.unrecorded.drop(r.Key)
+		return r, false
+	}
+}
+
+// LeaseProof is what a dead-letter copy carries of the lease token it was
+// sent under (DeadLetter.LeaseProof): a one-way digest, so the copy shows
+// that its sender held the record's lease without giving the token away.
+// A redrive that finds a record still IN_PROGRESS with a pending
+// dead-letter mark under that very token knows the copy is the one the
+// mark announced, and may write the final mark for it.
+func LeaseProof(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("lambdaidem dead-letter lease proof\x00" + token))
+	return hex.EncodeToString(sum[:16])
 }

@@ -299,22 +299,162 @@ func (s *takeoverSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (stri
 	return s.sink.Send(ctx, dl)
 }
 
-// A final dead-letter mark refused after the send is never acknowledged.
+// A final dead-letter mark refused after the send is never acknowledged:
+// the holder that took the key over meanwhile finishes the dead-lettering
+// the pending mark records, without running the handler.
 func TestRefusedDeadLetterMarkIsNotAcknowledged(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := &takeoverSink{}
+	thief := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(b.sink))...)
+	var thiefResp events.SQSEventResponse
 	s.during = func() {
 		b.clock.Advance(2 * time.Minute)
-		thief := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute))...)
-		_, _ = thief(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
+		thiefResp, _ = thief(context.Background(), batch(redelivered(msg("m1", "x"), 2)))
 	}
 	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
 		return lambdaidem.Poison(errors.New("bad input"))
 	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(s))...)
 	resp, _ := h(context.Background(), batch(msg("m1", "x")))
 	wantFailed(t, resp, "m1")
-	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted {
-		t.Fatalf("record %s, want the new holder's COMPLETED", r.Status)
+	wantFailed(t, thiefResp)
+	if n := b.calls.get("m1"); n != 0 {
+		t.Fatalf("the new holder ran the handler %d times; it should finish the dead-lettering", n)
+	}
+	r := b.record(t, "m1")
+	if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonPoison || r.DeadLetterMessageID != "dlq-1" {
+		t.Fatalf("record %s (%s, copy %q), want DEAD_LETTERED as poison by the new holder's copy dlq-1", r.Status, r.DeadLetterReason, r.DeadLetterMessageID)
+	}
+}
+
+// markFaults answers the final (not pending) DeadLetter as unavailable
+// while on: the copy is sent, its mark cannot be written.
+type markFaults struct {
+	lambdaidem.Store
+	mu sync.Mutex
+	on bool
+}
+
+func (s *markFaults) DeadLetter(ctx context.Context, r lambdaidem.DeadLetterRequest) error {
+	s.mu.Lock()
+	on := s.on && !r.Pending
+	s.mu.Unlock()
+	if on {
+		return fmt.Errorf("final mark: %w", lambdaidem.ErrStoreUnavailable)
+	}
+	return s.Store.DeadLetter(ctx, r)
+}
+
+func (s *markFaults) set(on bool) { s.mu.Lock(); s.on = on; s.mu.Unlock() }
+
+// handle runs h on ev, whose records may fail.
+func handle(h func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), ev events.SQSEvent) events.SQSEventResponse {
+	resp, _ := h(context.Background(), ev)
+	return resp
+}
+
+func poisonous(context.Context, events.SQSMessage) error {
+	return lambdaidem.Poison(errors.New("schema v0 is not supported"))
+}
+
+// A dead-letter copy whose final mark cannot be written is never stranded:
+// the source message is kept (reported failed), and its redelivery to the
+// same container writes the mark for the copy already sent, sending no
+// second copy.
+func TestUnwrittenFinalMarkKeepsTheMessage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	var reps []*lambdaidem.InvocationReport
+	fs := &markFaults{Store: b.store, on: true}
+	h := lambdaidem.SQS(fs, b.counting(poisonous), b.opts(lambdaidem.WithDeadLetterSink(b.sink), reportsOf(&reps, &mu))...)
+	wantFailed(t, handle(h, batch(msg("m1", "x"))), "m1")
+	if got := reps[0].Records[0].Outcome; got != lambdaidem.OutcomeStoreError {
+		t.Fatalf("outcome %s, want store_error", got)
+	}
+	if n := len(b.sink.reasons()); n != 1 {
+		t.Fatalf("%d copies, want 1", n)
+	}
+	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusInProgress || r.DeadLetterReason != lambdaidem.ReasonPoison {
+		t.Fatalf("record %s (%q), want IN_PROGRESS with the pending poison mark", r.Status, r.DeadLetterReason)
+	}
+
+	fs.set(false)
+	wantFailed(t, mustHandle(t, h, context.Background(), batch(redelivered(msg("m1", "x"), 2))))
+	if got := reps[1].Records[0].Outcome; got != lambdaidem.OutcomeDeadLettered {
+		t.Fatalf("redelivery outcome %s, want dead_lettered", got)
+	}
+	if n, c := len(b.sink.reasons()), b.calls.get("m1"); n != 1 || c != 1 {
+		t.Fatalf("%d copies and %d handler runs, want 1 and 1: the mark is written, nothing sent or run again", n, c)
+	}
+	r := b.record(t, "m1")
+	if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != "dlq-1" || r.DeadLetteredMessageID != "m1" {
+		t.Fatalf("record %s, copy %q, source %q; want DEAD_LETTERED by dlq-1 for m1", r.Status, r.DeadLetterMessageID, r.DeadLetteredMessageID)
+	}
+	// Later deliveries are duplicates of the dead-lettered message.
+	wantFailed(t, mustHandle(t, h, context.Background(), batch(redelivered(msg("m1", "x"), 3))))
+	if got := reps[2].Records[0].Outcome; got != lambdaidem.OutcomeDeadLetteredDuplicate {
+		t.Fatalf("third delivery %s, want dead_lettered_duplicate", got)
+	}
+}
+
+// While the store still refuses the mark, a redelivery to the same
+// container keeps the message again and sends no other copy.
+func TestUnwrittenFinalMarkIsRetriedNotResent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fs := &markFaults{Store: b.store, on: true}
+	h := lambdaidem.SQS(fs, b.counting(poisonous), b.opts(lambdaidem.WithDeadLetterSink(b.sink))...)
+	for i := 1; i <= 3; i++ {
+		wantFailed(t, handle(h, batch(redelivered(msg("m1", "x"), i))), "m1")
+	}
+	if n, c := len(b.sink.reasons()), b.calls.get("m1"); n != 1 || c != 1 {
+		t.Fatalf("%d copies and %d handler runs, want 1 and 1", n, c)
+	}
+}
+
+// Another container that takes over a record left with a pending
+// dead-letter mark finishes the dead-lettering with the recorded reason
+// instead of running the handler; the first container's remembered mark
+// is then refused, and its redelivery is a duplicate of the dead-lettered
+// message. Nothing is stranded: the record names the new copy, and the
+// first copy is a spare of the same payload.
+func TestTakeoverFinishesAPendingDeadLetter(t *testing.T) {
+	t.Parallel()
+	for _, amo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("atMostOnce=%v", amo), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(b.sink)}
+			if amo {
+				opts = append(opts, lambdaidem.WithAtMostOnce())
+			}
+			fs := &markFaults{Store: b.store, on: true}
+			first := lambdaidem.SQS(fs, b.counting(poisonous), b.opts(opts...)...)
+			wantFailed(t, handle(first, batch(msg("m1", "x"))), "m1")
+			fs.set(false)
+
+			b.clock.Advance(2 * time.Minute)
+			other := lambdaidem.SQS(b.store, b.counting(ok), b.opts(opts...)...)
+			wantFailed(t, mustHandle(t, other, context.Background(), batch(redelivered(msg("m1", "x"), 2))))
+			if c := b.calls.get("m1"); c != 1 {
+				t.Fatalf("handler ran %d times, want once: the takeover finishes the dead-lettering", c)
+			}
+			got := b.sink.reasons()
+			if len(got) != 2 || got[1] != lambdaidem.ReasonPoison {
+				t.Fatalf("copies %v, want two, the second poison", got)
+			}
+			r := b.record(t, "m1")
+			if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonPoison || r.DeadLetterMessageID != "dlq-2" {
+				t.Fatalf("record %s (%s, copy %q), want DEAD_LETTERED as poison by dlq-2", r.Status, r.DeadLetterReason, r.DeadLetterMessageID)
+			}
+			wantFailed(t, mustHandle(t, first, context.Background(), batch(redelivered(msg("m1", "x"), 3))))
+			if n := len(b.sink.reasons()); n != 2 {
+				t.Fatalf("%d copies after the first container's redelivery, want 2", n)
+			}
+			if r2 := b.record(t, "m1"); r2.DeadLetterMessageID != "dlq-2" {
+				t.Fatalf("the first container's late mark applied: copy %q", r2.DeadLetterMessageID)
+			}
+		})
 	}
 }

@@ -35,6 +35,12 @@ type DeadLetter struct {
 	// A redrive deletes the copy as done only when the key completed with
 	// this hash.
 	PayloadHash string
+	// LeaseProof is LeaseProof of the lease token the copy was sent under,
+	// after its pending mark applied; empty for a message that held no
+	// lease. It lets a redrive write the final mark a holder could not
+	// write, for this very copy, without trusting anything else the copy
+	// says about itself: only the holder and the store know the token.
+	LeaseProof string
 }
 
 // VisibilityChanger changes when an SQS message becomes visible again

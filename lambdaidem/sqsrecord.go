@@ -17,7 +17,9 @@ import (
 // order the rest of this file follows: a key that could not be derived is
 // dead-lettered (badInput); a cached duplicate needs no store request; too
 // little time left starts nothing; a completion this container remembers
-// as unrecorded is written instead of running the handler (recordLate);
+// as unrecorded is written instead of running the handler (recordLate), and
+// a final dead-letter mark it could not write after sending the copy is
+// written instead of sending another (markLate);
 // otherwise the claim decides, refused or claimed.
 func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
 	r := RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
@@ -36,8 +38,12 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		return p.logged(ctx, slog.LevelWarn, r)
 	}
 	rerunUnrecorded := mutant.On("unrecorded-completion-reruns") // the bug: the handler runs again
-	if req, ok := p.unrecorded.get(r.Key, hash); ok && !rerunUnrecorded {
-		if rep, done := p.recordLate(ctx, t, hash, req, r); done {
+	if it, ok := p.unrecorded.get(r.Key, hash); ok && !rerunUnrecorded {
+		if it.mark != nil {
+			if rep, done := p.markLate(ctx, t, msg, *it.mark, r); done {
+				return rep
+			}
+		} else if rep, done := p.recordLate(ctx, t, hash, it.req, r); done {
 			return rep
 		}
 	}
@@ -130,6 +136,11 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	lease := cr.Lease
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress
+	if r.Takeover && pendingMark(cr.Record) {
+		// The previous holder was dead-lettering the message and may have
+		// sent its copy: finish that instead of running the handler again.
+		return p.finishDeadLetter(ctx, t, msg, &lease, &cr.Record, r)
+	}
 	if lease.Attempt > p.c.maxAttempts {
 		// The previous holders never recorded an outcome: the message crashes
 		// or times out the function. Do not run it again.

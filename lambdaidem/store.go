@@ -48,7 +48,10 @@ type Store interface {
 	// With Pending set it only confirms the lease before the dead-letter
 	// copy is sent: it records the reason, error and message ID, and the
 	// record stays IN_PROGRESS under the same token (a refused pending mark
-	// yields ErrLeaseLost, and no copy is sent).
+	// yields ErrLeaseLost, and no copy is sent). A claim that takes such a
+	// record over keeps the pending mark's reason, error and message ID on
+	// the record it returns, so the new holder finishes the dead-lettering
+	// instead of running the handler again.
 	DeadLetter(ctx context.Context, req DeadLetterRequest) error
 
 	// Extend moves LeaseUntil of a record the caller still leases

@@ -16,3 +16,10 @@ func TestDecoratorRequestsPerMessage(t *testing.T) {
 		return b.proxy.Count("EVALSHA") + b.proxy.Count("EVAL") + b.proxy.Count("HGETALL")
 	})
 }
+
+// A dead-letter copy whose final mark the store did not take is never
+// stranded, on a real redis-server (storetest.UnwrittenFinalMark).
+func TestDecoratorUnwrittenFinalMark(t *testing.T) {
+	b := setup(t, 2)
+	storetest.UnwrittenFinalMark(t, b.store, b.ns)
+}

@@ -66,6 +66,9 @@
 //	key               string     the idempotency record's key
 //	payload_hash      string     the message's payload hash, as the decorator
 //	                             stored it on a record; omitted when unknown
+//	lease_proof       string     a one-way digest of the lease token the copy
+//	                             was sent under (lambdaidem.LeaseProof);
+//	                             omitted for a message that held no lease
 //	attrs             object     present only when the originals are packed
 //
 // SQS allows ten message attributes. When the original has at most nine,

@@ -64,6 +64,12 @@ type Metadata struct {
 	// record it). Redrive deletes a copy as done only when its key
 	// completed with this hash.
 	PayloadHash string
+	// LeaseProof is lambdaidem.LeaseProof of the lease the copy was sent
+	// under (empty for a message that held no lease, or a copy written by
+	// a version that did not record it). Redrive writes the final
+	// dead-letter mark for this copy only when the record is still under
+	// that lease with a pending mark.
+	LeaseProof string
 }
 
 // DeadLetterMessage is a dead-letter copy decoded by Parse: the original
@@ -96,6 +102,7 @@ type wireMeta struct {
 	Namespace      string              `json:"namespace"`
 	Key            string              `json:"key"`
 	PayloadHash    string              `json:"payload_hash,omitempty"`
+	LeaseProof     string              `json:"lease_proof,omitempty"`
 	Attrs          map[string]wireAttr `json:"attrs,omitempty"`
 }
 
@@ -133,6 +140,7 @@ func encode(meta Metadata, msg events.SQSMessage) (encoded, error) {
 		Namespace:      meta.Namespace,
 		Key:            meta.Key,
 		PayloadHash:    meta.PayloadHash,
+		LeaseProof:     meta.LeaseProof,
 	}
 	_, clash := msg.MessageAttributes[AttributeName]
 	pack := len(msg.MessageAttributes) > MaxAttributes-1 || clash
@@ -224,6 +232,7 @@ func decode(body string, attrs map[string]types.MessageAttributeValue) (DeadLett
 			SourceARN: w.SourceARN, MessageID: w.MessageID, GroupID: w.GroupID,
 			FirstAttemptAt: first, LastAttemptAt: last,
 			Namespace: w.Namespace, Key: w.Key, PayloadHash: w.PayloadHash,
+			LeaseProof: w.LeaseProof,
 		},
 	}
 	if w.Attrs != nil {

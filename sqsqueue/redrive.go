@@ -67,7 +67,22 @@ var (
 	// back would have it dead-lettered as a key conflict. A person
 	// decides.
 	ErrOtherCompletion = errors.New("sqsqueue: the key completed, but not with this copy's payload")
+	// ErrMarkFinished: the record was still IN_PROGRESS with only the
+	// pending dead-letter mark of the very lease this copy was sent under
+	// (its holder sent the copy but could not write the final mark, and
+	// stopped). Redrive wrote that final mark for this copy (a DryRun
+	// would) and leaves the copy for the next run, which moves it: the
+	// source message, if it is still queued, is meanwhile acknowledged as
+	// dead-lettered on its next delivery instead of running beside the
+	// copy sent back.
+	ErrMarkFinished = errors.New("sqsqueue: the record held only this copy's pending dead-letter mark; marked for this copy, it moves on the next run")
 )
+
+// DeadLetterMarker writes a dead-letter mark (every lambdaidem.Store is
+// one). Redrive uses it only for ErrMarkFinished.
+type DeadLetterMarker interface {
+	DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error
+}
 
 // Defaults of RedriveOptions.
 const (
@@ -96,6 +111,11 @@ type RedriveOptions struct {
 	// this copy dead-lettered (every store of the module implements it).
 	// Required unless DryRun.
 	Resetter lambdaidem.DeadLetterResetter
+	// Marker writes the final dead-letter mark of a copy whose record
+	// holds only that copy's pending mark (ErrMarkFinished). Nil means
+	// the Resetter, when it is a DeadLetterMarker (every store of the
+	// module is); without one such copies are skipped (ErrNotRedrivable).
+	Marker DeadLetterMarker
 	// Records reads the idempotency records (every Store does). A DryRun
 	// needs it: it reads each copy's record and says what a real run would
 	// do with the copy if the record stayed as it is. A real run does not
@@ -190,6 +210,7 @@ const (
 	StepCheck  = "check"
 	StepTarget = "target"
 	StepReset  = "reset"
+	StepMark   = "mark"
 	StepSend   = "send"
 	StepDelete = "delete"
 )
@@ -522,8 +543,58 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 		return skip, rec, step, fmt.Errorf("%w: %s was redriven %d times", ErrRedriveLimit, key, rec.Redrives)
 	case rec.Status == lambdaidem.StatusDeadLettered:
 		return skip, rec, step, fmt.Errorf("%w: %s was dead-lettered by copy %s: redrive that one; once it completes with this copy's payload, this copy is deleted as done", ErrNotRedrivable, key, rec.DeadLetterMessageID)
+	case pendingFor(md, rec):
+		return r.finishMark(ctx, rec, copyID, req.Now)
+	case rec.Status == lambdaidem.StatusInProgress && rec.DeadLetterReason != "":
+		return skip, rec, step, fmt.Errorf("%w: %s is being dead-lettered (%s) under a lease this copy was not sent under: the next delivery of its source message finishes it, and this copy is then a spare, deleted as done once the key completes with its payload", ErrNotRedrivable, key, rec.DeadLetterReason)
 	default:
 		return skip, rec, step, fmt.Errorf("%w: %w", ErrNotRedrivable, err)
+	}
+}
+
+// pendingFor reports whether rec is still IN_PROGRESS with a pending
+// dead-letter mark written under the very lease the copy was sent under:
+// its holder sent this copy and then could not write the final mark. The
+// lease proof is a digest of the token only the holder and the store know,
+// so a copy written by hand cannot match it.
+func pendingFor(md Metadata, rec lambdaidem.Record) bool {
+	return rec.Status == lambdaidem.StatusInProgress && rec.DeadLetterReason != "" &&
+		md.LeaseProof != "" && md.LeaseProof == lambdaidem.LeaseProof(rec.LeaseToken)
+}
+
+// finishMark writes, for a copy whose record holds only its own pending
+// mark (pendingFor), the final dead-letter mark its holder could not: one
+// write fenced by that holder's lease token, so it applies only while
+// nobody took the key over, exactly as the holder's own would have. The
+// copy stays for the next run (ErrMarkFinished). A DryRun only says so.
+func (r *redriver) finishMark(ctx context.Context, rec lambdaidem.Record, copyID string, now time.Time) (verdict, lambdaidem.Record, string, error) {
+	key := rec.Namespace + "/" + rec.Key
+	if r.opts.DryRun {
+		return skip, rec, StepCheck, fmt.Errorf("%w: a real run marks %s dead-lettered (%s) by this copy", ErrMarkFinished, key, rec.DeadLetterReason)
+	}
+	m := r.opts.Marker
+	if m == nil {
+		m, _ = r.opts.Resetter.(DeadLetterMarker)
+	}
+	if m == nil {
+		return skip, rec, StepMark, fmt.Errorf("%w: %s holds only this copy's pending dead-letter mark, and no Marker was given to write the final one", ErrNotRedrivable, key)
+	}
+	err := m.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
+		Lease: lambdaidem.Lease{
+			Namespace: rec.Namespace, Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil,
+			Fence: rec.Fence, Attempt: rec.Attempts,
+		},
+		Now: now, Reason: rec.DeadLetterReason, Error: rec.LastError,
+		MessageID: rec.DeadLetteredMessageID, DeadLetterMessageID: copyID, ExpiresAt: rec.ExpiresAt,
+	})
+	switch {
+	case err == nil:
+		rec.Status, rec.DeadLetterMessageID = lambdaidem.StatusDeadLettered, copyID
+		return skip, rec, StepMark, fmt.Errorf("%w: %s is now dead-lettered (%s) by this copy", ErrMarkFinished, key, rec.DeadLetterReason)
+	case errors.Is(err, lambdaidem.ErrLeaseLost):
+		return skip, rec, StepMark, fmt.Errorf("%w: %s changed while its pending dead-letter mark was finished (taken over, marked or forgotten): %w", ErrNotRedrivable, key, err)
+	default:
+		return fail, rec, StepMark, fmt.Errorf("sqsqueue: mark %s dead-lettered by this copy: %w", key, err)
 	}
 }
 

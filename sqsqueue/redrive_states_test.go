@@ -553,3 +553,111 @@ func TestRedriveStateNoKey(t *testing.T) {
 		t.Errorf("DLQ %d, source %d", e.count(e.dlq), e.count(e.src))
 	}
 }
+
+// finalMarkFaults answers the final (not pending) DeadLetter as
+// unavailable while on: the copy is sent, its mark cannot be written.
+type finalMarkFaults struct {
+	lambdaidem.Store
+	on atomic.Bool
+}
+
+func (s *finalMarkFaults) DeadLetter(ctx context.Context, r lambdaidem.DeadLetterRequest) error {
+	if s.on.Load() && !r.Pending {
+		return lambdaidem.ErrStoreUnavailable
+	}
+	return s.Store.DeadLetter(ctx, r)
+}
+
+// Row: IN_PROGRESS with only the pending mark of the lease this copy was
+// sent under (its holder could not write the final mark and stopped, the
+// source message gone or not yet back). Redrive writes the final mark for
+// this copy and leaves it for the next run, which moves it; a copy not
+// sent under that lease (here one written by hand) changes nothing.
+func TestRedriveStatePendingMarkOfThisCopy(t *testing.T) {
+	t.Parallel()
+	e := newStateEnv(t, true)
+	faults := &finalMarkFaults{Store: e.store}
+	faults.on.Store(true)
+	e.h = lambdaidem.SQS(faults, func(context.Context, events.SQSMessage) error {
+		if e.poison.Load() {
+			return lambdaidem.Poison(errors.New("bad order"))
+		}
+		e.runs.Add(1)
+		return nil
+	}, lambdaidem.WithNamespace("ns"), lambdaidem.WithDeadLetterSink(e.sink), lambdaidem.WithKeyAttribute(keyAttr), lambdaidem.WithLease(time.Minute))
+	forged := e.copyFor("order-9", lambdaidem.ReasonPoison)
+	e.send(`{"order":9}`, "order-9")
+	ms := e.receiveWait(t, e.src.url, 60, 1)
+	if len(ms) != 1 {
+		t.Fatalf("received %d messages, want 1", len(ms))
+	}
+	resp, _ := e.h(e.ctx, events.SQSEvent{Records: []events.SQSMessage{toEvent(ms[0], e.src.arn)}})
+	if len(resp.BatchItemFailures) != 1 {
+		t.Fatalf("response %+v: acknowledged although the final mark was not written", resp)
+	}
+	// Reported failed: it comes back (here at once).
+	if _, err := e.client.Client.ChangeMessageVisibility(e.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.src.url, ReceiptHandle: ms[0].ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record("order-9"); r.Status != lambdaidem.StatusInProgress || r.DeadLetterReason != lambdaidem.ReasonPoison || e.count(e.dlq) != 2 {
+		t.Fatalf("before: record %s (%q), DLQ %d", r.Status, r.DeadLetterReason, e.count(e.dlq))
+	}
+	faults.on.Store(false)
+
+	// The dry run says what the real run does, and changes nothing.
+	_, evs := e.redrive(func(o *RedriveOptions) { o.DryRun, o.Records = true, e.store })
+	for _, ev := range evs {
+		want := ErrMarkFinished
+		if ev.DeadLetterMessageID == forged {
+			want = ErrNotRedrivable
+		}
+		if ev.Outcome != RedriveSkipped || !errors.Is(ev.Err, want) {
+			t.Errorf("dry run, copy %s: %s at %s: %v; want skipped with %v", ev.DeadLetterMessageID, ev.Outcome, ev.Step, ev.Err, want)
+		}
+	}
+	if r := e.record("order-9"); r.Status != lambdaidem.StatusInProgress {
+		t.Fatalf("the dry run changed the record: %s", r.Status)
+	}
+
+	sum, evs := e.redrive(nil)
+	if sum != (RedriveSummary{Skipped: 2}) || len(evs) != 2 {
+		t.Fatalf("summary %+v, want 2 skipped", sum)
+	}
+	var copyID string
+	for _, ev := range evs {
+		switch {
+		case ev.DeadLetterMessageID == forged:
+			if !errors.Is(ev.Err, ErrNotRedrivable) {
+				t.Errorf("forged copy: %v, want ErrNotRedrivable", ev.Err)
+			}
+		case errors.Is(ev.Err, ErrMarkFinished) && ev.Step == StepMark:
+			copyID = ev.DeadLetterMessageID
+		default:
+			t.Errorf("copy %s: %s at %s: %v; want the mark finished", ev.DeadLetterMessageID, ev.Outcome, ev.Step, ev.Err)
+		}
+	}
+	r := e.record("order-9")
+	if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != copyID || r.DeadLetterReason != lambdaidem.ReasonPoison {
+		t.Fatalf("record %s, copy %q (%s); want DEAD_LETTERED by %s", r.Status, r.DeadLetterMessageID, r.DeadLetterReason, copyID)
+	}
+	// The source message, still queued, is now a duplicate of the
+	// dead-lettered message: acknowledged, not run, no other copy.
+	if n := e.deliver(); n != 1 || e.runs.Load() != 0 || e.count(e.dlq) != 2 {
+		t.Fatalf("source message: %d acknowledged, %d runs, DLQ %d; want 1, 0, 2", n, e.runs.Load(), e.count(e.dlq))
+	}
+	// The next run moves the copy, and the message runs once.
+	e.poison.Store(false)
+	_, evs = e.redrive(nil)
+	moved := 0
+	for _, ev := range evs {
+		if ev.Outcome == RedriveMoved && ev.DeadLetterMessageID == copyID {
+			moved++
+		}
+	}
+	if moved != 1 {
+		t.Fatalf("second run: %+v; want the copy moved", evs)
+	}
+	if n := e.deliver(); n != 1 || e.runs.Load() != 1 {
+		t.Fatalf("redriven message: %d delivered, %d runs; want 1 and 1", n, e.runs.Load())
+	}
+}

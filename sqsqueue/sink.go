@@ -143,6 +143,7 @@ func (s *Sink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (string, erro
 		GroupID:        msg.Attributes["MessageGroupId"],
 		FirstAttemptAt: dl.FirstAttemptAt, LastAttemptAt: dl.LastAttemptAt,
 		Namespace: dl.Namespace, Key: dl.Key, PayloadHash: dl.PayloadHash,
+		LeaseProof: dl.LeaseProof,
 	}
 	limit := s.limit(ctx)
 	enc, err := encode(meta, msg)

@@ -68,6 +68,15 @@ func (rb *redriveBundle) receive(t *testing.T, url string) []types.Message {
 // the source message is deleted.
 func (rb *redriveBundle) deadLetter(t *testing.T, key, body string) {
 	t.Helper()
+	rb.deadLetterMarked(t, key, body, true)
+}
+
+// deadLetterMarked is deadLetter; without final, the holder writes only
+// the pending mark before the send, and stops after it (the store took no
+// final mark), as the decorator leaves a record whose final mark could not
+// be written.
+func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final bool) {
+	t.Helper()
 	ctx := t.Context()
 	attrs := map[string]types.MessageAttributeValue{
 		"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(key)},
@@ -90,20 +99,30 @@ func (rb *redriveBundle) deadLetter(t *testing.T, key, body string) {
 		ev.MessageAttributes[name] = events.SQSMessageAttribute{DataType: *a.DataType, StringValue: a.StringValue}
 	}
 	l := rb.claim(t, rb.ns, key, 0, 30)
+	err := rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
+		Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
+		MessageID: ev.MessageId, ExpiresAt: at(4 * 86400), Pending: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	copyID, err := sqsqueue.NewSink(rb.sqs, rb.dlq).Send(ctx, lambdaidem.DeadLetter{
 		Message: ev, Namespace: rb.ns, Key: key, Reason: lambdaidem.ReasonPoison,
 		Error: "invalid order", Attempts: 1, FirstAttemptAt: at(0), LastAttemptAt: at(1),
 		PayloadHash: "sha256:" + key, // what claim writes
+		LeaseProof:  lambdaidem.LeaseProof(l.Token),
 	})
 	if err != nil {
 		t.Fatalf("sink: %v", err)
 	}
-	err = rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
-		Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
-		MessageID: ev.MessageId, DeadLetterMessageID: copyID, ExpiresAt: at(4 * 86400),
-	})
-	if err != nil {
-		t.Fatal(err)
+	if final {
+		err = rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
+			Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
+			MessageID: ev.MessageId, DeadLetterMessageID: copyID, ExpiresAt: at(4 * 86400),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := rb.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src, ReceiptHandle: m.ReceiptHandle}); err != nil {
 		t.Fatal(err)
@@ -159,6 +178,43 @@ func TestRedrive(t *testing.T) {
 	// The key claims afresh, so the decorator will run the message.
 	if l := rb.claim(t, rb.ns, "order-7", 200, 30); l.Attempt != 1 {
 		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
+	}
+}
+
+// TestRedriveFinishesAPendingMark: a copy whose record holds only the
+// pending mark of the lease it was sent under (its holder could not write
+// the final mark, and its source message is gone) is never skipped for
+// good: the dry run says the real run marks it, the real run writes the
+// final mark for it and leaves it, and the next run moves it.
+func TestRedriveFinishesAPendingMark(t *testing.T) {
+	t.Parallel()
+	rb := setupRedrive(t)
+	rb.deadLetterMarked(t, "order-9", `{"order":9}`, false)
+	args := []string{"redrive", "-dlq", rb.dlq, "-source", rb.srcARN, "-wait", "0", "-json"}
+
+	dry := decode[redriveJSON](t, rb.cli(t, 100, append(args, "-dry-run")...).want(t, exitOK))
+	if len(dry.Messages) != 1 || dry.Messages[0].Outcome != "skipped" || !strings.Contains(dry.Messages[0].Error, "a real run marks") {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	if g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-9", "-json").want(t, exitOK)); g.Status != "IN_PROGRESS" {
+		t.Fatalf("the dry run changed the record: %+v", g)
+	}
+
+	first := decode[redriveJSON](t, rb.cli(t, 100, args...).want(t, exitOK))
+	if len(first.Messages) != 1 || first.Messages[0].Outcome != "skipped" || first.Messages[0].Step != sqsqueue.StepMark {
+		t.Fatalf("first run: %+v", first)
+	}
+	g := decode[recordJSON](t, rb.cli(t, 100, "get", "order-9", "-json").want(t, exitOK))
+	if g.Status != "DEAD_LETTERED" || g.DeadLetterReason != "poison" {
+		t.Fatalf("record after the first run: %+v; want DEAD_LETTERED (poison) by the copy", g)
+	}
+
+	second := decode[redriveJSON](t, rb.cli(t, 100, args...).want(t, exitOK))
+	if second.Moved != 1 || second.Messages[0].Outcome != "moved" || second.Messages[0].DLQMessageID != first.Messages[0].DLQMessageID {
+		t.Fatalf("second run: %+v", second)
+	}
+	if back := rb.receive(t, rb.src); len(back) != 1 || *back[0].Body != `{"order":9}` {
+		t.Fatalf("source queue after the second run: %d messages", len(back))
 	}
 }
 

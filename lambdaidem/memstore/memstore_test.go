@@ -193,3 +193,10 @@ func TestDecoratorRequestsPerMessage(t *testing.T) {
 		func() { base = s.Stats().Total() },
 		func() int { return s.Stats().Total() - base })
 }
+
+// A dead-letter copy whose final mark the store did not take is never
+// stranded (storetest.UnwrittenFinalMark).
+func TestDecoratorUnwrittenFinalMark(t *testing.T) {
+	t.Parallel()
+	storetest.UnwrittenFinalMark(t, memstore.New(), "orders")
+}

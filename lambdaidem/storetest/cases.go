@@ -40,6 +40,7 @@ var cases = []testCase{
 	{"DeadLetterRecordsReason", testDeadLetterRecordsReason},
 	{"ExtendMovesLease", testExtendMovesLease},
 	{"DeadLetterPendingConfirmsLease", testDeadLetterPendingConfirmsLease},
+	{"PendingDeadLetterOutlivesItsLease", testPendingDeadLetterOutlivesItsLease},
 	{"ExtendMovesExpiry", testExtendMovesExpiry},
 	{"LateExtendNeverShortensLease", testLateExtendNeverShortensLease},
 	{"Delete", testDelete},
@@ -916,6 +917,48 @@ func testDeadLetterPendingConfirmsLease(t *testing.T, f *fixture) {
 	before = f.get("u", f.at(now+2))
 	f.leaseLost("stale DeadLetter(Pending) under a new lease", f.pendingDeadLetter(old2.Lease, now+2))
 	f.unchanged("stale DeadLetter(Pending) under a new lease", before, f.at(now+2))
+}
+
+// A pending dead-letter mark whose final mark could not be written (the
+// copy is in the DLQ) is never lost: the holder may still write the final
+// mark once its lease ran out, as long as nobody took the key over; a
+// takeover's claim returns the pending mark (reason, error, source message)
+// so the new holder finishes the dead-lettering instead of running the
+// handler again; and the old holder's late final mark is then refused.
+func testPendingDeadLetterOutlivesItsLease(t *testing.T, f *fixture) {
+	expired := leaseSecs + graceSecs + 1
+	// The holder writes its final mark late, after its lease ran out.
+	c := f.mustClaim(f.claimReq("late", 0))
+	f.ok("DeadLetter(Pending)", f.pendingDeadLetter(c.Lease, 1))
+	f.ok("late final DeadLetter", f.deadLetter(c.Lease, expired, lambdaidem.ReasonPoison))
+	if r := f.get("late", f.at(expired)); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != "dlq-1" || r.DeadLetteredMessageID != "m1" {
+		t.Errorf("after a late final mark: %s, copy %q, source %q; want DEAD_LETTERED, dlq-1, m1", r.Status, r.DeadLetterMessageID, r.DeadLetteredMessageID)
+	}
+
+	// Another holder takes the key over first.
+	old := f.mustClaim(f.claimReq("k", 0))
+	f.ok("DeadLetter(Pending)", f.pendingDeadLetter(old.Lease, 1))
+	req := f.claimReq("k", expired)
+	req.MessageID = "m2"
+	nc := f.mustClaim(req)
+	if nc.Previous != lambdaidem.StatusInProgress {
+		t.Errorf("takeover Previous %q, want IN_PROGRESS", nc.Previous)
+	}
+	if r := nc.Record; r.Status != lambdaidem.StatusInProgress || r.DeadLetterReason != lambdaidem.ReasonPoison ||
+		r.DeadLetteredMessageID != "m1" || r.LastError != "poison: bad input" || r.DeadLetterMessageID != "" {
+		t.Errorf("takeover's record: %s, reason %q, source %q, error %q, copy %q; want the pending mark kept",
+			r.Status, r.DeadLetterReason, r.DeadLetteredMessageID, r.LastError, r.DeadLetterMessageID)
+	}
+	if r := f.get("k", f.at(expired)); r.DeadLetterReason != lambdaidem.ReasonPoison || r.DeadLetteredMessageID != "m1" {
+		t.Errorf("record after the takeover: reason %q, source %q; want the pending mark kept", r.DeadLetterReason, r.DeadLetteredMessageID)
+	}
+	before := f.get("k", f.at(expired+1))
+	f.leaseLost("the old holder's late final DeadLetter", f.deadLetter(old.Lease, expired+1, lambdaidem.ReasonPoison))
+	f.unchanged("the old holder's late final DeadLetter", before, f.at(expired+1))
+	f.ok("the new holder's final DeadLetter", f.deadLetter(nc.Lease, expired+2, lambdaidem.ReasonPoison))
+	if r := f.get("k", f.at(expired+2)); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != "dlq-1" {
+		t.Errorf("after the new holder's mark: %s, copy %q", r.Status, r.DeadLetterMessageID)
+	}
 }
 
 // An extension that sets ExpiresAt keeps the record past its old expiry.

@@ -108,12 +108,8 @@ type Config struct {
 // Known names the checks and draws that reach bugs whose fixes have not
 // landed yet: each is off unless named (-sim.known=all turns every one
 // on), so that the exploration stays green while the fix is under way,
-// and on for the mutant rows that need it.
-//
-//   - "stranded": a dead-letter copy whose record stays IN_PROGRESS (the
-//     final dead-letter mark could not be written) with no delivery left
-//     to take it over, so redrive skips it for good.
-var Known = []string{"stranded"}
+// and on for the mutant rows that need it. None is open now.
+var Known = []string{}
 
 // knob reports whether the known-bug knob name is on.
 func (c Config) knob(name string) bool { return slices.Contains(c.Known, name) }

@@ -961,6 +961,7 @@ func (s *Scenario) redrive() {
 		QueueURLs:          urls,
 		WaitTime:           -1,
 		Resetter:           rc,
+		Marker:             s.store.Store,
 		Progress: func(ev sqsqueue.RedriveEvent) {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true
@@ -1094,6 +1095,12 @@ func (s *Scenario) forget() {
 		AbandonCopy: rng.Float64() < s.Cfg.AbandonCopy,
 	}
 	res, err := a.Forget(context.Background(), req)
+	if err == nil {
+		// Straight to the store, past OnDelete: count it here, so the
+		// stranded check knows a forget (perhaps abandoning a copy) took
+		// the record.
+		s.key(k).forgotten++
+	}
 	switch {
 	case err != nil:
 		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
@@ -1244,9 +1251,7 @@ func (s *Scenario) final() {
 		if dm.Metadata.Reason == "" {
 			s.violate(InvReasons, "dead-letter copy %s has no reason", m.ID)
 		}
-		if s.Cfg.knob("stranded") {
-			s.stranded(dm, queued, now)
-		}
+		s.stranded(dm, queued, now)
 	}
 }
 

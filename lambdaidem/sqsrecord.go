@@ -144,8 +144,15 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 
 	st := &recordState{lease: lease}
 	copyMsg := msg
-	copyMsg.Attributes = maps.Clone(msg.Attributes)
-	copyMsg.MessageAttributes = cloneMessageAttributes(msg.MessageAttributes)
+	if p.c.sink != nil || p.observed() {
+		// The handler gets its own attribute maps, so the dead-letter copy
+		// and the observers see the message as SQS delivered it. Nobody
+		// else reads the maps after the handler, so without a sink or an
+		// observer the copy (a fifth of a first delivery's allocations)
+		// is skipped.
+		copyMsg.Attributes = maps.Clone(msg.Attributes)
+		copyMsg.MessageAttributes = cloneMessageAttributes(msg.MessageAttributes)
+	}
 	// Reading the clock costs about 0.1 µs here: with the real clock, the
 	// handler's start and end times double as "now".
 	start := p.wall(t)

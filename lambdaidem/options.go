@@ -55,7 +55,9 @@ type config struct {
 	keyFunc             KeyFunc
 	keyIsMessageID      bool // keyFunc is SQS's message ID
 	jsonKey             func([]byte) (string, error)
-	wrapKey             any // func(In) (string, error), checked by Wrap
+	keyField            *jsonKeyField   // set with jsonKey
+	hashFields          *jsonHashFields // the hash reads these fields
+	wrapKey             any             // func(In) (string, error), checked by Wrap
 	hash                HashFunc
 	maxAttempts         int
 	concurrency         int
@@ -396,9 +398,9 @@ func WithKeyJSONField(path string) Option {
 		if path == "" {
 			c.refuse("WithKeyJSONField", "the path is empty")
 		}
-		f := keyFromJSONField(path)
-		c.jsonKey = f
-		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f(bodyBytes(m.Body)) }, false
+		f := newJSONKeyField(path)
+		c.jsonKey, c.keyField = f.key, f
+		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f.key(bodyBytes(m.Body)) }, false
 	}
 }
 
@@ -467,7 +469,7 @@ func WithPayloadHash(f HashFunc) Option {
 		if f == nil {
 			c.refuse("WithPayloadHash", "the function is nil")
 		}
-		c.hash = f
+		c.hash, c.hashFields = f, nil
 	}
 }
 
@@ -482,7 +484,8 @@ func WithHashJSONFields(paths ...string) Option {
 		if len(paths) == 0 || slices.Contains(paths, "") {
 			c.refuse("WithHashJSONFields", "no fields, or an empty path")
 		}
-		c.hash = hashJSONFields(paths...)
+		h := newJSONHashFields(paths...)
+		c.hash, c.hashFields = h.hash, h
 	}
 }
 

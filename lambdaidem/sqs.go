@@ -199,6 +199,16 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
 		}
 	}()
+	if kf, hf := p.c.keyField, p.c.hashFields; kf != nil && hf != nil {
+		// Key and hash both read JSON fields: check the body once.
+		body := bodyBytes(msg.Body)
+		if err = checkJSON(body); err == nil {
+			if key, err = kf.keyIn(body); err == nil {
+				hash, err = hf.hashIn(body)
+			}
+		}
+		return key, hash, err
+	}
 	key, err = p.c.keyFunc(msg)
 	if err == nil {
 		hash, err = p.c.hash(bodyBytes(msg.Body))

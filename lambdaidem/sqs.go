@@ -122,31 +122,59 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 		keys[i] = p.derive(m)
 	}
 	fifo := strings.HasSuffix(recs[0].EventSourceARN, ".fifo")
-	index := make(map[string]int, len(recs))
+	// groupOf is the group record i joins by name; ok is false for a
+	// record with no key on a standard queue, which is a group of its own.
+	groupOf := func(i int) (g string, ok bool) {
+		switch {
+		case fifo:
+			return recs[i].Attributes["MessageGroupId"], true
+		case keys[i].err == nil:
+			return keys[i].key, true
+		}
+		return "", false
+	}
+	// A batch of up to 16 records (SQS's usual 10) finds a record's group
+	// by looking at the groups so far, without a map; larger ones index
+	// them.
+	var index map[string]int
+	if len(recs) > 16 {
+		index = make(map[string]int, len(recs))
+	}
 	groups := make([][]int, 0, len(recs))
 	// Most groups hold one record: they share one backing array, each a
 	// full slice of its own cell, so a second record copies that group out.
 	cells := make([]int, len(recs))
 	one := func(i int) []int { cells[i] = i; return cells[i : i+1 : i+1] }
-	for i, m := range recs {
-		var g string
-		switch {
-		case fifo:
-			g = m.Attributes["MessageGroupId"]
-		case keys[i].err == nil:
-			g = keys[i].key
-		default:
+	for i := range recs {
+		g, ok := groupOf(i)
+		if !ok {
 			groups = append(groups, one(i))
 			continue
 		}
-		if j, ok := index[g]; ok {
+		j := -1
+		if index != nil {
+			if k, found := index[g]; found {
+				j = k
+			} else {
+				index[g] = len(groups)
+			}
+		} else {
+			for k, grp := range groups {
+				if h, ok := groupOf(grp[0]); ok && h == g {
+					j = k
+					break
+				}
+			}
+		}
+		if j >= 0 {
 			groups[j] = append(groups[j], i)
 			continue
 		}
-		index[g] = len(groups)
 		groups = append(groups, one(i))
 	}
-	first = make([][]int, 0, len(groups))
+	// The groups split into first and later in place: first never
+	// overtakes the group being read.
+	first = groups[:0]
 	for _, g := range groups {
 		isLate := false
 		for _, i := range g {

@@ -121,6 +121,11 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 	for i, m := range recs {
 		keys[i] = p.derive(m)
 	}
+	if len(recs) == 1 {
+		// One record is one group, and with nothing to run beside it,
+		// whether it was delivered before changes nothing.
+		return keys, soleGroup, nil
+	}
 	fifo := strings.HasSuffix(recs[0].EventSourceARN, ".fifo")
 	// groupOf is the group record i joins by name; ok is false for a
 	// record with no key on a standard queue, which is a group of its own.
@@ -188,6 +193,10 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 	}
 	return keys, first, later
 }
+
+// soleGroup is the plan of a batch of one record. It is shared by every
+// such batch: nothing changes a plan's groups once made.
+var soleGroup = [][]int{{0}}
 
 // redelivered reports whether isolation applies to a record SQS delivered
 // before.

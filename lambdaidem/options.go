@@ -53,9 +53,8 @@ type Option func(*config)
 type config struct {
 	namespace           string
 	keyFunc             KeyFunc
-	keyIsMessageID      bool // keyFunc is SQS's message ID
-	jsonKey             func([]byte) (string, error)
-	keyField            *jsonKeyField   // set with jsonKey
+	keyIsMessageID      bool            // keyFunc is SQS's message ID
+	keyField            *jsonKeyField   // set by WithKeyJSONField
 	hashFields          *jsonHashFields // the hash reads these fields
 	wrapKey             any             // func(In) (string, error), checked by Wrap
 	hash                HashFunc
@@ -399,7 +398,7 @@ func WithKeyJSONField(path string) Option {
 			c.refuse("WithKeyJSONField", "the path is empty")
 		}
 		f := newJSONKeyField(path)
-		c.jsonKey, c.keyField = f.key, f
+		c.keyField = f
 		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f.key(bodyBytes(m.Body)) }, false
 	}
 }

@@ -49,9 +49,9 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if !cr.Claimed {
-		return p.refused(ctx, t, msg, hash, cr.Record, r)
+		return p.refused(ctx, t, msg, hash, &cr.Record, r)
 	}
-	return p.claimed(ctx, t, msg, hash, cr, r)
+	return p.claimed(ctx, t, msg, hash, &cr, r)
 }
 
 // recordLate writes a completion this container could not write when the
@@ -85,7 +85,7 @@ func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, re
 }
 
 // refused decides what a refused claim means (the outcome table of docs/design.md).
-func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
+func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec *Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.Attempt = rec.Attempts
 	switch {
@@ -93,7 +93,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
 		return p.logged(ctx, slog.LevelInfo, r)
 	case rec.Status == StatusDeadLettered:
-		return p.deadLetter(ctx, t, msg, nil, &rec, ReasonKeyDeadLettered,
+		return p.deadLetter(ctx, t, msg, nil, rec, ReasonKeyDeadLettered,
 			fmt.Errorf("key %q was dead-lettered with message %s (%s)", r.Key, rec.DeadLetteredMessageID, rec.DeadLetterReason), r)
 	case rec.PayloadHash != hash:
 		err := fmt.Errorf("%w: key %q is held by message %s (%s)", ErrKeyConflict, r.Key, rec.MessageID, rec.Status)
@@ -111,7 +111,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 		r.Outcome, r.Acked = OutcomeDuplicate, true
 		return p.logged(ctx, slog.LevelDebug, r)
 	case p.c.atMostOnce && rec.Status == StatusInProgress && rec.LeaseExpired(now, p.c.grace):
-		return p.outcomeUnknown(ctx, t, msg, hash, rec, r)
+		return p.outcomeUnknown(ctx, t, msg, hash, *rec, r)
 	default:
 		// IN_PROGRESS under a valid lease: come back when it ends.
 		r.Outcome, r.Err = OutcomeInProgress, ErrInProgress
@@ -126,7 +126,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 }
 
 // claimed runs the handler under the lease and records its outcome.
-func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr ClaimResult, r RecordReport) RecordReport {
+func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *ClaimResult, r RecordReport) RecordReport {
 	lease := cr.Lease
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress

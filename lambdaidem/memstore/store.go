@@ -13,7 +13,8 @@ import (
 // caller holds the lock.
 func (s *Store) live(k id, now time.Time) *lambdaidem.Record {
 	r := s.records[k]
-	if r == nil || r.Expired(now) {
+	// r.Expired(now), without copying the record for the value receiver.
+	if r == nil || !r.ExpiresAt.IsZero() && r.ExpiresAt.Before(now) {
 		return nil
 	}
 	return r

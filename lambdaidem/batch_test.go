@@ -61,6 +61,75 @@ func TestCopiesOfAKeyInOneBatchWaitForTheFirst(t *testing.T) {
 	}
 }
 
+// Batches of up to 16 records find a record's group among the groups so
+// far, larger ones through an index: both group copies of a key (standard
+// queue) and message groups (FIFO) alike, and a record with no key stays
+// a group of its own.
+func TestGroupsAreFoundInSmallAndLargeBatches(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{6, 16, 17, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			var mu sync.Mutex
+			var reps []*lambdaidem.InvocationReport
+			var order []string
+			h := lambdaidem.SQS(b.store, b.counting(func(_ context.Context, m events.SQSMessage) error {
+				mu.Lock()
+				order = append(order, m.MessageId)
+				mu.Unlock()
+				return nil
+			}), b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithConcurrency(4), reportsOf(&reps, &mu))...)
+			var recs []events.SQSMessage
+			for i := range n - 1 {
+				recs = append(recs, msg(fmt.Sprintf("m%d", i), fmt.Sprintf(`{"id":"k%d"}`, i%5)))
+			}
+			recs = append(recs, msg("nokey", `{}`))
+			resp, err := h(context.Background(), batch(recs...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantFailed(t, resp, "nokey")
+			for i, r := range reps[0].Records[:n-1] {
+				want := lambdaidem.OutcomeDuplicate
+				if i < 5 {
+					want = lambdaidem.OutcomeProcessed
+				}
+				if r.Outcome != want {
+					t.Fatalf("record %d (key k%d): outcome %s, want %s", i, i%5, r.Outcome, want)
+				}
+			}
+			if b.calls.total() != 5 {
+				t.Fatalf("handler ran %d times for 5 keys, want 5", b.calls.total())
+			}
+
+			// The same shape on a FIFO queue: five message groups, each
+			// run in its order.
+			order = nil
+			recs = recs[:0]
+			for i := range n {
+				recs = append(recs, fifo(fmt.Sprintf("f%02d", i), fmt.Sprintf("g%d", i%5), fmt.Sprintf(`{"id":"f%d"}`, i)))
+			}
+			if _, err := h(context.Background(), batch(recs...)); err != nil {
+				t.Fatal(err)
+			}
+			last := map[byte]string{}
+			for _, id := range order {
+				var i int
+				fmt.Sscanf(id, "f%d", &i)
+				g := byte('0' + i%5)
+				if id < last[g] {
+					t.Fatalf("group g%c ran %s after %s: %v", g, id, last[g], order)
+				}
+				last[g] = id
+			}
+			if len(order) != n {
+				t.Fatalf("%d of %d FIFO records ran: %v", len(order), n, order)
+			}
+		})
+	}
+}
+
 func TestStandardQueueConcurrencyIsBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -8,14 +8,18 @@ import (
 
 type recordStateKey struct{}
 
-// recordState is what a handler can read and add to while it runs.
+// recordState is what a handler can read and add to while it runs. It is
+// also the context value that carries it: once given a parent (see
+// withRecordState) it is that parent plus itself under recordStateKey, so
+// a record costs one allocation for both.
 type recordState struct {
+	context.Context
 	lease  Lease
 	mu     sync.Mutex
 	writes []any
-	// accept checks a completion write's type when it is added (nil:
-	// every type is accepted).
-	accept func(w any) error
+	// accept checks a completion write's type when it is added, against
+	// what this engine's store commits (nil: every type is accepted).
+	accept *engine
 	// returned is set once the handler returned: later writes are refused.
 	returned bool
 	// ctxEnded is set when the handler returned an error after its context
@@ -34,8 +38,25 @@ func (st *recordState) ran(err error, ctx context.Context) error {
 	return err
 }
 
+// withRecordState returns ctx carrying st, made into st itself: call it
+// once per record state.
 func withRecordState(ctx context.Context, st *recordState) context.Context {
-	return context.WithValue(ctx, recordStateKey{}, st)
+	st.Context = ctx
+	return st
+}
+
+// Value returns the record state for its key and asks the parent context
+// for any other.
+func (st *recordState) Value(key any) any {
+	if key == (recordStateKey{}) {
+		return st
+	}
+	return st.Context.Value(key)
+}
+
+// String names the context for debugging, as context.WithValue's do.
+func (st *recordState) String() string {
+	return fmt.Sprintf("%v.WithValue(lambdaidem record state)", st.Context)
 }
 
 // LeaseFromContext returns the lease the handler runs under: its token, its
@@ -70,7 +91,7 @@ func AddCompletionWrite(ctx context.Context, w any) error {
 		return ErrHandlerReturned
 	}
 	if st.accept != nil {
-		if err := st.accept(w); err != nil {
+		if err := st.accept.acceptWrite(st.lease, w); err != nil {
 			return err
 		}
 	}

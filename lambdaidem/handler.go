@@ -18,7 +18,7 @@ import (
 // PanicError with its stack.
 func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
 	lease := st.lease
-	st.accept = func(w any) error { return e.acceptWrite(lease, w) }
+	st.accept = e
 	if t.shared != nil && e.c.heartbeat <= 0 && !lease.Until.Before(t.deadline) {
 		// The lease lasts as long as the invocation: the invocation's
 		// handler context bounds this record too. An observed record's

@@ -78,44 +78,88 @@ func keyFromMessageID(m events.SQSMessage) (string, error) {
 	return m.MessageId, nil
 }
 
-// keyFromJSONField returns a KeyFunc reading a dotted path from the body.
-func keyFromJSONField(path string) func([]byte) (string, error) {
-	parts := strings.Split(path, ".")
-	return func(body []byte) (string, error) {
-		raw, err := lookupJSON(body, parts)
-		if err != nil {
-			return "", err
-		}
-		if !validUnicode(raw) {
-			return "", fmt.Errorf("%w: field %q is not valid Unicode (a lone surrogate or invalid UTF-8)", ErrMalformedBody, path)
-		}
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
-			return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, path, err)
-		}
-		s, err := scalarString(v)
-		if err != nil {
-			return "", fmt.Errorf("%w: field %q: %v", ErrMissingKey, path, err)
+// jsonKeyField reads a key from a dotted path of a JSON body.
+type jsonKeyField struct {
+	path  string
+	parts []string
+}
+
+func newJSONKeyField(path string) *jsonKeyField {
+	return &jsonKeyField{path: path, parts: strings.Split(path, ".")}
+}
+
+// key reads the key from body.
+func (f *jsonKeyField) key(body []byte) (string, error) {
+	if err := checkJSON(body); err != nil {
+		return "", err
+	}
+	return f.keyIn(body)
+}
+
+// keyIn reads the key from body, already known to be one JSON value.
+func (f *jsonKeyField) keyIn(body []byte) (string, error) {
+	raw, err := lookupJSON(body, f.parts)
+	if err != nil {
+		return "", err
+	}
+	if !validUnicode(raw) {
+		return "", fmt.Errorf("%w: field %q is not valid Unicode (a lone surrogate or invalid UTF-8)", ErrMalformedBody, f.path)
+	}
+	if s, ok := plainScalar(raw); ok {
+		if s == "" {
+			return "", fmt.Errorf("%w: field %q: empty string", ErrMissingKey, f.path)
 		}
 		return s, nil
 	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, f.path, err)
+	}
+	s, err := scalarString(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: field %q: %v", ErrMissingKey, f.path, err)
+	}
+	return s, nil
 }
 
-// lookupJSON checks that body is exactly one JSON value (trailing data is
-// malformed) and returns the raw JSON of the value at the dotted path. A
-// member named twice on the path, or whose name is not valid Unicode, is
-// malformed: parsers disagree on which one counts.
-func lookupJSON(body []byte, parts []string) (json.RawMessage, error) {
-	if !json.Valid(body) {
-		var v any
-		err := json.Unmarshal(body, &v)
-		if err == nil { // json.Valid and Unmarshal disagree: never seen
-			err = errors.New("not a single JSON value")
+// plainScalar returns what a JSON string without escapes, or a number,
+// decodes to (the text of the number, as json.Number keeps it), without a
+// decoder; ok is false for anything else.
+func plainScalar(raw []byte) (string, bool) {
+	switch c := raw[0]; {
+	case c == '"':
+		in := raw[1 : len(raw)-1]
+		if bytes.IndexByte(in, '\\') >= 0 {
+			return "", false
 		}
-		return nil, fmt.Errorf("%w: %v", ErrMalformedBody, err)
+		return string(in), true
+	case c == '-' || c >= '0' && c <= '9':
+		return string(raw), true
 	}
+	return "", false
+}
+
+// checkJSON checks that body is exactly one JSON value (trailing data is
+// malformed).
+func checkJSON(body []byte) error {
+	if json.Valid(body) {
+		return nil
+	}
+	var v any
+	err := json.Unmarshal(body, &v)
+	if err == nil { // json.Valid and Unmarshal disagree: never seen
+		err = errors.New("not a single JSON value")
+	}
+	return fmt.Errorf("%w: %v", ErrMalformedBody, err)
+}
+
+// lookupJSON returns the raw JSON of the value at the dotted path of body,
+// which checkJSON accepted. A member named twice on the path, or whose
+// name is not valid Unicode, is malformed: parsers disagree on which one
+// counts.
+func lookupJSON(body []byte, parts []string) (json.RawMessage, error) {
 	raw := json.RawMessage(bytes.TrimSpace(body))
 	for i, p := range parts {
 		if len(raw) == 0 || raw[0] != '{' {
@@ -134,25 +178,25 @@ func lookupJSON(body []byte, parts []string) (json.RawMessage, error) {
 }
 
 // member returns the raw value of the member called name in the JSON object
-// obj (already known to be valid JSON), or nil when there is none.
+// obj (valid JSON, starting with '{'), or nil when there is none. It scans
+// the object once, skipping the values of other members without decoding
+// them.
 func member(obj json.RawMessage, name string) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(obj))
-	if _, err := dec.Token(); err != nil { // '{'
-		return nil, err
-	}
 	var found json.RawMessage
-	for dec.More() {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
+	i := skipSpace(obj, 1)
+	for i < len(obj) && obj[i] != '}' {
+		if obj[i] == ',' {
+			i = skipSpace(obj, i+1)
 		}
-		rawName := bytes.TrimLeft(obj[start:dec.InputOffset()], " \t\r\n,")
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		if tok != name {
+		n := i
+		i = skipString(obj, i)
+		rawName := obj[n:i]
+		i = skipSpace(obj, skipSpace(obj, i)+1) // past ':'
+		v := i
+		i = skipValue(obj, i)
+		value := obj[v:i]
+		i = skipSpace(obj, i)
+		if !memberNamed(rawName, name) {
 			continue
 		}
 		switch {
@@ -161,9 +205,78 @@ func member(obj json.RawMessage, name string) (json.RawMessage, error) {
 		case found != nil:
 			return nil, errors.New("given twice")
 		}
-		found = v
+		found = value
 	}
 	return found, nil
+}
+
+// memberNamed reports whether the JSON string raw (quotes included)
+// decodes to name, as encoding/json decodes it (what is not valid Unicode
+// becoming U+FFFD).
+func memberNamed(raw []byte, name string) bool {
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return string(in) == name
+	}
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == name
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string starting at i.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at i, in
+// valid JSON.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	// A number or a literal: it runs to the next delimiter.
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // validUnicode reports whether every string in the valid JSON text raw
@@ -291,46 +404,92 @@ func hashBody(body []byte) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// hashJSONFields hashes the canonical JSON of the selected fields, so
+// jsonHashFields hashes the canonical JSON of the selected fields, so
 // envelopes (SNS, EventBridge) whose ids and timestamps differ per delivery
 // do not turn duplicates into conflicts. A missing field hashes as null. A
 // selected field holding a string that is not valid Unicode is malformed:
 // decoding would replace it with U+FFFD and merge it with other values.
-func hashJSONFields(paths ...string) HashFunc {
-	split := make([][]string, len(paths))
+type jsonHashFields struct {
+	paths []string
+	split [][]string
+}
+
+func newJSONHashFields(paths ...string) *jsonHashFields {
+	h := &jsonHashFields{paths: paths, split: make([][]string, len(paths))}
 	for i, p := range paths {
-		split[i] = strings.Split(p, ".")
+		h.split[i] = strings.Split(p, ".")
 	}
-	return func(body []byte) (string, error) {
-		h := sha256.New()
-		for i, parts := range split {
-			raw, err := lookupJSON(body, parts)
-			if errors.Is(err, ErrMalformedBody) {
-				return "", err
-			}
-			var v any
-			if err == nil {
-				if !validUnicode(raw) {
-					return "", fmt.Errorf("%w: field %q is not valid Unicode (a lone surrogate or invalid UTF-8)", ErrMalformedBody, paths[i])
-				}
-				dec := json.NewDecoder(bytes.NewReader(raw))
-				dec.UseNumber()
-				if err := dec.Decode(&v); err != nil {
-					return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, paths[i], err)
-				}
-			}
-			// encoding/json sorts map keys, so this is canonical.
-			b, err := json.Marshal(v)
-			if err != nil {
-				return "", fmt.Errorf("lambdaidem: hash field %q: %w", paths[i], err)
-			}
-			h.Write([]byte(paths[i]))
-			h.Write([]byte{0})
-			h.Write(b)
-			h.Write([]byte{0})
+	return h
+}
+
+// hash is the HashFunc.
+func (f *jsonHashFields) hash(body []byte) (string, error) {
+	if err := checkJSON(body); err != nil {
+		return "", err
+	}
+	return f.hashIn(body)
+}
+
+// hashIn hashes body, already known to be one JSON value.
+func (f *jsonHashFields) hashIn(body []byte) (string, error) {
+	h := sha256.New()
+	for i, parts := range f.split {
+		raw, err := lookupJSON(body, parts)
+		if errors.Is(err, ErrMalformedBody) {
+			return "", err
 		}
-		return hex.EncodeToString(h.Sum(nil)), nil
+		canon := []byte("null")
+		if err == nil {
+			if !validUnicode(raw) {
+				return "", fmt.Errorf("%w: field %q is not valid Unicode (a lone surrogate or invalid UTF-8)", ErrMalformedBody, f.paths[i])
+			}
+			if canon, err = canonicalJSON(raw); err != nil {
+				return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, f.paths[i], err)
+			}
+		}
+		h.Write([]byte(f.paths[i]))
+		h.Write([]byte{0})
+		h.Write(canon)
+		h.Write([]byte{0})
 	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])), nil
+}
+
+// canonicalJSON is what json.Marshal writes for the value raw decodes to
+// (numbers kept as written): map keys sorted, strings escaped its way. A
+// number, a literal, or a string that json.Marshal would write unchanged
+// is its own canonical form and is not decoded.
+func canonicalJSON(raw []byte) ([]byte, error) {
+	switch c := raw[0]; {
+	case c == '-' || c >= '0' && c <= '9', c == 't', c == 'f', c == 'n':
+		return raw, nil
+	case c == '"' && marshalsUnchanged(raw[1:len(raw)-1]):
+		return raw, nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	// encoding/json sorts map keys, so this is canonical.
+	return json.Marshal(v)
+}
+
+// marshalsUnchanged reports whether json.Marshal writes the string s
+// (valid UTF-8) back as s: no escape in it, and nothing json.Marshal
+// escapes (control characters, <, >, &, U+2028, U+2029).
+func marshalsUnchanged(s []byte) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '\\', c == '"', c == '<', c == '>', c == '&':
+			return false
+		case c == 0xe2 && i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xa8 || s[i+2] == 0xa9):
+			return false
+		}
+	}
+	return true
 }
 
 // checkEncodedInput refuses a JSON encoding made by json.Marshal that holds

@@ -53,9 +53,10 @@ type Option func(*config)
 type config struct {
 	namespace           string
 	keyFunc             KeyFunc
-	keyIsMessageID      bool // keyFunc is SQS's message ID
-	jsonKey             func([]byte) (string, error)
-	wrapKey             any // func(In) (string, error), checked by Wrap
+	keyIsMessageID      bool            // keyFunc is SQS's message ID
+	keyField            *jsonKeyField   // set by WithKeyJSONField
+	hashFields          *jsonHashFields // the hash reads these fields
+	wrapKey             any             // func(In) (string, error), checked by Wrap
 	hash                HashFunc
 	maxAttempts         int
 	concurrency         int
@@ -396,9 +397,9 @@ func WithKeyJSONField(path string) Option {
 		if path == "" {
 			c.refuse("WithKeyJSONField", "the path is empty")
 		}
-		f := keyFromJSONField(path)
-		c.jsonKey = f
-		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f(bodyBytes(m.Body)) }, false
+		f := newJSONKeyField(path)
+		c.keyField = f
+		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f.key(bodyBytes(m.Body)) }, false
 	}
 }
 
@@ -467,7 +468,7 @@ func WithPayloadHash(f HashFunc) Option {
 		if f == nil {
 			c.refuse("WithPayloadHash", "the function is nil")
 		}
-		c.hash = f
+		c.hash, c.hashFields = f, nil
 	}
 }
 
@@ -482,7 +483,8 @@ func WithHashJSONFields(paths ...string) Option {
 		if len(paths) == 0 || slices.Contains(paths, "") {
 			c.refuse("WithHashJSONFields", "no fields, or an empty path")
 		}
-		c.hash = hashJSONFields(paths...)
+		h := newJSONHashFields(paths...)
+		c.hash, c.hashFields = h.hash, h
 	}
 }
 

@@ -121,32 +121,65 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 	for i, m := range recs {
 		keys[i] = p.derive(m)
 	}
+	if len(recs) == 1 {
+		// One record is one group, and with nothing to run beside it,
+		// whether it was delivered before changes nothing.
+		return keys, soleGroup, nil
+	}
 	fifo := strings.HasSuffix(recs[0].EventSourceARN, ".fifo")
-	index := make(map[string]int, len(recs))
+	// groupOf is the group record i joins by name; ok is false for a
+	// record with no key on a standard queue, which is a group of its own.
+	groupOf := func(i int) (g string, ok bool) {
+		switch {
+		case fifo:
+			return recs[i].Attributes["MessageGroupId"], true
+		case keys[i].err == nil:
+			return keys[i].key, true
+		}
+		return "", false
+	}
+	// A batch of up to 16 records (SQS's usual 10) finds a record's group
+	// by looking at the groups so far, without a map; larger ones index
+	// them.
+	var index map[string]int
+	if len(recs) > 16 {
+		index = make(map[string]int, len(recs))
+	}
 	groups := make([][]int, 0, len(recs))
 	// Most groups hold one record: they share one backing array, each a
 	// full slice of its own cell, so a second record copies that group out.
 	cells := make([]int, len(recs))
 	one := func(i int) []int { cells[i] = i; return cells[i : i+1 : i+1] }
-	for i, m := range recs {
-		var g string
-		switch {
-		case fifo:
-			g = m.Attributes["MessageGroupId"]
-		case keys[i].err == nil:
-			g = keys[i].key
-		default:
+	for i := range recs {
+		g, ok := groupOf(i)
+		if !ok {
 			groups = append(groups, one(i))
 			continue
 		}
-		if j, ok := index[g]; ok {
+		j := -1
+		if index != nil {
+			if k, found := index[g]; found {
+				j = k
+			} else {
+				index[g] = len(groups)
+			}
+		} else {
+			for k, grp := range groups {
+				if h, ok := groupOf(grp[0]); ok && h == g {
+					j = k
+					break
+				}
+			}
+		}
+		if j >= 0 {
 			groups[j] = append(groups[j], i)
 			continue
 		}
-		index[g] = len(groups)
 		groups = append(groups, one(i))
 	}
-	first = make([][]int, 0, len(groups))
+	// The groups split into first and later in place: first never
+	// overtakes the group being read.
+	first = groups[:0]
 	for _, g := range groups {
 		isLate := false
 		for _, i := range g {
@@ -160,6 +193,10 @@ func (p *sqsProcessor) plan(recs []events.SQSMessage) (keys []derived, first, la
 	}
 	return keys, first, later
 }
+
+// soleGroup is the plan of a batch of one record. It is shared by every
+// such batch: nothing changes a plan's groups once made.
+var soleGroup = [][]int{{0}}
 
 // redelivered reports whether isolation applies to a record SQS delivered
 // before.
@@ -199,6 +236,16 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 			err = fmt.Errorf("%w: key or hash function panicked: %v", ErrMissingKey, v)
 		}
 	}()
+	if kf, hf := p.c.keyField, p.c.hashFields; kf != nil && hf != nil {
+		// Key and hash both read JSON fields: check the body once.
+		body := bodyBytes(msg.Body)
+		if err = checkJSON(body); err == nil {
+			if key, err = kf.keyIn(body); err == nil {
+				hash, err = hf.hashIn(body)
+			}
+		}
+		return key, hash, err
+	}
 	key, err = p.c.keyFunc(msg)
 	if err == nil {
 		hash, err = p.c.hash(bodyBytes(msg.Body))

@@ -89,11 +89,17 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 	c := newConfig(opts)
 	c.check(handlerWrap, store)
 	c.useHash(false)
+	if c.hashFields != nil {
+		c.hash = c.hashFields.hashIn // as for the key: json.Marshal's output is valid JSON
+	}
 	w := &wrapper[In, Out]{engine: newEngine(store, c), fn: fn}
 	switch k := c.wrapKey.(type) {
 	case nil:
-		if c.jsonKey != nil {
-			w.key = func(_ In, b []byte) (string, error) { return c.jsonKey(b) }
+		if f := c.keyField; f != nil {
+			// The input's encoding comes from json.Marshal, which only
+			// writes one valid JSON value: the key is read without
+			// checking it again.
+			w.key = func(_ In, b []byte) (string, error) { return f.keyIn(b) }
 		} else {
 			w.key = func(_ In, b []byte) (string, error) {
 				sum := sha256.Sum256(b)

@@ -13,7 +13,8 @@ import (
 // caller holds the lock.
 func (s *Store) live(k id, now time.Time) *lambdaidem.Record {
 	r := s.records[k]
-	if r == nil || r.Expired(now) {
+	// r.Expired(now), without copying the record for the value receiver.
+	if r == nil || !r.ExpiresAt.IsZero() && r.ExpiresAt.Before(now) {
 		return nil
 	}
 	return r
@@ -37,15 +38,19 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		r.PayloadHash = req.PayloadHash
 	}
 	var prev lambdaidem.Status
+	token := ""
 	takeLiveLease := mutant.On("claim-takes-live-lease") // the bug: two holders of one key at once
 	switch {
 	case r == nil:
 		// Absent or expired: a fresh generation, whatever was there before.
+		// Its first lease token is the generation's id: no other claim is
+		// ever given that id, and it saves making a second one.
+		token = newID()
 		r = &lambdaidem.Record{
 			Namespace:      req.Namespace,
 			Key:            req.Key,
 			SchemaVersion:  lambdaidem.SchemaVersion,
-			Fence:          lambdaidem.Fence{Generation: newID()},
+			Fence:          lambdaidem.Fence{Generation: token},
 			FirstAttemptAt: req.Now,
 		}
 		s.records[k] = r
@@ -61,8 +66,11 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
 	}
 
+	if token == "" {
+		token = newID()
+	}
 	r.Status = lambdaidem.StatusInProgress
-	r.LeaseToken = newID()
+	r.LeaseToken = token
 	r.LeaseUntil = req.LeaseUntil
 	r.Attempts++
 	r.Fence.Claim++
@@ -101,32 +109,49 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 // left as it was and the refusal returned.
 func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
 	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
-	if err := validate(op, l.Namespace, l.Key); err != nil {
-		return err
-	}
-	if err := s.begin(ctx, op); err != nil {
+	if err := s.open(ctx, op, l); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r, err := s.fenced(op, l, now, finished)
+	if r == nil {
+		return err
+	}
+	if err := apply(r); err != nil {
+		return fmt.Errorf("memstore: %s %s/%s: %w", op, l.Namespace, l.Key, err)
+	}
+	r.UpdatedAt = now
+	return nil
+}
 
+// open validates a write under l and counts it (see begin). It must be
+// called without the lock held.
+func (s *Store) open(ctx context.Context, op string, l lambdaidem.Lease) error {
+	if err := validate(op, l.Namespace, l.Key); err != nil {
+		return err
+	}
+	return s.begin(ctx, op)
+}
+
+// fenced returns the record a write under l may change, or nil: with an
+// error when the lease is lost, without one when the record already is in
+// the write's finished status under that lease (a retry of a write that
+// applied). The caller holds the lock.
+func (s *Store) fenced(op string, l lambdaidem.Lease, now time.Time, finished lambdaidem.Status) (*lambdaidem.Record, error) {
 	r := s.live(id{l.Namespace, l.Key}, now)
 	ignoreToken := mutant.On("complete-ignores-lease-token") // the bug: a stale holder's completion applies
 	switch {
 	case r == nil:
-		return fmt.Errorf("memstore: %s %s/%s: no record: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
+		return nil, fmt.Errorf("memstore: %s %s/%s: no record: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.LeaseToken != l.Token && !(op == OpComplete && ignoreToken):
-		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
+		return nil, fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.Status == lambdaidem.StatusInProgress:
-		if err := apply(r); err != nil {
-			return fmt.Errorf("memstore: %s %s/%s: %w", op, l.Namespace, l.Key, err)
-		}
-		r.UpdatedAt = now
-		return nil
+		return r, nil
 	case finished != "" && r.Status == finished:
-		return nil
+		return nil, nil
 	default:
-		return fmt.Errorf("memstore: %s %s/%s: record is %s: %w", op, l.Namespace, l.Key, r.Status, lambdaidem.ErrLeaseLost)
+		return nil, fmt.Errorf("memstore: %s %s/%s: record is %s: %w", op, l.Namespace, l.Key, r.Status, lambdaidem.ErrLeaseLost)
 	}
 }
 
@@ -141,16 +166,39 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 		}
 		return fmt.Errorf("memstore: complete: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
+	if len(req.Writes) > 0 {
+		return s.completeWithWrites(ctx, req)
+	}
+	// The common case, written out rather than through write: no closure
+	// and no copy of the request on the heap per completion.
+	if err := s.open(ctx, OpComplete, req.Lease); err != nil {
+		return err
+	}
 	result := cloneBytes(req.Result)
-	complete := func(r *lambdaidem.Record) {
-		r.Status = lambdaidem.StatusCompleted
-		r.Result = result
-		r.ResultUntil = req.ResultUntil
-		r.ExpiresAt = req.ExpiresAt
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.fenced(OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted)
+	if r != nil {
+		completeRecord(r, &req, result)
+		r.UpdatedAt = req.Now
 	}
-	if len(req.Writes) == 0 {
-		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
-	}
+	return err
+}
+
+// completeRecord marks r completed by req, with result (the caller's copy
+// of req.Result).
+func completeRecord(r *lambdaidem.Record, req *lambdaidem.CompleteRequest, result []byte) {
+	r.Status = lambdaidem.StatusCompleted
+	r.Result = result
+	r.ResultUntil = req.ResultUntil
+	r.ExpiresAt = req.ExpiresAt
+}
+
+// completeWithWrites is Complete for a request that carries writes: they
+// are applied through the store's WriteApplier, with the completion.
+func (s *Store) completeWithWrites(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	result := cloneBytes(req.Result)
+	complete := func(r *lambdaidem.Record) { completeRecord(r, &req, result) }
 	writes := req.Writes
 	unfenced := mutant.On("completion-writes-unfenced") // the bug: a stale holder's or a retried completion's writes land
 	if unfenced {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -14,12 +15,11 @@ import (
 // the lease over, the next extension is refused and the handler's context
 // ends with cause ErrLeaseLost.
 //
-// The heartbeat ticks in real time (every 10ms) and stamps each extension
-// with the owner's fake clock. The owner's clock only moves when the test
-// says so, so the test decides when the lease end must have moved. The
-// thief's clock runs ten minutes ahead: to it the owner's lease ran out
-// long ago, which is what it sees when the owner's process stalled for ten
-// minutes without a heartbeat.
+// The heartbeat ticks on the owner's fake clock: each Advance through a
+// tick writes that extension before it returns. The thief's clock runs ten
+// minutes ahead: to it the owner's lease ran out long ago, which is what it
+// sees when the owner's process stalled for ten minutes without a
+// heartbeat.
 func TestHeartbeatOnDynamoDB(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -32,7 +32,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return "", cause
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Millisecond))...)
+	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Second))...)
 	done := make(chan error)
 	go func() {
 		_, err := owner(context.Background(), payment{ID: "job-1"})
@@ -41,23 +41,21 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	<-entered
 	first := e.record(t, "job-1").LeaseUntil
 
-	e.clock.Advance(30 * time.Second)
-	// The extension is written by the heartbeat's goroutine, on its tick:
-	// wait for that external write.
-	waitFor(t, "lease_until to move", func() bool { return e.record(t, "job-1").LeaseUntil.After(first) })
-	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.Equal(want) {
+	e.clock.Advance(10 * time.Second)
+	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.After(first) || !got.Equal(want) {
 		t.Errorf("lease until %s, want now plus the lease length, %s", got, want)
 	}
 
-	thiefClock := &clock{now: e.clock.Now().Add(10 * time.Minute)}
+	thiefClock := testclock.New(e.clock.Now().Add(10 * time.Minute))
 	thief := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
 		runs.inc()
 		return "done by the thief", nil
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock.Now))...)
+	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock))...)
 	if got, err := thief(context.Background(), payment{ID: "job-1"}); err != nil || got != "done by the thief" {
 		t.Fatalf("takeover: %q, %v", got, err)
 	}
 
+	e.clock.Advance(10 * time.Second) // the next tick's extension is refused
 	err := <-done
 	if !errors.Is(cause, lambdaidem.ErrLeaseLost) {
 		t.Fatalf("the owner's context ended with cause %v, want ErrLeaseLost", cause)
@@ -71,19 +69,5 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	}
 	if runs.get() != 2 {
 		t.Errorf("%d runs, want 2", runs.get())
-	}
-}
-
-// waitFor polls cond, for state another goroutine writes to DynamoDB,
-// failing the test if it does not hold within a generous deadline. It is a
-// wait, not a timed assertion: only a hang makes it fail.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval, not synchronization
 	}
 }

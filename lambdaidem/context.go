@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 type recordStateKey struct{}
@@ -32,7 +34,7 @@ func (st *recordState) ran(err error, ctx context.Context) error {
 }
 
 func withRecordState(ctx context.Context, st *recordState) context.Context {
-	return context.WithValue(ctx, recordStateKey{}, st)
+	return seam.WithValue(ctx, recordStateKey{}, st)
 }
 
 // LeaseFromContext returns the lease the handler runs under: its token, its

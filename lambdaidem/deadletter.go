@@ -50,7 +50,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		// key taken over and perhaps completed) must never put a copy of
 		// finished work in the DLQ.
 		now := t.now()
-		perr := retryStore(dctx, &r, func(ctx context.Context) error {
+		perr := retryStore(dctx, t, &r, func(ctx context.Context) error {
 			return p.store.DeadLetter(ctx, DeadLetterRequest{
 				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
@@ -84,7 +84,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	}
 	if lease != nil {
 		now := t.now()
-		merr := retryStore(dctx, &r, func(ctx context.Context) error {
+		merr := retryStore(dctx, t, &r, func(ctx context.Context) error {
 			return p.store.DeadLetter(ctx, DeadLetterRequest{
 				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(now, false),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // Defaults of the options. Each option's doc says how to change it.
@@ -68,8 +69,7 @@ type config struct {
 	cacheSize           int
 	cacheTTL            time.Duration
 	logger              *slog.Logger
-	now                 func() time.Time
-	realClock           bool // now is time.Now, so a handler's timing can double as now
+	rt                  seam.Runtime // the clock, waits, randomness and scheduling
 	failOnAny           bool
 	allFailedError      bool
 	isolate             bool
@@ -79,7 +79,6 @@ type config struct {
 	hook                func(*InvocationReport)
 	atMostOnce          bool
 	heartbeat           time.Duration
-	ticker              func(time.Duration) (<-chan time.Time, func())
 }
 
 func newConfig(opts []Option) *config {
@@ -97,14 +96,9 @@ func newConfig(opts []Option) *config {
 		unfinishedRetention: DefaultUnfinishedRetention,
 		maxResultBytes:      DefaultMaxResultBytes,
 		logger:              slog.Default(),
-		now:                 time.Now,
-		realClock:           true,
+		rt:                  seam.Real,
 		allFailedError:      true,
 		isolate:             true,
-		ticker: func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		},
 	}
 	if c.namespace == "" {
 		c.namespace = "default"
@@ -153,15 +147,6 @@ func (c *config) validate() {
 			panic(fmt.Sprintf("lambdaidem: WithHeartbeat(%s) cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", c.heartbeat, lease, room))
 		}
 	}
-}
-
-// nowAt returns t if the clock is the real one (t was just read from it),
-// else the configured clock's time.
-func (c *config) nowAt(t time.Time) time.Time {
-	if c.realClock {
-		return t
-	}
-	return c.now()
 }
 
 // MessageIDHash is the payload hash of an SQS record keyed by its message
@@ -356,9 +341,31 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithClock sets the clock (default time.Now); for tests.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) { c.now, c.realClock = now, false }
+// Timer is a timer a Clock armed; *time.Timer is one.
+type Timer = interface{ Stop() bool }
+
+// Clock is the time the decorator measures everything with: see WithClock.
+type Clock interface {
+	// Now is the clock's current time.
+	Now() time.Time
+	// AfterFunc calls f on a goroutine of its own once d of the clock's
+	// time has passed (never before AfterFunc returns), unless the
+	// returned Timer is stopped first. time.AfterFunc is the real one.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// WithClock sets the clock every time the decorator reads or waits for is
+// measured by (default: the real one). With it, the invocation's deadline
+// (the context's), every decision (lease ends, takeovers, retention, the
+// cache), the deadline of the handler's context, the heartbeat's ticks and
+// the waits between a store write's retries are all this clock's: a test
+// that moves the clock moves all of them, and one that never moves it
+// waits forever where the decorator waits (a store retry's backoff, a
+// heartbeat's tick, a handler's deadline). For tests that steer time
+// against a real store; lambdaidemtest runs a handler in a simulated world
+// whose clock moves by itself.
+func WithClock(clock Clock) Option {
+	return func(c *config) { c.rt = seam.OnClock(clock) }
 }
 
 // WithFailBatchOnAnyFailure makes the SQS handler return an error whenever

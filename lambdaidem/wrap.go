@@ -215,13 +215,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.Now = t.now()
 		return w.store.Complete(ctx, req)
 	}
-	err := retryStore(dctx, &calls, write)
+	err := retryStore(dctx, t, &calls, write)
 	if errors.Is(err, ErrResultTooLarge) && why == nil {
 		// The store cannot hold this result: complete the key without it
 		// rather than leave it open to a second run.
 		why = err
 		req.Result = notStoredMarker(why)
-		err = retryStore(dctx, &calls, write)
+		err = retryStore(dctx, t, &calls, write)
 	}
 	attrs := []slog.Attr{slog.String("namespace", w.c.namespace), slog.String("key", key)}
 	switch {
@@ -295,7 +295,7 @@ func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease 
 func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) error {
 	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	now := t.now()
-	err := retryStore(dctx, &calls, func(ctx context.Context) error {
+	err := retryStore(dctx, t, &calls, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
 			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),

@@ -328,7 +328,7 @@ func (s *Scenario) function() SQSHandler {
 		lambdaidem.WithNamespace(s.ns),
 		lambdaidem.WithKeyFunc(s.keyOf),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
-		lambdaidem.WithClock(s.w.Now),
+		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithConcurrency(c.Concurrency),
 		lambdaidem.WithGrace(c.Grace),

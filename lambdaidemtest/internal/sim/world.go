@@ -104,6 +104,19 @@ type Task struct {
 	owner  *Process
 	resume chan bool
 	state  int // 0 new/parked, 1 runnable, 2 running, 3 finished
+	// stopped, once set by stop, is where the task hands control back
+	// while it unwinds: to the stopper, which may be a task of the same
+	// process (KillCurrent) while the scheduler waits on w.back for it.
+	stopped chan struct{}
+}
+
+// handBack returns control from t to whoever resumed it last.
+func (w *World) handBack(t *Task) {
+	if t.stopped != nil {
+		t.stopped <- struct{}{}
+		return
+	}
+	w.back <- struct{}{}
 }
 
 // Process groups the tasks and timers of one execution environment, so a
@@ -136,7 +149,7 @@ func (w *World) Spawn(name string, owner *Process, f func()) *Task {
 	go func() {
 		if !<-t.resume {
 			t.state = 3
-			w.back <- struct{}{}
+			w.handBack(t)
 			return
 		}
 		defer func() {
@@ -147,7 +160,7 @@ func (w *World) Spawn(name string, owner *Process, f func()) *Task {
 				buf = buf[:runtime.Stack(buf, false)]
 				w.Panic = fmt.Errorf("task %s panicked: %v\n%s", name, v, buf)
 			}
-			w.back <- struct{}{}
+			w.handBack(t)
 		}()
 		f()
 	}()
@@ -166,7 +179,7 @@ func (w *World) Park() {
 		panic("sim: Park outside a task")
 	}
 	t.state = 0
-	w.back <- struct{}{}
+	w.handBack(t)
 	if !<-t.resume {
 		runtime.Goexit()
 	}
@@ -196,7 +209,7 @@ func (w *World) Yield() {
 	t := w.cur
 	t.state = 0
 	w.Ready(t)
-	w.back <- struct{}{}
+	w.handBack(t)
 	if !<-t.resume {
 		runtime.Goexit()
 	}
@@ -236,8 +249,9 @@ func (w *World) stop(t *Task) {
 		t.state = 3
 		prev := w.cur
 		w.cur = t
+		t.stopped = make(chan struct{})
 		t.resume <- false
-		<-w.back
+		<-t.stopped
 		w.cur = prev
 	}
 }

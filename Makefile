@@ -31,10 +31,11 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-16s %s\n", $$1, $$2 }'
 
 .PHONY: test
-test: ## Start the local stack, run every test (-race) against it, stop it; then check template.yaml
+test: ## Start the local stack, run every test (-race) against it, stop it; a minute of simulation, the mutant table; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
 	LAMBDAIDEM_DYNAMODB=0 $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) -run '^TestStackWithoutDynamoDB$$' ./localstack/provision
 	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
+	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(MAKE) mutants
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
 	cfn-lint docs/getting-started/template.yaml
@@ -51,6 +52,20 @@ SQS_TEST_PKGS  = $(sort $(dir $(shell git ls-files '*_test.go' | xargs grep -lE 
 test-emulators: ## Run the tests that use SQS (-race) with SQS on fauxqs instead of moto (known differences: localstack/README.md)
 	@if [[ -z "$(SQS_TEST_PKGS)" ]]; then echo "test-emulators: found no test that uses SQS" >&2; exit 1; fi
 	LAMBDAIDEM_SQS=fauxqs $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) $(patsubst %/,./%,$(SQS_TEST_PKGS))
+
+# make test-load: the targets CI gates on, run again and again while a CPU
+# hog (cmd/internal/loadhog) keeps the load average at LOAD or more, so that
+# a test that only passes on a quiet machine fails here first.
+LOAD         ?= 8
+LOAD_RUNS    ?= 5
+LOAD_TARGETS ?= test demo
+# Not $(MAKE) in the recipe: make -n would run the hog for it.
+LOAD_MAKE    := $(MAKE)
+
+.PHONY: test-load
+test-load: ## Run make test and make demo LOAD_RUNS times (5) in a row under a CPU hog that keeps the load average at LOAD (8) or more; stops at the first failure and keeps its log in .run/test-load (LOAD_TARGETS='test-emulators' runs others)
+	$(GO) build -o .tools/bin/loadhog ./cmd/internal/loadhog
+	.tools/bin/loadhog -load $(LOAD) -runs $(LOAD_RUNS) -logs .run/test-load $(foreach t,$(LOAD_TARGETS),-step '$(t)=$(LOAD_MAKE) $(t)')
 
 FUZZTIME ?= 1m
 .PHONY: fuzz
@@ -103,12 +118,16 @@ MUTANT_BUDGET   ?= 60s
 MUTANT          ?=
 
 .PHONY: sim
-sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,tx,... forces options
+sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed with its trace; SIM_CONFIG=fifo,ordered,force,... forces options (docs/simulation.md)
 	$(GO) test -count=1 -timeout 0 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_BUDGET) -sim.seed=$(SEED) -sim.known=$(KNOWN) -sim.config=$(SIM_CONFIG)
 
 .PHONY: mutants
-mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants) and time how long the simulation takes to find it; prints the table (MUTANT=name SEED=n: one mutant from one seed)
-	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants); each must be found within MUTANT_BUDGET of CPU time (60s), and on the real stores that carry it when the stack is up; prints the mutant and promise tables (MUTANT=name SEED=n: one mutant from one seed)
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants(OnStores)?$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+
+.PHONY: mutants-update
+mutants-update: ## make mutants, then write its tables into BENCHMARKS.md and docs/promises.md
+	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.update
 
 BENCH_N   ?= 1000
 BENCH_E2E ?= 2000
@@ -128,7 +147,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, plain mode)
+chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store)
 	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
 	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
 	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)

@@ -32,7 +32,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return "", cause
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Second))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Second))...)
 	done := make(chan error)
 	go func() {
 		_, err := owner(context.Background(), payment{ID: "job-1"})
@@ -50,7 +50,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	thief := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
 		runs.inc()
 		return "done by the thief", nil
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock))...)
 	if got, err := thief(context.Background(), payment{ID: "job-1"}); err != nil || got != "done by the thief" {
 		t.Fatalf("takeover: %q, %v", got, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 // A completion write added after the handler returned is refused, not
@@ -35,8 +34,8 @@ func TestAddCompletionWriteAfterReturnIsAnError(t *testing.T) {
 // completion with err when set: a stand-in for a store whose transaction
 // was cancelled.
 type txStore struct {
-	*memstore.Store
-	err error
+	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
+	err              error
 }
 
 func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
@@ -72,7 +71,7 @@ func TestWrapCompletionWritesNotCommitted(t *testing.T) {
 					return 0, err
 				}
 				return runs.Add(1), nil
-			}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 			out, err := f(context.Background(), order{ID: "o1"})
 			if !errors.Is(err, lambdaidem.ErrWritesNotCommitted) || errors.Is(err, lambdaidem.ErrWriteRefused) != tc.refused || out != 0 {
 				t.Fatalf("call: %d, %v; want ErrWritesNotCommitted (refused %v) and no result", out, err, tc.refused)

@@ -164,6 +164,9 @@ func (p *sqsProcessor) badInput(ctx context.Context, t timing, msg events.SQSMes
 	if errors.Is(err, ErrMalformedBody) {
 		reason, outcome = ReasonMalformedBody, OutcomeMalformedBody
 	}
+	if mutant.On("bad-input-reason-poison") {
+		reason = ReasonPoison // the bug: a message without a key dead-lettered as poison
+	}
 	if p.c.sink == nil {
 		r.Outcome, r.Err = outcome, err
 		return p.logged(ctx, slog.LevelError, r)

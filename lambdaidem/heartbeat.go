@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
@@ -78,11 +79,14 @@ func (hb *heartbeat) beat() bool {
 	hb.mu.Lock()
 	stopped := hb.stopped
 	hb.mu.Unlock()
+	ignoreRefusal := mutant.On("heartbeat-refusal-ignored") // the bug: a refused extension does not cancel the handler
 	switch {
 	case stopped:
 		// The handler returned while the extension was on its way: its
 		// outcome is being recorded, whatever the store said.
 		return false
+	case errors.Is(err, ErrLeaseLost) && ignoreRefusal:
+		return true
 	case errors.Is(err, ErrLeaseLost):
 		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: lease lost while the handler runs",
 			slog.String("key", hb.lease.Key), slog.Int("attempt", hb.lease.Attempt))

@@ -195,7 +195,7 @@ func TestHeartbeatThatCannotKeepTheLeaseIsRejected(t *testing.T) {
 					t.Errorf("Wrap accepted a heartbeat that cannot keep the lease alive")
 				}
 			}()
-			lambdaidem.Wrap(b.store, func(context.Context, int) (int, error) { return 0, nil }, b.opts(opts...)...)
+			lambdaidem.Wrap(b.store, func(context.Context, int) (int, error) { return 0, nil }, b.wrapOpts(opts...)...)
 		}()
 	}
 	lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(20*time.Second))...)

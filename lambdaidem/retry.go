@@ -57,7 +57,10 @@ func retryStoreTries(ctx context.Context, t timing, r *RecordReport, write func(
 		if dl, ok := ctx.Deadline(); ok && dl.Sub(t.now()) < wait+slowest {
 			return err, unknown
 		}
-		if !t.rt.Sleep(ctx, wait) {
+		waitFrom := t.now()
+		slept := t.rt.Sleep(ctx, wait)
+		r.Waited += t.now().Sub(waitFrom)
+		if !slept {
 			return err, unknown
 		}
 	}

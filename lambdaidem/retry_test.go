@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 // slowStore takes d of the world's time per Complete and answers
@@ -63,7 +62,7 @@ func TestCompletionRetriesFitBeforeTheDeadline(t *testing.T) {
 // condition); land delivers the held completion afterwards, as a request
 // that outlived its client's timeout does.
 type lateStore struct {
-	*memstore.Store
+	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
 	// refusal answers the second try; nil means the debit's condition
 	// failed (ErrWriteRefused). Later tries reach the store.
 	refusal error
@@ -145,7 +144,7 @@ func TestWrapRefusalAfterATimedOutCompletionIsNotFinal(t *testing.T) {
 	store := &lateStore{Store: b.store}
 	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int, error) {
 		return 1, lambdaidem.AddCompletionWrite(ctx, "debit")
-	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	_, err := f(context.Background(), order{ID: "o1"})
 	if !errors.Is(err, lambdaidem.ErrWritesNotCommitted) || !errors.Is(err, lambdaidem.ErrStoreUnavailable) || errors.Is(err, lambdaidem.ErrWriteRefused) {
 		t.Fatalf("err = %v; want ErrWritesNotCommitted, unavailable, not refused", err)
@@ -166,7 +165,7 @@ func TestWrapTooLargeAfterATimedOutCompletionStands(t *testing.T) {
 	b := setup(t)
 	store := &lateStore{Store: b.store, refusal: fmt.Errorf("late: %w", lambdaidem.ErrResultTooLarge)}
 	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int, error) { return 7, nil },
-		b.opts(lambdaidem.WithKeyJSONField("id"))...)
+		b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || out != 7 {
 		t.Fatalf("call: %d, %v; want 7 and no error", out, err)
 	}

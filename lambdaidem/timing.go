@@ -87,9 +87,11 @@ func (t timing) detachedUntil() time.Time {
 }
 
 // detached returns a context for recording an outcome that survives the
-// invocation's cancellation but not its deadline.
+// invocation's cancellation but not its deadline: the invocation's shared
+// one, or, for an observed record, one of its own carrying the values of
+// the context its observer returned.
 func (e *engine) detached(ctx context.Context, t timing) (context.Context, context.CancelFunc) {
-	if t.shared != nil {
+	if t.shared != nil && !e.observed() {
 		return t.shared.detached, func() {}
 	}
 	return t.withDeadline(context.WithoutCancel(ctx), t.detachedUntil())

@@ -1,6 +1,7 @@
 package lambdaidemtest
 
 import (
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,11 +18,15 @@ import (
 // and visibility timeout, the queue's redrive policy, send times, producer
 // duplicates, SQS's own duplicate deliveries, store errors, throttling,
 // latency, lost answers and outages, instances that pause or crash at any
-// step, failed dead-letter sends), while what you control stays yours: your
-// handler, your options, your messages. (Some scenarios shorten the lease
-// below the function's timeout, as a heartbeat-kept lease is, so a paused
-// instance can outlive it.) After each scenario it checks your invariant
-// over your effects, and the library's own promises (Kit.Check).
+// step, failed dead-letter sends) and what an operator does meanwhile
+// (Operators), while what you control stays yours: your handler, your
+// options, your messages. (Some scenarios shorten the lease below the
+// function's timeout, as a heartbeat-kept lease is, so a paused instance
+// can outlive it.) After each scenario it checks your invariant over your
+// effects, and the library's own promises (Kit.Check). A failure is shrunk
+// as the library's simulation shrinks its own: fewer messages, fewer
+// environments, smaller batches, and faults, duplicates and operator
+// actions turned off one at a time, as long as it still fails.
 type Exploration struct {
 	// Setup builds one scenario's handler over fresh fakes, and the
 	// invariant that reads them (nil error: it holds). Called once per
@@ -41,7 +46,73 @@ type Exploration struct {
 	// Seed is the first seed; scenario i runs seed Seed+i. A failure
 	// prints its seed: set Seed to it and Scenarios to 1 to replay it.
 	Seed uint64
+	// Store, when set, is called once per scenario, after Setup, for the
+	// store the scenario runs on (default: memstore.New(), which commits
+	// no completion writes). For a transactional handler, return
+	// memstore.New(memstore.WithCompletionWrites(db)) with the
+	// dynamotest.DB that Setup just made for the handler and its
+	// invariant. A real store works too: each scenario gets a namespace of
+	// its own. The operators act through the store: releases and forgets
+	// need a lambdaidem.Admin, redrives a lambdaidem.DeadLetterResetter,
+	// and are skipped on a store without one.
+	Store func() lambdaidem.Store
+	// Expect, when set, declares on each scenario's kit what the test
+	// means to happen (ExpectDeadLetter, ExpectFailure,
+	// ExpectUnfinished): the explorer reports whatever else a scenario
+	// dead-letters, fails or leaves unfinished, as Kit.Check does. It
+	// accepts by itself what the world it draws causes to a handler that
+	// never failed: max_attempts (or outcome_unknown) copies after
+	// crashed or timed-out attempts (and key_already_dead_lettered copies
+	// of the key's later messages), and messages moved by the queue's
+	// redrive policy.
+	Expect func(k *Kit)
+	// Operators are the operator actions scenarios draw, at random
+	// moments (nil: DefaultOperators).
+	Operators *Operators
+	// World, with Seed and Scenarios 1, replays the shrunk world a
+	// Failure printed (Failure.Shrunk) instead of the one the seed draws.
+	World string
+
+	// observe, when set, sees each scenario's kit after its run (tests).
+	observe func(*Kit)
+	ns      *namespaces
 }
+
+// namespaces gives each scenario on a user's store a namespace of its own.
+type namespaces struct {
+	run string
+	n   int
+}
+
+func (n *namespaces) next(seed uint64) string {
+	n.n++
+	return fmt.Sprintf("lambdaidemtest-%s-%d-%d", n.run, seed, n.n)
+}
+
+// Operators are what an operator may do while a scenario runs, as the
+// CLI and sqsqueue.Redrive do it.
+type Operators struct {
+	// Redrive sends the dead-letter queue's copies back to their queue
+	// (sqsqueue.Redrive with the store's conditional reset), which runs
+	// them again.
+	Redrive bool
+	// Release releases abandoned leases (IN_PROGRESS, the lease over), so
+	// the next delivery runs at once instead of after the grace.
+	Release bool
+	// Forget deletes records whose lease is not valid: the key's next
+	// message runs again, even after it completed.
+	Forget bool
+	// Force forgets and releases with --force: a lease still valid is
+	// revoked, its holder's outcome refused, and the key runs again while
+	// the holder may still run (until its heartbeat learns of it).
+	Force bool
+}
+
+// DefaultOperators release abandoned leases and redrive the dead-letter
+// queue: what an operator does without deciding to run finished work
+// again. (A redrive runs an at-most-once handler's outcome_unknown copies
+// again: leave Redrive out for such a handler.)
+var DefaultOperators = Operators{Redrive: true, Release: true}
 
 // Failure is a scenario in which an invariant did not hold.
 type Failure struct {
@@ -50,8 +121,12 @@ type Failure struct {
 	Problems []string
 	// World is what the seed drew (queue, function, faults).
 	World string
-	// Trace is what happened, line by line, in simulated time.
+	// Trace is what happened, line by line, in simulated time, in the
+	// shrunk world.
 	Trace string
+	// Shrunk is the smallest world found that still fails, for
+	// Exploration.World ("" when shrinking found nothing smaller).
+	Shrunk string
 }
 
 // Error describes the failure: the seed, how to replay it, what broke,
@@ -63,6 +138,9 @@ func (f *Failure) Error() string {
 		fmt.Fprintf(&b, "  %s\n", strings.ReplaceAll(p, "\n", "\n  "))
 	}
 	fmt.Fprintf(&b, "replay it alone with Exploration{Seed: %d, Scenarios: 1, ...}\n", f.Seed)
+	if f.Shrunk != "" {
+		fmt.Fprintf(&b, "shrunk; replay the smallest world that still fails with Exploration{Seed: %d, Scenarios: 1, World: %q, ...}\n", f.Seed, f.Shrunk)
+	}
 	fmt.Fprintf(&b, "world: %s\ntrace:\n%s", f.World, f.Trace)
 	return b.String()
 }
@@ -75,8 +153,8 @@ func Explore(t testing.TB, x Exploration) {
 	}
 }
 
-// Search runs x's scenarios and returns the first failure, replayed with
-// its trace, or nil when every scenario held.
+// Search runs x's scenarios and returns the first failure, shrunk and
+// replayed with its trace, or nil when every scenario held.
 func (x Exploration) Search() *Failure {
 	if x.Setup == nil || len(x.Messages) == 0 {
 		panic("lambdaidemtest: an Exploration needs Setup and Messages")
@@ -85,20 +163,151 @@ func (x Exploration) Search() *Failure {
 	if n <= 0 {
 		n = 1000
 	}
+	x.ns = &namespaces{run: rand.Text()[:8]}
 	for i := range n {
 		seed := x.Seed + uint64(i)
-		if probs := x.scenario(seed, false); probs != nil {
-			return probs
+		c, err := x.world(seed)
+		if err != nil {
+			return &Failure{Seed: seed, Problems: []string{err.Error()}}
+		}
+		if probs := x.scenario(seed, c, false); probs != nil {
+			return x.shrink(seed, c)
 		}
 	}
 	return nil
 }
 
-// scenario runs one seed; it returns nil when every invariant held.
-func (x Exploration) scenario(seed uint64, traced bool) *Failure {
+// world is what seed draws, or the world x.World names.
+func (x Exploration) world(seed uint64) (sim.Config, error) {
 	c := sim.Draw(seed, nil, "")
+	c.Messages = len(x.Messages)
+	ops := DefaultOperators
+	if x.Operators != nil {
+		ops = *x.Operators
+	}
+	if !ops.Redrive {
+		c.Redrive = 0
+	}
+	if !ops.Release && !ops.Forget && !ops.Force {
+		c.Forget = 0
+	}
+	if !ops.Force {
+		c.ForceOps = 0
+	}
+	c.Known = nil
+	if x.World != "" {
+		w, err := sim.ParseConfig(x.World)
+		if err != nil {
+			return c, fmt.Errorf("lambdaidemtest: Exploration.World: %w", err)
+		}
+		c = w
+	}
+	return c, nil
+}
+
+// shrink makes a failing world smaller while it still fails, and returns
+// the smallest failure, traced.
+func (x Exploration) shrink(seed uint64, c sim.Config) *Failure {
+	orig := c
+	fails := func(c sim.Config) bool { return x.scenario(seed, c, false) != nil }
+	steps := []func(c *sim.Config) bool{
+		func(c *sim.Config) bool { return halve(&c.Messages) },
+		func(c *sim.Config) bool { return halve(&c.Pollers) },
+		func(c *sim.Config) bool { return halve(&c.BatchSize) },
+		func(c *sim.Config) bool { return zero(&c.ProducerDup) },
+		func(c *sim.Config) bool { return zero(&c.SQSDup) },
+		func(c *sim.Config) bool { return zero(&c.Slow) },
+		func(c *sim.Config) bool { return zero(&c.Kill) },
+		func(c *sim.Config) bool { return zero(&c.SinkFail) },
+		func(c *sim.Config) bool { return zero(&c.Store.ErrBefore) },
+		func(c *sim.Config) bool { return zero(&c.Store.LostAfter) },
+		func(c *sim.Config) bool { return zero(&c.Store.Throttle) },
+		func(c *sim.Config) bool { return zero(&c.Store.Late) },
+		func(c *sim.Config) bool { return zero(&c.Store.MarkErr) },
+		func(c *sim.Config) bool { return zeroDur(&c.Store.Latency) },
+		func(c *sim.Config) bool { return zeroDur(&c.Store.OutageFor) },
+		func(c *sim.Config) bool { return zero(&c.ForceOps) },
+		func(c *sim.Config) bool { return zeroInt(&c.Forget) },
+		func(c *sim.Config) bool { return zeroInt(&c.Redrive) },
+		func(c *sim.Config) bool { return zero(&c.RedriveSendFail) },
+		func(c *sim.Config) bool { return zero(&c.RedriveDelFail) },
+		func(c *sim.Config) bool { return zeroInt(&c.MaxReceive) },
+		func(c *sim.Config) bool { return zeroDur(&c.Lease) },
+		func(c *sim.Config) bool { return zeroDur(&c.SendOver) },
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, step := range steps {
+			for {
+				t := c
+				if !step(&t) || !fails(t) {
+					break
+				}
+				c, changed = t, true
+			}
+		}
+	}
+	f := x.scenario(seed, c, true)
+	if f == nil {
+		// Cannot happen (every run is the same); fall back to the
+		// original world.
+		c, f = orig, x.scenario(seed, orig, true)
+	}
+	if c.String() != orig.String() {
+		f.Shrunk = c.String()
+	}
+	return f
+}
+
+func halve(n *int) bool {
+	if *n <= 1 {
+		return false
+	}
+	*n /= 2
+	return true
+}
+
+func zero(f *float64) bool {
+	if *f == 0 {
+		return false
+	}
+	*f = 0
+	return true
+}
+
+func zeroDur(d *time.Duration) bool {
+	if *d == 0 {
+		return false
+	}
+	*d = 0
+	return true
+}
+
+func zeroInt(n *int) bool {
+	if *n == 0 {
+		return false
+	}
+	*n = 0
+	return true
+}
+
+// scenario runs one seed in world c; it returns nil when every invariant
+// held.
+func (x Exploration) scenario(seed uint64, c sim.Config, traced bool) *Failure {
 	handler, invariant := x.Setup()
-	k := newKit(seed, handler, x.Options)
+	var store lambdaidem.Store
+	opts := x.Options
+	if x.Store != nil {
+		store = x.Store()
+		// Records of earlier scenarios (and of earlier runs of this
+		// seed) must not answer for this one.
+		opts = append(opts[:len(opts):len(opts)], lambdaidem.WithNamespace(x.ns.next(seed)))
+	}
+	k := newKit(seed, store, handler, opts)
+	k.explored = true
+	if x.Expect != nil {
+		x.Expect(k)
+	}
 	k.w.Tracing = traced
 	k.chaos = &c
 	k.Timeout, k.Visibility = c.Timeout, c.Visibility
@@ -115,13 +324,14 @@ func (x Exploration) scenario(seed uint64, traced bool) *Failure {
 	}
 	k.std.DuplicateRate = c.SQSDup
 	w, r := k.w, k.w.Rand()
+	msgs := x.Messages[:min(max(c.Messages, 1), len(x.Messages))]
 	// The producer sends the messages in their order, at random moments.
-	times := make([]time.Duration, len(x.Messages))
+	times := make([]time.Duration, len(msgs))
 	for i := range times {
 		times[i] = time.Duration(r.Int64N(int64(c.SendOver) + 1))
 	}
 	slices.Sort(times)
-	for i, body := range x.Messages {
+	for i, body := range msgs {
 		var opts []SendOption
 		if x.GroupOf != nil {
 			opts = append(opts, Group(x.GroupOf(body)))
@@ -139,7 +349,15 @@ func (x Exploration) scenario(seed uint64, traced bool) *Failure {
 			})
 		}
 	}
+	ops := DefaultOperators
+	if x.Operators != nil {
+		ops = *x.Operators
+	}
+	k.operators(c, ops)
 	k.run(nil)
+	if x.observe != nil {
+		x.observe(k)
+	}
 	var probs []string
 	if err := invariant(); err != nil {
 		probs = append(probs, "your invariant: "+err.Error())
@@ -150,15 +368,13 @@ func (x Exploration) scenario(seed uint64, traced bool) *Failure {
 	if probs == nil {
 		return nil
 	}
-	if !traced {
-		return x.scenario(seed, true)
-	}
 	world := fmt.Sprintf("%d messages, batches of %d, %d environments, timeout %s, visibility %s, max receive %d, "+
 		"producer duplicates %.2f, SQS duplicates %.2f, pauses %.2f, crashes %.3f per step, lease %s, store faults %+v, "+
-		"%d invocations, %d crashed, %d takeovers",
-		len(x.Messages), c.BatchSize, c.Pollers, c.Timeout, c.Visibility, c.MaxReceive,
-		c.ProducerDup, c.SQSDup, c.Slow, c.Kill, c.Lease, c.Store,
-		k.sources[k.std].Invocations+k.sources[k.fifo].Invocations, k.crashes, k.takeovers)
+		"operators: %d redrives, %d forgets and releases (forced %.2f); "+
+		"%d invocations, %d crashed, %d takeovers, %d operator actions",
+		len(msgs), c.BatchSize, c.Pollers, c.Timeout, c.Visibility, c.MaxReceive,
+		c.ProducerDup, c.SQSDup, c.Slow, c.Kill, c.Lease, c.Store, c.Redrive, c.Forget, c.ForceOps,
+		k.sources[k.std].Invocations+k.sources[k.fifo].Invocations, k.crashes, k.takeovers, k.operatorActions)
 	return &Failure{Seed: seed, Problems: probs, World: world, Trace: k.Trace()}
 }
 

@@ -1,11 +1,13 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,9 @@ const DefaultKeyAttribute = "idempotency-key"
 
 // MaxBatch is SQS's limit of entries per SendMessageBatch.
 const MaxBatch = 10
+
+// MaxAttributes is SQS's limit of message attributes per message.
+const MaxAttributes = 10
 
 // MaxRequestBytes is SQS's limit on one message and on the messages of one
 // SendMessageBatch together (bodies plus attribute names, types and
@@ -81,6 +86,25 @@ type Option func(*Producer)
 // DefaultKeyAttribute). Consumers must read the same name.
 func WithKeyAttribute(name string) Option { return func(p *Producer) { p.attr = name } }
 
+// TraceInjector writes the trace context of ctx as fields, by calling set
+// once per field (name, value). otelidem.TraceInjector makes one from an
+// OpenTelemetry propagator; this package has no tracing dependency.
+type TraceInjector func(ctx context.Context, set func(field, value string))
+
+// WithTraceContext adds the trace context of the context Send is given to
+// each message, as String message attributes written by inject:
+// otelidem.TraceInjector(propagation.TraceContext{}) writes traceparent
+// (and tracestate when there is one), which package otelidem reads on the
+// consuming side to link the record's span to the sender's. The fields
+// take only the attributes SQS has left (MaxAttributes, the key's and the
+// message's own counted first; traceparent before the others): a message
+// whose attributes leave no room is sent without them, never refused, and
+// a field never replaces an attribute of the message's own. A context
+// without a span adds nothing.
+func WithTraceContext(inject TraceInjector) Option {
+	return func(p *Producer) { p.inject = inject }
+}
+
 // Producer sends messages to one queue with a stable idempotency key. It
 // is safe for concurrent use.
 type Producer struct {
@@ -88,6 +112,7 @@ type Producer struct {
 	queueURL string
 	fifo     bool
 	attr     string
+	inject   TraceInjector
 }
 
 // New returns a Producer for the queue at queueURL. A URL ending in ".fifo"
@@ -122,7 +147,7 @@ type Sent struct {
 // within its five-minute deduplication window; on a standard queue, and
 // after that window, the consumer's decorator recognises the key.
 func (p *Producer) Send(ctx context.Context, m Message) (Sent, error) {
-	e, err := p.entry(m)
+	e, err := p.entry(ctx, m)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -190,7 +215,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) ([]Result, err
 	results := make([]Result, len(msgs))
 	entries := make([]types.SendMessageBatchRequestEntry, 0, len(msgs))
 	for i, m := range msgs {
-		e, err := p.entry(m)
+		e, err := p.entry(ctx, m)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -284,7 +309,7 @@ func index(id *string) int {
 }
 
 // entry validates m and builds its batch entry (without Id).
-func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) {
+func (p *Producer) entry(ctx context.Context, m Message) (types.SendMessageBatchRequestEntry, error) {
 	var e types.SendMessageBatchRequestEntry
 	if m.Key == "" {
 		return e, ErrMissingKey
@@ -297,6 +322,20 @@ func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) 
 		attrs[k] = v
 	}
 	attrs[p.attr] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Key)}
+	if p.inject != nil {
+		c := &traceFields{}
+		p.inject(ctx, c.set)
+		// traceparent, which names the span, before what qualifies it.
+		slices.SortStableFunc(c.fields, func(a, b [2]string) int {
+			return cmp.Compare(rank(a[0]), rank(b[0]))
+		})
+		for _, f := range c.fields {
+			if _, taken := attrs[f[0]]; taken || len(attrs) >= MaxAttributes || f[1] == "" {
+				continue
+			}
+			attrs[f[0]] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(f[1])}
+		}
+	}
 	e.MessageBody = aws.String(m.Body)
 	e.MessageAttributes = attrs
 	if p.fifo {
@@ -316,4 +355,26 @@ func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) 
 		return e, fmt.Errorf("%w: key %q: %d bytes", ErrTooLarge, m.Key, n)
 	}
 	return e, nil
+}
+
+// rank orders the trace fields for the attributes left: the W3C
+// traceparent first, then the rest in the order written.
+func rank(field string) int {
+	if field == "traceparent" {
+		return 0
+	}
+	return 1
+}
+
+// traceFields collects what an injector writes, in its order.
+type traceFields struct{ fields [][2]string }
+
+func (c *traceFields) set(key, value string) {
+	for i, f := range c.fields {
+		if f[0] == key {
+			c.fields[i][1] = value
+			return
+		}
+	}
+	c.fields = append(c.fields, [2]string{key, value})
 }

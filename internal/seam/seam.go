@@ -151,7 +151,9 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // WithDeadline returns a context that ends at deadline by clock, when
 // parent ends, or on Cancel.
 func WithDeadline(parent context.Context, clock Clock, deadline time.Time) *DeadlineContext {
-	c := &DeadlineContext{parent: parent, clock: clock}
+	// The deadline is kept even when the parent has ended already:
+	// Deadline never reports the zero time.
+	c := &DeadlineContext{parent: parent, clock: clock, deadline: deadline}
 	if err := parent.Err(); err != nil {
 		c.err = err
 		return c

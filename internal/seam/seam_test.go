@@ -151,3 +151,24 @@ func TestRealEachIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A context made under a parent that has ended reports the earlier of its
+// deadline and the parent's, never the zero time.
+func TestDeadlineContextUnderAnEndedParent(t *testing.T) {
+	m := &manual{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	parent := seam.WithDeadline(context.Background(), m, m.now.Add(time.Second))
+	defer parent.Cancel()
+	m.fire(m.now.Add(2 * time.Second))
+	if parent.Err() == nil {
+		t.Fatal("the parent did not end")
+	}
+	child := seam.WithDeadline(parent, m, m.now.Add(time.Minute))
+	defer child.Cancel()
+	dl, ok := child.Deadline()
+	if !ok || !dl.Equal(m.now.Add(-time.Second)) {
+		t.Fatalf("deadline %v %v, want the parent's %v", dl, ok, m.now.Add(-time.Second))
+	}
+	if child.Err() == nil {
+		t.Fatal("a child of an ended parent is live")
+	}
+}

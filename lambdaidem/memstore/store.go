@@ -32,6 +32,10 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
+	reclaimAnyPayload := mutant.On("failed-reclaimed-by-other-payload") // the bug: a FAILED record claimed by any payload
+	if reclaimAnyPayload && r != nil && r.Status == lambdaidem.StatusFailed {
+		r.PayloadHash = req.PayloadHash
+	}
 	var prev lambdaidem.Status
 	takeLiveLease := mutant.On("claim-takes-live-lease") // the bug: two holders of one key at once
 	switch {
@@ -87,6 +91,16 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 // success ("" for writes that keep the record IN_PROGRESS).
 func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
 	finished lambdaidem.Status, apply func(r *lambdaidem.Record)) error {
+	return s.writeOrRefuse(ctx, op, l, now, finished, func(r *lambdaidem.Record) error {
+		apply(r)
+		return nil
+	})
+}
+
+// writeOrRefuse is write with an apply that may refuse: then the record is
+// left as it was and the refusal returned.
+func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
 	if err := validate(op, l.Namespace, l.Key); err != nil {
 		return err
 	}
@@ -104,7 +118,9 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 	case r.LeaseToken != l.Token && !(op == OpComplete && ignoreToken):
 		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.Status == lambdaidem.StatusInProgress:
-		apply(r)
+		if err := apply(r); err != nil {
+			return fmt.Errorf("memstore: %s %s/%s: %w", op, l.Namespace, l.Key, err)
+		}
 		r.UpdatedAt = now
 		return nil
 	case finished != "" && r.Status == finished:
@@ -114,22 +130,37 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 	}
 }
 
-// Complete records success; see [lambdaidem.Store]. The in-memory store
-// commits no extra writes: any Writes fail with
-// [lambdaidem.ErrUnsupportedWrite] and nothing is recorded.
+// Complete records success; see [lambdaidem.Store]. Extra Writes are
+// committed with the completion through the store's [WriteApplier]
+// ([WithCompletionWrites]); a store without one refuses them with
+// [lambdaidem.ErrUnsupportedWrite] and records nothing.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	if len(req.Writes) > 0 {
+	if len(req.Writes) > 0 && s.writes == nil {
 		if err := validate(OpComplete, req.Lease.Namespace, req.Lease.Key); err != nil {
 			return err
 		}
-		return fmt.Errorf("memstore: complete: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+		return fmt.Errorf("memstore: complete: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
 	result := cloneBytes(req.Result)
-	return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) {
+	complete := func(r *lambdaidem.Record) {
 		r.Status = lambdaidem.StatusCompleted
 		r.Result = result
 		r.ResultUntil = req.ResultUntil
 		r.ExpiresAt = req.ExpiresAt
+	}
+	if len(req.Writes) == 0 {
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	writes := req.Writes
+	unfenced := mutant.On("completion-writes-unfenced") // the bug: a stale holder's or a retried completion's writes land
+	if unfenced {
+		if err := s.writes.ApplyWrites(writes, func() {}); err != nil {
+			return err
+		}
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	return s.writeOrRefuse(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
+		return s.writes.ApplyWrites(writes, func() { complete(r) })
 	})
 }
 
@@ -165,7 +196,11 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 // Extend moves the end of a lease the caller still holds; see
 // [lambdaidem.Store].
 func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	moveBack := mutant.On("late-extension-moves-lease-back") // the bug: a late extension shortens the lease
 	return s.write(ctx, OpExtend, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
+		if r.LeaseUntil.After(req.LeaseUntil) && !moveBack {
+			return // a later extension applied first; this one lands late
+		}
 		r.LeaseUntil = req.LeaseUntil
 		if !req.ExpiresAt.IsZero() {
 			r.ExpiresAt = req.ExpiresAt

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -21,6 +20,37 @@ type request struct {
 	Fail   int    `json:"fail"`
 	Slow   int    `json:"slow"`
 	Honour bool   `json:"honour"`
+	// Caller is who sends it through httpidem ("": no identity, an
+	// anonymous caller); it is not part of the payload.
+	Caller string `json:"-"`
+	// Late fails the key's first run after its slow part (a downstream
+	// that answers an error after a while), while a waiting request may
+	// wait for it.
+	Late bool `json:"late,omitempty"`
+}
+
+// id names the request among every caller's: the caller and the key.
+func (rq request) id() string {
+	if rq.Caller == "" {
+		return rq.Key
+	}
+	return rq.Caller + "/" + rq.Key
+}
+
+// callers are the identities of HTTP clients: the first is the one
+// caller of a scenario with Callers 0; with more, a real caller named
+// like httpidem.Anonymous, and "" (no identity at all) beside them.
+var callers = []string{"sim-client", httpidem.Anonymous, "", "alice"}
+
+// callerOf draws a request's caller.
+func (s *Scenario) callerOf() string {
+	if !s.Cfg.HTTP {
+		return ""
+	}
+	if s.Cfg.Callers <= 1 {
+		return callers[0]
+	}
+	return callers[s.w.rng.IntN(min(s.Cfg.Callers+1, len(callers)))]
 }
 
 // reply is what the wrapped function returns; N is a large integer when
@@ -37,17 +67,26 @@ func (s *Scenario) clients() {
 	}
 	call := s.wrapCall()
 	for i := range c.Requests {
-		rq := request{Key: "r" + strconv.Itoa(w.rng.IntN(max(c.Requests/2, 1))), Amount: 10}
+		rq := request{Key: "r" + strconv.Itoa(w.rng.IntN(max(c.Requests/2, 1))), Amount: 10, Caller: s.callerOf()}
 		switch {
 		case w.rng.Float64() < c.FailN:
 			rq.Fail = 1 + w.rng.IntN(2)
 		case w.rng.Float64() < c.Slow:
 			rq.Slow = 1 + w.rng.IntN(int(c.Timeout/time.Second)*2)
 			rq.Honour = w.rng.Float64() < c.Honour
+		case c.Wait > 0 && w.rng.Float64() < c.LateFail:
+			rq.Slow, rq.Late = 1+w.rng.IntN(int(c.Timeout/time.Second)), true
 		}
 		at := time.Duration(w.rng.Int64N(int64(c.SendOver) + 1))
 		s.sent++
 		w.At(at, nil, func() { w.Spawn("client-"+strconv.Itoa(i), nil, func() { s.client(call, rq) }) })
+		if c.Wait > 0 && w.rng.Float64() < c.Twins {
+			// The same request again a moment later (a double click, a
+			// second tab): it meets the first one's run in progress.
+			s.sent++
+			twin := at + time.Duration(w.rng.Int64N(int64(2*time.Second)))
+			w.At(twin, nil, func() { w.Spawn("client-"+strconv.Itoa(i)+"-twin", nil, func() { s.client(call, rq) }) })
+		}
 	}
 }
 
@@ -59,7 +98,6 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		lambdaidem.WithNamespace(s.ns + "-wrap"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Clock()),
-		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}
@@ -83,43 +121,69 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.LargeResult {
 		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
 	}
+	store := lambdaidem.Store(s.store)
+	if c.Wait > 0 {
+		opts = append(opts, lambdaidem.WithWaitForCompletion(c.Wait))
+		store = s.watchWaits()
+	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	if !c.HTTP {
-		f := lambdaidem.Wrap(s.store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
+		f := lambdaidem.Wrap(store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
 		return f
 	}
-	h := httpidem.HTTP(s.store, func(ctx context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	hopts := []httpidem.Option{httpidem.WithWrapOptions(opts...),
+		// Each simulated client names its caller; the key space is theirs.
+		httpidem.WithCaller(func(r events.APIGatewayV2HTTPRequest) string { return r.Headers["x-caller"] })}
+	if c.Callers > 1 {
+		hopts = append(hopts, httpidem.WithAnonymousCallers())
+	}
+	h := httpidem.HTTP(store, func(ctx context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		var rq request
 		rq.Key = strings.Trim(r.Headers["idempotency-key"], `"`)
 		rq.Fail, _ = strconv.Atoi(r.Headers["x-fail"])
 		rq.Slow, _ = strconv.Atoi(r.Headers["x-slow"])
 		rq.Honour = r.Headers["x-honour"] == "1"
+		rq.Caller = r.Headers["x-caller"]
+		rq.Late = r.Headers["x-late"] == "1"
 		out, err := s.wrapped(ctx, rq)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprint(out["n"])}, nil
-	}, httpidem.WithWrapOptions(opts...),
-		// Every simulated client is one caller: the key space is theirs.
-		httpidem.WithCaller(func(r events.APIGatewayV2HTTPRequest) string { return r.Headers["x-caller"] }))
+		// The response names the caller it was made for: a client that
+		// gets another caller's stored response sees it.
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: rq.Caller + "|" + fmt.Sprint(out["n"])}, nil
+	}, hopts...)
 	return func(ctx context.Context, rq request) (reply, error) {
 		req := events.APIGatewayV2HTTPRequest{
 			RouteKey: "POST /pay",
 			RawPath:  "/pay",
 			Body:     `{"amount":10}`,
 			Headers: map[string]string{
-				"idempotency-key": `"` + rq.Key + `"`, "x-caller": "sim-client", "x-fail": strconv.Itoa(rq.Fail),
+				"idempotency-key": `"` + rq.Key + `"`, "x-caller": rq.Caller, "x-fail": strconv.Itoa(rq.Fail),
 				"x-slow": strconv.Itoa(rq.Slow), "x-honour": map[bool]string{true: "1", false: "0"}[rq.Honour],
 			},
 		}
+		if rq.Late {
+			req.Headers["x-late"] = "1"
+		}
 		req.RequestContext.HTTP.Method = "POST"
 		resp, err := h(ctx, req)
+		if err == nil {
+			s.waiterAnswer(s.w.cur.owner, rq, nil, &resp, nil)
+		}
 		switch {
 		case err != nil:
 			return nil, err
 		case resp.StatusCode/100 != 2:
-			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, resp.Body)
+			return nil, &httpError{status: resp.StatusCode, body: resp.Body}
 		}
-		return reply{"n": resp.Body, "replayed": resp.Headers[httpidem.HeaderReplayed] == "true"}, nil
+		who, n, _ := strings.Cut(resp.Body, "|")
+		if who != rq.Caller {
+			s.violate(InvCallers, "caller isolation: request %q of caller %q got the response stored for caller %q", rq.Key, rq.Caller, who)
+		}
+		return reply{"n": n, "replayed": resp.Headers[httpidem.HeaderReplayed] == "true"}, nil
 	}
 }
 
@@ -129,22 +193,30 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	w := s.w
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
-	s.reqStored[rq.Key] = k
+	s.reqStored[rq.id()] = k
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, "", k)
+	}
 	f := s.key(k)
-	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.Key}
+	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.id(), token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
+	s.ranHere()
 	f.runs++
 	if f.runs <= rq.Fail {
 		return nil, errTransient
 	}
 	for range rq.Slow {
 		w.Sleep(time.Second)
+		s.stopped(ctx, k, lease)
 		if rq.Honour && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
-	if err := s.effect(ctx, f, k, lease, "request "+rq.Key); err != nil {
+	if rq.Late && f.runs == 1 {
+		return nil, errTransient
+	}
+	if err := s.effect(ctx, f, k, lease, "request "+rq.id(), ""); err != nil {
 		return nil, err
 	}
 	n := any(int64(f.runs))
@@ -183,8 +255,15 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 					w.Ready(me)
 				}
 			}()
-			out, err = call(ctx, rq)
+			cctx, observed := s.obs.Call(ctx)
+			out, err = call(cctx, rq)
 			finished = true
+			if !s.Cfg.HTTP {
+				s.waiterAnswer(p, rq, out, nil, err)
+			}
+			if s.Cfg.Observe {
+				s.obs.Done(observed, "request "+rq.id(), err, !s.Cfg.HTTP)
+			}
 			s.answered(rq, out, err)
 		})
 		w.At(s.Cfg.Timeout, nil, func() {
@@ -203,8 +282,7 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 		if finished && err == nil {
 			return
 		}
-		var ae *lambdaidem.InProgressError
-		if finished && err != nil && !errors.As(err, &ae) && !errors.Is(err, lambdaidem.ErrStoreUnavailable) && !errors.Is(err, errTransient) {
+		if finished && err != nil && !retryable(err) {
 			w.Logf("client %s: final error %v", rq.Key, err)
 			return
 		}
@@ -220,17 +298,17 @@ func (s *Scenario) answered(rq request, out reply, err error) {
 		return
 	}
 	s.answeredOK++
-	k, ok := s.reqStored[rq.Key]
+	k, ok := s.reqStored[rq.id()]
 	if !ok {
 		return
 	}
 	if s.Cfg.Tx && len(s.ledger.Tx[k]) == 0 {
-		s.violate("request %s answered as a success but its effect never committed", rq.Key)
+		s.violate(InvAckEffect, "request %s answered as a success but its effect never committed", rq.id())
 	}
 	f := s.key(k)
 	got := fmt.Sprint(out["n"])
-	if prev, ok := s.answers[rq.Key]; ok && prev != got && f.fresh+f.takeovers+f.released == 0 {
-		s.violate("request %s answered %s, and %s before: a replay must return what the first call returned", rq.Key, got, prev)
+	if prev, ok := s.answers[rq.id()]; ok && prev != got && f.fresh+f.takeovers+f.released == 0 {
+		s.violate(InvReplay, "request %s answered %s, and %s before: a replay must return what the first call returned", rq.id(), got, prev)
 	}
-	s.answers[rq.Key] = got
+	s.answers[rq.id()] = got
 }

@@ -77,22 +77,97 @@ type Config struct {
 	ClientTimeout time.Duration
 	BigInt        bool // results hold integers above 2^53
 	LargeResult   bool // results larger than the decorator may store
+	// Callers, with HTTP, is how many callers send requests (one of them
+	// named like httpidem.Anonymous) beside anonymous ones the route
+	// accepts (WithAnonymousCallers); 0: one caller.
+	Callers int
+
+	// KeyBy is the SQS key option: "" the key function (which may panic),
+	// "field" WithKeyJSONField, "attr" WithKeyAttribute (the producer sets
+	// the attribute), "id" WithKeyMessageID.
+	KeyBy string
+	// HashFields hashes only the body's key and variant fields
+	// (WithHashJSONFields) instead of the whole body.
+	HashFields bool
+	// NoAllFailedError turns WithAllFailedError off.
+	NoAllFailedError bool
+	// Observe gives every decorator an observer (ObserverCheck), so
+	// records run under contexts of their own.
+	Observe bool
+	// Known are the known-bug knobs turned on (see Known).
+	Known []string `json:",omitempty"`
+	// Wait is the bound of lambdaidem.WithWaitForCompletion for the
+	// request streams (0: off). Twins is then the chance a request is
+	// sent twice within two seconds, LateFail the chance a request's key
+	// fails its first run after a slow part.
+	Wait     time.Duration `json:",omitempty"`
+	Twins    float64       `json:",omitempty"`
+	LateFail float64       `json:",omitempty"`
 }
 
-// Known named the generator knobs that reached paths with open bugs.
-// Every one of those bugs is fixed and its paths are drawn by default, so
-// the list is empty; Draw and Options still take knob names, and ignore
-// them.
-var Known []string
+// Known names the checks and draws that reach bugs whose fixes have not
+// landed yet: each is off unless named (-sim.known=all turns every one
+// on), so that the exploration stays green while the fix is under way,
+// and on for the mutant rows that need it.
+//
+//   - "stranded": a dead-letter copy whose record stays IN_PROGRESS (the
+//     final dead-letter mark could not be written) with no delivery left
+//     to take it over, so redrive skips it for good.
+var Known = []string{"stranded"}
 
-// Draw returns a scenario configuration for seed. known is ignored (no
-// known-bug knob is left; see Known). filter, when not empty, forces options: a comma list
-// of names (fifo, tx, cache, heartbeat, amo, failany, redrive, forget,
-// conflict, faults, nofaults, wrap, late).
+// knob reports whether the known-bug knob name is on.
+func (c Config) knob(name string) bool { return slices.Contains(c.Known, name) }
+
+// Filters are the words a Draw filter (SIM_CONFIG) may hold, each with
+// what it forces.
+var Filters = []struct{ Name, Forces string }{
+	{"fifo", "a FIFO queue"},
+	{"ordered", "a FIFO queue with one or two message groups, full batches and failing or poison messages in them"},
+	{"tx", "effects committed with the completion"},
+	{"cache", "WithCache"},
+	{"heartbeat", "WithHeartbeat"},
+	{"amo", "WithAtMostOnce"},
+	{"failany", "WithFailBatchOnAnyFailure"},
+	{"redrive", "operator redrive runs"},
+	{"forget", "busy operators: more forgets and releases, often forced on running handlers, and slow handlers"},
+	{"force", "forget, with most operator actions forced and aimed at running handlers (with a heartbeat, half the time)"},
+	{"conflict", "messages reusing a key with another body, poison on their first run, and a sink"},
+	{"failing", "handlers that fail their first runs"},
+	{"poison", "poison messages and a dead-letter sink"},
+	{"faults", "store faults"},
+	{"nofaults", "no store faults, kills or failed dead-letter sends"},
+	{"late", "store requests held in the network, landing after their retries"},
+	{"marks", "final dead-letter marks failing (the store gone between the send and the mark)"},
+	{"wrap", "Wrap or httpidem request streams"},
+	{"wait", "request streams that wait for a run in progress (WithWaitForCompletion), with requests sent twice at once and runs that fail after a slow part"},
+	{"http", "httpidem request streams"},
+	{"callers", "httpidem with several callers, one named anonymous, and anonymous requests"},
+	{"keyfield", "WithKeyJSONField"},
+	{"keyattr", "WithKeyAttribute"},
+	{"keyid", "WithKeyMessageID"},
+	{"hashfields", "WithHashJSONFields"},
+	{"unfinished", "a short WithUnfinishedRetention"},
+	{"noallfailed", "WithAllFailedError(false)"},
+	{"observe", "an observer on every decorator (the Observer contract checked)"},
+}
+
+// CheckFilter reports a word of filter that Draw does not know.
+func CheckFilter(filter string) error {
+	for _, w := range strings.Split(filter, ",") {
+		if w != "" && !slices.ContainsFunc(Filters, func(f struct{ Name, Forces string }) bool { return f.Name == w }) {
+			return fmt.Errorf("sim: unknown config word %q", w)
+		}
+	}
+	return nil
+}
+
+// Draw returns a scenario configuration for seed, with the known-bug
+// knobs known turned on (see Known). filter, when not empty, forces
+// options: a comma list of the words of Filters.
 func Draw(seed uint64, known []string, filter string) Config {
-	_ = known
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	want := func(name string) bool { return slices.Contains(strings.Split(filter, ","), name) }
+	words := strings.Split(filter, ",")
+	want := func(name string) bool { return slices.Contains(words, name) }
 	p := func(x float64) bool { return r.Float64() < x }
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 	frac := func(hi float64) float64 {
@@ -211,12 +286,98 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if c.Tx {
 		c.TxRefuse = frac(0.2)
 	}
-	if p(0.5) || want("wrap") {
+	if p(0.5) || want("wrap") || want("wait") {
 		c.Requests = 1 + r.IntN(20)
 		c.HTTP = p(0.5)
 		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
 		c.BigInt = p(0.5)
 		c.LargeResult = p(0.3)
+	}
+	// Drawn after the rest, so that a seed's older fields stay as they
+	// were.
+	switch x := r.Float64(); {
+	case x < 0.12:
+		c.KeyBy = "field"
+	case x < 0.24:
+		c.KeyBy = "attr"
+	case x < 0.34:
+		c.KeyBy = "id"
+	}
+	c.HashFields = p(0.08)
+	c.NoAllFailedError = p(0.2)
+	if p(0.1) {
+		c.UnfinishedRet = dur(time.Minute, 2*time.Hour)
+	}
+	if c.HTTP && p(0.4) {
+		c.Callers = 2 + r.IntN(2)
+	}
+	if c.Store != (StoreFaults{}) && p(0.3) {
+		c.Store.MarkErr = 0.5 + 0.5*r.Float64()
+	}
+	c.Observe = p(0.5) || want("observe")
+	c.Known = known
+
+	switch {
+	case want("keyfield"):
+		c.KeyBy = "field"
+	case want("keyattr"):
+		c.KeyBy = "attr"
+	case want("keyid"):
+		c.KeyBy = "id"
+	}
+	if want("hashfields") {
+		c.HashFields = true
+	}
+	if want("noallfailed") {
+		c.NoAllFailedError = true
+	}
+	if want("unfinished") && c.UnfinishedRet == 0 {
+		c.UnfinishedRet = dur(time.Minute, 2*time.Hour)
+	}
+	if want("conflict") {
+		// Few keys, so conflicting bodies meet.
+		c.Keys = max(1, min(c.Keys, c.Messages/3))
+	}
+	if want("failing") {
+		c.FailN = 0.3 + 0.3*r.Float64()
+	}
+	if want("poison") {
+		c.Poison, c.Sink = 0.2+0.3*r.Float64(), true
+	}
+	if want("ordered") {
+		c.FIFO, c.Groups, c.BatchSize = true, 1+r.IntN(2), 5+r.IntN(6)
+		c.Messages = max(c.Messages, 20)
+		c.Keys = max(c.Keys, c.Messages/2)
+		c.FailN = max(c.FailN, 0.2)
+		c.Poison = max(c.Poison, 0.1)
+	}
+	if want("force") {
+		c.Forget = max(c.Forget, 3+r.IntN(3))
+		c.ForceOps = 0.6 + 0.4*r.Float64()
+		if c.Heartbeat == 0 && p(0.5) {
+			lease := c.Timeout
+			if c.Lease > 0 {
+				lease = min(lease, c.Lease)
+			}
+			if room := lease - c.Margin; room > 200*time.Millisecond {
+				c.Heartbeat = dur(100*time.Millisecond, room-100*time.Millisecond)
+			}
+		}
+		c.Slow = max(c.Slow, 0.3)
+	}
+	if (want("http") || want("callers")) && c.Requests == 0 {
+		c.Requests = 1 + r.IntN(20)
+		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
+	}
+	if want("http") || want("callers") {
+		c.HTTP = true
+	}
+	if want("callers") && c.Callers == 0 {
+		c.Callers = 2 + r.IntN(2)
+	}
+	if want("marks") {
+		c.Store.MarkErr = 0.6 + 0.4*r.Float64()
+		c.Poison, c.Sink = max(c.Poison, 0.2), true
 	}
 	if want("nofaults") {
 		c.Kill, c.SinkFail = 0, 0
@@ -227,6 +388,29 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Store.Late = 0.2 + frac(0.3)
 		c.Store.LateBy = dur(100*time.Millisecond, 5*time.Second)
 		c.MaxAttempts, c.Sink = 1, true
+	}
+	if c.Requests > 0 {
+		// Waiting requests draw from a stream of their own, so every
+		// other setting of a seed stays what it was before they existed.
+		rw := rand.New(rand.NewPCG(seed, 0x3a17))
+		if rw.Float64() < 0.5 || want("wait") {
+			c.Wait = time.Duration(rw.Int64N(int64(c.Timeout+30*time.Second))) + time.Second
+			c.Twins = rw.Float64() * 0.6
+			c.LateFail = rw.Float64() * 0.4
+			if want("wait") {
+				c.Twins, c.LateFail = 0.3+c.Twins, 0.2+c.LateFail
+				if c.Heartbeat > 0 && c.Store.Late > 0 {
+					// Heartbeat extensions held in the network for longer
+					// than a lease: they land after later ones, while
+					// waiters watch the lease's end.
+					lease := c.Timeout
+					if c.Lease > 0 {
+						lease = min(lease, c.Lease)
+					}
+					c.Store.LateBy = max(c.Store.LateBy, lease+c.Grace+time.Duration(rw.Int64N(int64(10*time.Second))))
+				}
+			}
+		}
 	}
 	return c
 }

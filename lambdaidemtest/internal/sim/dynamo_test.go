@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 var flagDynamoBudget = flag.Duration("sim.dynamo-budget", 20*time.Second, "how long TestSimulationDynamoDB explores")
@@ -19,7 +20,14 @@ var flagDynamoBudget = flag.Duration("sim.dynamo-budget", 20*time.Second, "how l
 // same invariants. It skips without an endpoint, unless
 // LAMBDAIDEM_REQUIRE_SERVICES=1.
 func TestSimulationDynamoDB(t *testing.T) {
-	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxBackoff: 20 * time.Millisecond}))
+	exploreStore(t, "DynamoDB Local", *flagDynamoBudget, dynamoStore(t))
+}
+
+// dynamoStore is the DynamoDB store on a table of its own on DynamoDB
+// Local, deleted when t ends; t skips without an endpoint.
+func dynamoStore(t *testing.T) lambdaidem.Store {
+	t.Helper()
+	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}))
 	table := testenv.Name("sim")
 	// TTL off: DynamoDB Local would delete records the simulated clock
 	// still needs.
@@ -31,5 +39,5 @@ func TestSimulationDynamoDB(t *testing.T) {
 			t.Logf("delete table %s: %v", table, err)
 		}
 	})
-	exploreStore(t, "DynamoDB Local", *flagDynamoBudget, dynamo.NewAdmin(client, table))
+	return dynamo.NewAdmin(client, table)
 }

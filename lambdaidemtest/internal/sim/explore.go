@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -25,6 +27,13 @@ type Options struct {
 	Store func() lambdaidem.Store
 	// Shrink shrinks the first failure before reporting it.
 	Shrink bool
+	// Workers is how many scenarios run at once, each in its own world
+	// (0: GOMAXPROCS).
+	Workers int
+	// Spent, when set, measures what Budget bounds (the process's CPU
+	// time, say, which a loaded machine does not shrink as it does wall
+	// time); nil: wall time since the start.
+	Spent func() time.Duration
 }
 
 // Stats sums an exploration.
@@ -32,6 +41,9 @@ type Stats struct {
 	Scenarios, Messages, Invocations int
 	SimTime                          time.Duration
 	Elapsed                          time.Duration
+	// Elapsed (wall time) and Spent (what Options.Spent measures, wall
+	// time without it) run up to the first failure, before it is shrunk.
+	Spent time.Duration
 	// Failure is the first failing scenario (shrunk when asked), or nil.
 	Failure *Result
 	// Original is the failing scenario before shrinking.
@@ -42,32 +54,68 @@ type Stats struct {
 	Filter string
 }
 
-// Explore runs scenarios with consecutive seeds until the budget is spent
-// or one fails.
+// Explore runs scenarios with consecutive seeds, several at once, until
+// the budget is spent or one fails.
 func Explore(o Options) Stats {
 	st := Stats{Known: o.Known, Filter: o.Filter}
 	start := time.Now()
-	for i := 0; ; i++ {
-		if o.Max > 0 && i >= o.Max || o.Max == 0 && time.Since(start) >= o.Budget {
-			break
-		}
-		seed := o.Seed + uint64(i)
-		cfg := Draw(seed, o.Known, o.Filter)
-		res := Run(seed, cfg, newStore(o.Store), false)
-		st.Scenarios++
-		st.Messages += res.Messages
-		st.Invocations += res.Invocation
-		st.SimTime += res.SimTime
-		if res.Failed() {
-			st.Original = res
-			st.Failure = res
-			if o.Shrink {
-				st.Failure = Shrink(seed, cfg, o.Store)
-			}
-			break
-		}
+	spent := o.Spent
+	if spent == nil {
+		spent = func() time.Duration { return time.Since(start) }
+	} else {
+		base := spent()
+		measure := spent
+		spent = func() time.Duration { return measure() - base }
 	}
-	st.Elapsed = time.Since(start)
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	// Each worker runs whole scenarios, each in a world of its own: a
+	// scenario depends on its seed alone, whichever worker runs it.
+	var (
+		mu     sync.Mutex
+		next   uint64
+		done   bool
+		failed *Config
+		wg     sync.WaitGroup
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if done || o.Max > 0 && next >= uint64(o.Max) || o.Max == 0 && spent() >= o.Budget {
+					done = true
+					mu.Unlock()
+					return
+				}
+				seed := o.Seed + next
+				next++
+				mu.Unlock()
+				cfg := Draw(seed, o.Known, o.Filter)
+				res := Run(seed, cfg, newStore(o.Store), false)
+				mu.Lock()
+				st.Scenarios++
+				st.Messages += res.Messages
+				st.Invocations += res.Invocation
+				st.SimTime += res.SimTime
+				if res.Failed() && st.Failure == nil {
+					st.Original, st.Failure, failed = res, res, &cfg
+					st.Elapsed, st.Spent = time.Since(start), spent()
+					done = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if st.Failure == nil {
+		st.Elapsed, st.Spent = time.Since(start), spent()
+	} else if o.Shrink {
+		st.Failure = Shrink(st.Original.Seed, *failed, o.Store)
+	}
 	return st
 }
 
@@ -104,6 +152,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zero(&c.Store.LostAfter) },
 		func(c *Config) bool { return zero(&c.Store.Throttle) },
 		func(c *Config) bool { return zero(&c.Store.Late) },
+		func(c *Config) bool { return zero(&c.Store.MarkErr) },
 		func(c *Config) bool { return zeroDur(&c.Store.Latency) },
 		func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
 		func(c *Config) bool { return zeroInt(&c.Forget) },
@@ -117,6 +166,30 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return off(&c.Backoff) },
 		func(c *Config) bool { return off(&c.Visibility2) },
 		func(c *Config) bool { return off(&c.FIFO) },
+		func(c *Config) bool { return zero(&c.Twins) },
+		func(c *Config) bool { return zero(&c.LateFail) },
+		func(c *Config) bool { return zeroDur(&c.Wait) },
+		func(c *Config) bool { return off(&c.Observe) },
+		func(c *Config) bool { return halve(&c.Requests) },
+		func(c *Config) bool { return zeroInt(&c.Requests) },
+		func(c *Config) bool { return zeroInt(&c.Callers) },
+		func(c *Config) bool { return off(&c.HTTP) },
+		func(c *Config) bool { return off(&c.HashFields) },
+		func(c *Config) bool { return off(&c.NoAllFailedError) },
+		func(c *Config) bool { return zeroDur(&c.UnfinishedRet) },
+		func(c *Config) bool { return zeroDur(&c.Retention) },
+		func(c *Config) bool { return zeroDur(&c.ResultRet) },
+		func(c *Config) bool { return off(&c.Tx) },
+		func(c *Config) bool { return off(&c.AtMostOnce) },
+		func(c *Config) bool { return off(&c.FailOnAny) },
+		func(c *Config) bool { return zeroInt(&c.MaxReceive) },
+		func(c *Config) bool {
+			if c.KeyBy == "" {
+				return false
+			}
+			c.KeyBy = ""
+			return true
+		},
 	}
 	for changed := true; changed; {
 		changed = false
@@ -185,10 +258,11 @@ func (st Stats) Report() string {
 	for _, v := range st.Original.Violations {
 		fmt.Fprintf(&b, "  %s\n", v)
 	}
-	fmt.Fprintf(&b, "replay: make sim SEED=%d SIM_CONFIG=%s   (go test ./sim -run TestSimulation -sim.seed=%d -sim.config=%s)\n",
-		f.Seed, st.Filter, f.Seed, st.Filter)
+	known := strings.Join(st.Known, ",")
+	fmt.Fprintf(&b, "replay: make sim SEED=%d SIM_CONFIG=%s KNOWN=%s   (go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.config=%s -sim.known=%s)\n",
+		f.Seed, st.Filter, known, f.Seed, st.Filter, known)
 	if f != st.Original {
-		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
+		fmt.Fprintf(&b, "shrunk to %d messages; replay the shrunk scenario with:\n  go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'\n", f.Config.Messages, f.Seed, f.Config)
 		for _, v := range f.Violations {
 			fmt.Fprintf(&b, "  %s\n", v)
 		}

@@ -34,8 +34,12 @@ type EventSource struct {
 	OnResult func(batch []*Message, resp events.SQSEventResponse, err error, crashed bool)
 	// OnAck observes each message the mapping deletes after a success.
 	OnAck func(m *Message)
-	// OnStart observes each invocation's process as it starts.
-	OnStart func(p *Process)
+	// OnStart observes each invocation's process as it starts, with its
+	// batch.
+	OnStart func(p *Process, batch []*Message)
+	// BeforeDelete observes each message the mapping is about to delete
+	// (its receipt handle still the latest), while it is still queued.
+	BeforeDelete func(m *Message)
 	// Invocations counts invocations; Crashes those killed or timed out.
 	Invocations, Crashes int
 	seq                  int
@@ -87,7 +91,7 @@ func (e *EventSource) invoke(h SQSHandler, msgs []*Message) {
 	)
 	w.Logf("%s starts with %d records", p.Name, len(msgs))
 	if e.OnStart != nil {
-		e.OnStart(p)
+		e.OnStart(p, msgs)
 	}
 	w.Spawn(p.Name, p, func() {
 		defer func() {
@@ -131,6 +135,9 @@ func (e *EventSource) invoke(h SQSHandler, msgs []*Message) {
 	}
 	for i, m := range msgs {
 		if !failed[m.ID] {
+			if e.BeforeDelete != nil && e.Queue.Latest(ev.Records[i].ReceiptHandle) == m {
+				e.BeforeDelete(m)
+			}
 			e.Queue.Delete(ev.Records[i].ReceiptHandle)
 			if e.OnAck != nil {
 				e.OnAck(m)

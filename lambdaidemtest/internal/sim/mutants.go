@@ -13,6 +13,10 @@ type Mutant struct {
 	Where  string
 	Known  []string
 	Filter string
+	// Stores, when set, names the real stores whose code holds the switch
+	// ("dynamo", "redis"): TestMutantsOnStores runs it against them, and
+	// TestMutants, on the in-memory store, leaves it out.
+	Stores []string
 }
 
 // Mutants is the table `make mutants` runs: each must be found within the
@@ -24,6 +28,8 @@ var Mutants = []Mutant{
 		What: "Complete applies without the lease-token condition"},
 	{Name: "claim-takes-live-lease", Where: "lambdaidem/memstore/store.go",
 		What: "Claim takes over an IN_PROGRESS lease before it expired"},
+	{Name: "completion-writes-unfenced", Where: "lambdaidem/memstore/store.go", Filter: "tx",
+		What: "the in-memory store applies a completion's writes outside its lease-fenced step (a stale holder's or a retried completion's writes land)"},
 	{Name: "ack-failed-dead-letter-send", Where: "lambdaidem/deadletter.go",
 		What: "a failed dead-letter send is acknowledged as dead-lettered"},
 	{Name: "cache-in-progress-key", Where: "lambdaidem/sqsrecord.go",
@@ -50,7 +56,7 @@ var Mutants = []Mutant{
 		What: "a panicking key function crashes the whole batch"},
 	{Name: "wrap-fails-unstorable-result", Where: "lambdaidem/wrap.go", Filter: "wrap",
 		What: "Wrap records FAILED after a success whose result cannot be stored"},
-	{Name: "dead-letter-without-lease", Where: "lambdaidem/deadletter.go",
+	{Name: "dead-letter-without-lease", Where: "lambdaidem/deadletter.go", Filter: "poison",
 		What: "a holder that lost its lease dead-letters (and acknowledges) finished work"},
 	{Name: "wrap-replays-through-float64", Where: "lambdaidem/wrap.go", Filter: "wrap",
 		What: "Wrap replays integers above 2^53 through float64"},
@@ -58,6 +64,81 @@ var Mutants = []Mutant{
 		What: "a completion refused after an earlier try timed out is taken as refused, though that try may still land"},
 	{Name: "release-force-frees-live-lease", Where: "lambdaidem/memstore/admin.go", Filter: "forget",
 		What: "a forced release of a live lease makes the key claimable at once, beside its holder"},
+	{Name: "waiter-answers-failed-run-as-success", Where: "lambdaidem/wait.go", Filter: "wait",
+		What: "a call waiting for a run in progress takes the run's failure for success and answers with a result nobody stored"},
+	{Name: "late-extension-moves-lease-back", Where: "lambdaidem/memstore/store.go", Filter: "wait,heartbeat,faults,late",
+		What: "a heartbeat's extension held in the network lands after a later one and moves the lease's end back: a waiter takes the key over beside its live holder"},
+	{Name: "observed-handler-shares-invocation-context", Where: "lambdaidem/handler.go", Filter: "observe",
+		What: "with an observer, handlers run under the invocation's shared context instead of their record's"},
 	{Name: "redrive-deletes-unrun-copy", Where: "sqsqueue/redrive.go", Filter: "redrive,conflict,forget",
 		What: "redrive deletes a copy as done when its key completed with another payload (after a forget or an expiry, or a key_already_dead_lettered copy)"},
+	{Name: "fifo-continues-after-failure", Where: "lambdaidem/sqs.go", Filter: "ordered",
+		What: "a FIFO group runs and acknowledges the records after one that was not acknowledged"},
+	{Name: "heartbeat-refusal-ignored", Where: "lambdaidem/heartbeat.go", Filter: "force,heartbeat",
+		What: "a refused lease extension (the lease revoked by an operator) does not cancel the handler"},
+	{Name: "bad-input-reason-poison", Where: "lambdaidem/deadletter.go",
+		What: "a message whose key cannot be derived is dead-lettered as poison"},
+	{Name: "failed-reclaimed-by-other-payload", Where: "lambdaidem/memstore/store.go", Filter: "conflict,failing",
+		What: "a FAILED record is claimed by a message with another payload, which runs and completes the key"},
+	{Name: "dynamo-failed-reclaimed-by-other-payload", Where: "dynamo/store.go", Filter: "conflict,failing", Stores: []string{"dynamo"},
+		What: "the DynamoDB store's claim takes a FAILED record for a message with another payload"},
+	{Name: "redis-failed-reclaimed-by-other-payload", Where: "redisstore/store.go", Filter: "conflict,failing", Stores: []string{"redis"},
+		What: "the Redis store's claim script takes a FAILED record for a message with another payload"},
+	{Name: "anonymous-shares-caller-key", Where: "httpidem/httpidem.go", Filter: "callers",
+		What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space"},
+}
+
+// Promise is one promise the README and the packages' documentation make,
+// the invariant that checks it and the mutants that break it. `make
+// mutants` prints the table with the seconds each row's slowest mutant
+// took to be found (docs/promises.md).
+type Promise struct {
+	Promise   string
+	Invariant Invariant
+	Mutants   []string
+}
+
+// Promises is the promise table. Every row has a mutant in Mutants, and
+// every mutant is in a row (TestPromisesHaveMutants).
+var Promises = []Promise{
+	{"Nothing is lost: every message the event source deletes had its effect or has a dead-letter copy of its own", InvLost,
+		[]string{"ack-failed-dead-letter-send"}},
+	{"At most one effect per key and generation, outside the documented crash window (a crash or a lease that ran out between the effect and the completion)", InvRepeats,
+		[]string{"wrap-fails-unstorable-result"}},
+	{"Effects committed with the completion (AddCompletionWrite) happen exactly once, crashes included", InvTxOnce,
+		[]string{"completion-writes-unfenced"}},
+	{"A handler whose lease was taken over cannot record its outcome: every write after the claim is fenced by the lease token", InvStaleOutcome,
+		[]string{"complete-ignores-lease-token"}},
+	{"FIFO: within a message group no message runs or is acknowledged while an earlier-sent message of its group is unfinished; a group runs in send order", InvFIFO,
+		[]string{"fifo-continues-after-failure"}},
+	{"Key conflicts: a key's effect comes from the payload of its generation's first claim; another payload never runs on that generation and is dead-lettered as key_conflict", InvWhose,
+		[]string{"failed-reclaimed-by-other-payload", "dynamo-failed-reclaimed-by-other-payload", "redis-failed-reclaimed-by-other-payload"}},
+	{"At-most-once (WithAtMostOnce): never two effects in a generation; an uncertain attempt is dead-lettered as outcome_unknown", InvAMO,
+		[]string{"at-most-once-retries-cancelled"}},
+	{"Every dead-letter copy has a reason, and the reason is true; finished work never goes to the DLQ", InvReasons,
+		[]string{"bad-input-reason-poison", "dead-letter-without-lease", "refusal-after-timeout-trusted"}},
+	{"Redrive resets only a record its own copy dead-lettered", InvRedriveReset,
+		[]string{"redrive-resets-any-record"}},
+	{"Redrive never deletes a copy whose payload never ran", InvRedriveKeeps,
+		[]string{"redrive-deletes-unrun-copy"}},
+	{"Redrive ends: a run handles each key once, and every reset counts against MaxRedrives", InvRedriveEnds,
+		[]string{"redrive-resends-its-own-copies", "redrive-reset-uncounted"}},
+	{"The warm container's cache never answers for a key that is not completed, nor past the key's or the result's retention", InvCache,
+		[]string{"cache-in-progress-key", "cache-outlives-retention"}},
+	{"Never two live handlers on one key; a lease an operator revokes (release --force, forget --force) stops its handler at its heartbeat's next extension; a late extension never moves a lease's end back", InvTwoHandlers,
+		[]string{"claim-takes-live-lease", "heartbeat-handler-outlives-lease", "release-force-frees-live-lease", "heartbeat-refusal-ignored", "late-extension-moves-lease-back"}},
+	{"httpidem: one caller's stored response never reaches another caller", InvCallers,
+		[]string{"anonymous-shares-caller-key"}},
+	{"Wrap and httpidem replays return what the first call returned", InvReplay,
+		[]string{"wrap-replays-through-float64"}},
+	{"A call that waits for a run in progress (WithWaitForCompletion) answers only with what the store holds: the stored result of a completion of its key and payload, or the failure recorded for the run it waited for", InvWaiters,
+		[]string{"waiter-answers-failed-run-as-success"}},
+	{"No success is acknowledged (SQS record, Wrap result, HTTP 2xx) whose committed effect did not commit", InvAckEffect,
+		[]string{"http-answers-uncommitted-writes"}},
+	{"A completion that could not be recorded is written on the next delivery to the same container, never run again there", InvUnrecorded,
+		[]string{"unrecorded-completion-reruns"}},
+	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
+		[]string{"lease-margin-unchecked", "key-panic-crashes-batch"}},
+	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
+		[]string{"observed-handler-shares-invocation-context"}},
 }

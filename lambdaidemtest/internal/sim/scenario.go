@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
@@ -40,6 +42,15 @@ type Result struct {
 	// Answered counts successful answers to Wrap and httpidem clients;
 	// Resets the redrive resets that applied.
 	Answered, Resets int
+	// Revoked counts leases an operator revoked while valid (forced
+	// release or forget), Refused the lease extensions the store refused,
+	// GroupStops the FIFO records held back after an unacknowledged one,
+	// Conflicts the copies dead-lettered as key conflicts.
+	Revoked, Refused, GroupStops, Conflicts int
+	// Waiters counts requests that waited for a run in progress;
+	// WaiterReplays and WaiterFailures their answers the checker held to
+	// the store (stored results, failures of the runs they waited for).
+	Waiters, WaiterReplays, WaiterFailures int
 }
 
 // Failed reports whether an invariant broke.
@@ -69,17 +80,44 @@ type keyFacts struct {
 	// unrecorded maps an attempt the decorator acknowledged as an
 	// unrecorded completion to the container (poller) that remembers it.
 	unrecorded map[int]string
-	gens       map[string]int // plain effects per generation
+	// revoked holds the attempts whose live lease an operator revoked:
+	// their completions are refused, and the key runs again.
+	revoked map[int]bool
+	gens    map[string]int // plain effects per generation
 	// completions holds, per completion that applied, when its record or
 	// its result expires (zero: never).
 	completions []time.Time
 	runs        int
+	// token is the lease token of the key's latest claim.
+	token string
+	// genHash and genBody are, per generation of the record, the payload
+	// hash of its first claim and that claimant's body (SQS messages).
+	genHash, genBody map[string]string
+	// completedBody holds the bodies whose claims completed the key.
+	completedBody map[string]bool
+	// forgotten counts the operator's forgets that deleted the record.
+	forgotten int
+}
+
+// claimFacts is what the checker knows of one lease: the claim that got
+// it.
+type claimFacts struct {
+	key, gen, hash, msg, body string
 }
 
 type running struct {
-	ctx  context.Context
-	proc *Process
-	msg  string
+	ctx   context.Context
+	proc  *Process
+	msg   string
+	token string
+}
+
+// invocation is what the checker knows of one invocation of the SQS
+// function: its batch, and per FIFO group the send order of the last
+// message whose handler it started.
+type invocation struct {
+	batch   []*Message
+	lastRun map[string]int
 }
 
 // Scenario is one world built from a Config: a producer, a queue with an
@@ -105,9 +143,16 @@ type Scenario struct {
 	run      map[string][]*running
 	msgKey   map[string]string
 	acked    []string
-	badAcked []string       // acknowledged messages whose key cannot be derived
-	copies   map[string]int // dead-letter copies per source message
-	keyDLQ   map[string]int // dead-letter copies per key
+	inv      map[*Process]*invocation
+	tokens   map[string]claimFacts
+	// refused holds the lease tokens whose holder's heartbeat had an
+	// extension refused (an operator revoked the lease).
+	refused map[string]bool
+	// Counts for Result.
+	nRevoked, nRefused, groupStops, conflicts int
+	badAcked                                  []string       // acknowledged messages whose key cannot be derived
+	copies                                    map[string]int // dead-letter copies per source message
+	keyDLQ                                    map[string]int // dead-letter copies per key
 	// bodyOf maps each message a handler ran, and each dead-letter copy,
 	// to its body: what redrive may delete as done must have had its
 	// effect.
@@ -125,7 +170,10 @@ type Scenario struct {
 	reqStored map[string]string // request key -> stored key
 	sqsKeys   map[string]bool   // keys of SQS messages
 	answers   map[string]string // request key -> first answer
+	waits     *waits            // requests that wait for a run in progress (Config.Wait)
 	viol      []string
+	// obs checks the Observer contract when Cfg.Observe.
+	obs *ObserverCheck
 }
 
 // Run runs the scenario to its end and checks it.
@@ -134,8 +182,8 @@ func Run(seed uint64, cfg Config, store lambdaidem.Store, tracing bool) *Result 
 	return s.run1(tracing)
 }
 
-func (s *Scenario) violate(format string, args ...any) {
-	msg := fmt.Sprintf("t=%.3fs ", s.w.now.Sub(Epoch).Seconds()) + fmt.Sprintf(format, args...)
+func (s *Scenario) violate(inv Invariant, format string, args ...any) {
+	msg := fmt.Sprintf("t=%.3fs [%s] ", s.w.now.Sub(Epoch).Seconds(), inv) + fmt.Sprintf(format, args...)
 	s.w.Logf("VIOLATION %s", msg)
 	if len(s.viol) < 20 {
 		s.viol = append(s.viol, msg)
@@ -145,7 +193,8 @@ func (s *Scenario) violate(format string, args ...any) {
 func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
-		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}}
+		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
+			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}}
 		s.facts[k] = f
 	}
 	return f
@@ -190,18 +239,27 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
+	s.obs = &ObserverCheck{Violate: func(format string, args ...any) { s.violate(InvObserver, format, args...) }}
+	s.inv = map[*Process]*invocation{}
+	s.tokens = map[string]claimFacts{}
+	s.refused = map[string]bool{}
 
+	var refuse func() bool
+	if c.TxRefuse > 0 {
+		refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	}
 	s.raw = s.Store
 	if s.raw == nil {
-		s.raw = memstore.New()
+		// The in-memory store commits the effects itself.
+		s.raw = memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: s.ledger, Refuse: refuse}))
 	}
 	var inner lambdaidem.Store = s.raw
-	if c.Tx {
-		tx := &TxStore{Store: inner, Ledger: s.ledger}
-		if c.TxRefuse > 0 {
-			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	if c.Tx && s.Store != nil {
+		if es, ok := inner.(EffectStore); ok {
+			inner = es.WithLedger(s.ledger, refuse)
+		} else {
+			inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
 		}
-		inner = tx
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
@@ -210,12 +268,20 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnClaim = s.onClaim
 	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
 		f := s.key(req.Lease.Key)
+		if f.token != "" && req.Lease.Token != f.token {
+			s.violate(InvStaleOutcome, "key %s: a completion under attempt %d's lease applied after the key was claimed again", req.Lease.Key, req.Lease.Attempt)
+		}
 		until := req.ExpiresAt
 		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
 			until = req.ResultUntil
 		}
 		f.completions = append(f.completions, until)
+		if tc, ok := s.tokens[req.Lease.Token]; ok && tc.body != "" {
+			f.completedBody[tc.body] = true
+		}
 	}
+	s.store.OnExtendRefused = func(l lambdaidem.Lease) { s.refused[l.Token] = true; s.nRefused++ }
+	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
@@ -236,25 +302,30 @@ func (s *Scenario) run1(tracing bool) *Result {
 		NewHandler: s.function,
 		OnAck: func(m *Message) {
 			s.acked = append(s.acked, m.ID)
-			if k := s.body(m.Body).Kind; k == "badkey" || k == "malformed" {
+			if s.unkeyable(s.body(m.Body).Kind) {
 				s.badAcked = append(s.badAcked, m.ID)
 			}
 		},
-		OnStart: func(p *Process) {
+		OnStart: func(p *Process, batch []*Message) {
 			s.starts[p] = w.now
 			s.container[p] = w.cur.name
+			s.inv[p] = &invocation{batch: batch}
 		},
+		BeforeDelete: s.beforeDelete,
 	}
 	es.Start()
 	s.clients()
 	s.operators()
 	w.Run(until.Add(2 * time.Hour))
 	if w.Panic != nil {
-		s.violate("panic: %v", w.Panic)
+		s.violate(InvProgress, "panic: %v", w.Panic)
 	}
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
-		Answered: s.answeredOK, Resets: s.resets}
+		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
+	if s.waits != nil {
+		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
+	}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -298,7 +369,6 @@ func (s *Scenario) produce() {
 		if c.Conflict > 0 && r.Float64() < c.Conflict {
 			b.V = 1 + r.IntN(2)
 		}
-		s.sqsKeys[b.Key] = true
 		raw, _ := json.Marshal(b)
 		text := string(raw)
 		if b.Kind == "malformed" {
@@ -306,19 +376,64 @@ func (s *Scenario) produce() {
 		}
 		group := "g" + strconv.Itoa(ki%c.Groups)
 		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
+		var attrs map[string]types.MessageAttributeValue
+		if c.KeyBy == "attr" {
+			attrs = map[string]types.MessageAttributeValue{keyAttribute: {DataType: aws.String("String"), StringValue: aws.String(b.Key)}}
+		}
 		send := func() {
 			s.sent++
-			s.src.Send(text, nil, group, "")
+			s.src.Send(text, attrs, group, "")
 		}
 		w.At(at, nil, send)
 		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {
 			dedup := "retry-" + strconv.Itoa(r.IntN(1<<30))
 			w.At(at+time.Duration(r.Int64N(int64(90*time.Second))), nil, func() {
 				s.sent++
-				s.src.Send(text, nil, group, dedup)
+				s.src.Send(text, attrs, group, dedup)
 			})
 		}
 	}
+}
+
+// keyAttribute is the message attribute keys are read from with
+// WithKeyAttribute.
+const keyAttribute = "idempotency-key"
+
+// keyOption is the scenario's key option for SQS messages.
+func (s *Scenario) keyOption() lambdaidem.Option {
+	switch s.Cfg.KeyBy {
+	case "field":
+		return lambdaidem.WithKeyJSONField("key")
+	case "attr":
+		return lambdaidem.WithKeyAttribute(keyAttribute)
+	case "id":
+		return lambdaidem.WithKeyMessageID()
+	}
+	return lambdaidem.WithKeyFunc(s.keyOf)
+}
+
+// unkeyable reports whether a message of body kind kind cannot be keyed
+// under the scenario's options: the key function panics on "badkey", and a
+// malformed body fails the key function, a JSON key field and a hash of
+// JSON fields (a key from an attribute or the message ID, with the whole
+// body's hash, does not read it).
+func (s *Scenario) unkeyable(kind string) bool {
+	switch kind {
+	case "badkey":
+		return s.Cfg.KeyBy == ""
+	case "malformed":
+		return s.Cfg.KeyBy == "" || s.Cfg.KeyBy == "field" || s.Cfg.HashFields
+	}
+	return false
+}
+
+// keyOfMessage is the stored key of a queued message under the scenario's
+// key option.
+func (s *Scenario) keyOfMessage(m *Message) string {
+	if s.Cfg.KeyBy == "id" {
+		return m.ID
+	}
+	return s.body(m.Body).Key
 }
 
 // function builds one execution environment's decorated handler.
@@ -326,7 +441,7 @@ func (s *Scenario) function() SQSHandler {
 	c := s.Cfg
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns),
-		lambdaidem.WithKeyFunc(s.keyOf),
+		s.keyOption(),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
@@ -351,7 +466,8 @@ func (s *Scenario) function() SQSHandler {
 	if c.FailOnAny {
 		opts = append(opts, lambdaidem.WithFailBatchOnAnyFailure())
 	}
-	if c.Backoff {
+	if c.Backoff && c.Visibility2 {
+		// (WithBackoff without WithVisibility is refused when built.)
 		opts = append(opts, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
 	}
 	if c.Visibility2 {
@@ -368,6 +484,17 @@ func (s *Scenario) function() SQSHandler {
 	}
 	if c.UnfinishedRet > 0 {
 		opts = append(opts, lambdaidem.WithUnfinishedRetention(c.UnfinishedRet))
+	}
+	if c.HashFields {
+		// The fields that tell two bodies of a key apart (the others are
+		// the key's own): the same payloads as the whole body's hash.
+		opts = append(opts, lambdaidem.WithHashJSONFields("key", "v"))
+	}
+	if c.NoAllFailedError {
+		opts = append(opts, lambdaidem.WithAllFailedError(false))
+	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
 	}
 	return s.build(opts)
 }
@@ -437,24 +564,32 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	k := lease.Key
 	f := s.key(k)
 	s.bodyOf[msg.MessageId] = msg.Body
-	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId}
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, msg.MessageId, "")
+	}
+	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
 	f.runs++
 	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
+	s.inOrder(msg.MessageId)
+	if tc, ok := s.tokens[lease.Token]; ok && tc.msg != msg.MessageId {
+		s.violate(InvWhose, "key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		// A slow claim may leave a handler little time, but its context
 		// must end after the claim was made: one that ended before gives
 		// every attempt a dead context, whatever the store's luck.
 		if at, ok := s.claimAt[lease.Token]; ok && !dl.After(at) {
-			s.violate("handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
+			s.violate(InvProgress, "handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
 				msg.MessageId, k, dl.Sub(Epoch).Seconds(), at.Sub(Epoch).Seconds())
 		}
 	}
-	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId) }
+	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId, msg.Body) }
 	slow := func() error {
 		for range b.Slow {
 			w.Sleep(time.Second)
+			s.stopped(ctx, k, lease)
 			if b.Honour && ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -494,13 +629,73 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 // enter records a handler starting on key k, and checks that no other
 // handler on k still runs with a live context: its lease would still be
 // valid, or the decorator failed to end its context when the lease ended.
+//
+// An operator who forces a release or a forget revokes a lease that is
+// still valid: the key is taken over only once the revoked lease has run
+// out, so this holds then too; and once the holder's heartbeat had an
+// extension refused, its context must have ended at once.
 func (s *Scenario) enter(k string, me *running, attempt int) {
 	for _, o := range s.run[k] {
-		if !o.proc.Dead() && o.ctx.Err() == nil {
-			s.violate("two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
+		if o.proc.Dead() || o.ctx.Err() != nil {
+			continue
+		}
+		switch {
+		case s.refused[o.token]:
+			s.violate(InvTwoHandlers, "key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
+		default:
+			s.violate(InvTwoHandlers, "two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
 		}
 	}
 	s.run[k] = append(s.run[k], me)
+}
+
+// stopped checks a running handler: once its heartbeat's extension was
+// refused, its context must have ended (the decorator cancels it at once).
+func (s *Scenario) stopped(ctx context.Context, k string, lease lambdaidem.Lease) {
+	if s.refused[lease.Token] && ctx.Err() == nil {
+		s.violate(InvTwoHandlers, "key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
+		delete(s.refused, lease.Token) // once per lease
+	}
+}
+
+// inOrder checks FIFO order as a handler starts for message id: every
+// message of its group sent before it is finished (deleted from the
+// queue) or earlier in this very batch (the invocation report checks how
+// it ended), and no later-sent message of its group ran before it in this
+// invocation.
+func (s *Scenario) inOrder(id string) {
+	if !s.Cfg.FIFO || s.w.cur == nil {
+		return
+	}
+	inv := s.inv[s.w.cur.owner]
+	if inv == nil {
+		return
+	}
+	pos := slices.IndexFunc(inv.batch, func(m *Message) bool { return m.ID == id })
+	if pos < 0 {
+		return
+	}
+	m := inv.batch[pos]
+	for _, e := range s.src.EarlierUnfinished(m) {
+		if !slices.Contains(inv.batch[:pos], e) {
+			s.violate(InvFIFO, "FIFO order: message %s of group %s runs while %s, sent before it, is unfinished and not in this batch", id, m.GroupID, e.ID)
+		}
+	}
+	if inv.lastRun == nil {
+		inv.lastRun = map[string]int{}
+	}
+	if last := inv.lastRun[m.GroupID]; last > m.Seq {
+		s.violate(InvFIFO, "FIFO order: message %s of group %s runs after a message sent after it (send order %d before %d)", id, m.GroupID, last, m.Seq)
+	}
+	inv.lastRun[m.GroupID] = m.Seq
+}
+
+// beforeDelete checks FIFO order as the event source acknowledges m: no
+// message of its group sent before it may still be in the queue.
+func (s *Scenario) beforeDelete(m *Message) {
+	for _, e := range s.src.EarlierUnfinished(m) {
+		s.violate(InvFIFO, "FIFO order: message %s of group %s is acknowledged while %s, sent before it, is unfinished", m.ID, m.GroupID, e.ID)
+	}
 }
 
 func (s *Scenario) leave(k string, me *running) {
@@ -509,15 +704,26 @@ func (s *Scenario) leave(k string, me *running) {
 
 // effect has the handler's effect on key k: committed with the completion
 // (Tx), or written to the ledger at once; a kill point follows.
-func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by string) error {
+//
+// Whose effect: the effect must come from the payload the generation was
+// first claimed with (body, for SQS messages; "" when the checker has no
+// body to compare).
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by, body string) error {
 	w := s.w
+	s.stopped(ctx, k, lease)
+	gen := lease.Fence.Generation
+	if tc, ok := s.tokens[lease.Token]; ok && tc.hash != f.genHash[gen] {
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)
+	} else if first := f.genBody[gen]; body != "" && first != "" && body != first {
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s with body %s, but generation %s was first claimed with body %s", k, by, body, gen, first)
+	}
 	if s.Cfg.Tx {
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
 	f.gens[lease.Fence.Generation]++
 	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
-		s.violate("at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
+		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
 	}
 	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the effect", w.cur.owner.Name)
@@ -540,7 +746,19 @@ func (f *keyFacts) completedUntilAfter(t time.Time) bool {
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
+	f.token = res.Lease.Token
 	s.claimAt[res.Lease.Token] = req.Now
+	if req.Namespace == s.ns {
+		s.sqsKeys[req.Key] = true
+	}
+	gen := res.Lease.Fence.Generation
+	tc := claimFacts{key: req.Key, gen: gen, hash: req.PayloadHash, msg: req.MessageID, body: s.svc.Body(req.MessageID)}
+	s.tokens[res.Lease.Token] = tc
+	if first, ok := f.genHash[gen]; !ok {
+		f.genHash[gen], f.genBody[gen] = req.PayloadHash, tc.body
+	} else if first != req.PayloadHash {
+		s.violate(InvWhose, "key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
+	}
 	switch res.Previous {
 	case lambdaidem.StatusInProgress:
 		f.takeovers++
@@ -549,16 +767,17 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 			by = s.container[w.cur.owner]
 		}
 		s.w.Logf("takeover of %s by %s in %s (attempt %d)", req.Key, req.MessageID, by, res.Lease.Attempt)
-		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" {
+		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" && !f.revoked[res.Lease.Attempt-1] {
 			// The container remembers that attempt's completion: it must
 			// write it, never run the handler again.
-			s.violate("key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
+			s.violate(InvUnrecorded, "key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
 		}
 	case "":
 		// A new record (the first, or after a forget or an expiry):
 		// attempts count from 1 again, so what a container remembers of
 		// the old record's attempts names other leases.
 		clear(f.unrecorded)
+		clear(f.revoked)
 		if f.claims > 1 {
 			f.fresh++
 			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
@@ -573,6 +792,27 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 	if w.cur != nil && w.cur.owner != nil {
 		start = s.starts[w.cur.owner]
 	}
+	if s.Cfg.FIFO {
+		// FIFO order within the batch: once a record of a group is not
+		// acknowledged, the group's later records neither run nor are
+		// acknowledged.
+		var stoppedBy map[string]string
+		for _, r := range rep.Records {
+			if r.Outcome == lambdaidem.OutcomeSkippedGroup {
+				s.groupStops++
+			}
+			if by := stoppedBy[r.MessageGroupID]; by != "" && (r.HandlerRan || r.Acked) {
+				s.violate(InvFIFO, "FIFO order: message %s of group %s ran or was acknowledged (%s) although %s, before it in the batch, was not acknowledged",
+					r.MessageID, r.MessageGroupID, r.Outcome, by)
+			}
+			if !r.Acked && stoppedBy[r.MessageGroupID] == "" {
+				if stoppedBy == nil {
+					stoppedBy = map[string]string{}
+				}
+				stoppedBy[r.MessageGroupID] = r.MessageID
+			}
+		}
+	}
 	for _, r := range rep.Records {
 		if r.Key != "" {
 			s.msgKey[r.MessageID] = r.Key
@@ -583,7 +823,7 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 		switch r.Outcome {
 		case lambdaidem.OutcomeProcessed:
 			if s.Cfg.Tx && len(s.ledger.Tx[r.Key]) == 0 {
-				s.violate("message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
+				s.violate(InvAckEffect, "message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
 			}
 		case lambdaidem.OutcomeCachedDuplicate:
 			// The answer came at some moment of this invocation: a
@@ -596,9 +836,9 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 			switch {
 			case len(f.completions) == 0:
 				rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
-				s.violate("message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
+				s.violate(InvCache, "message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
 			case !f.completedUntilAfter(start):
-				s.violate("message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
+				s.violate(InvCache, "message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
 			}
 		}
 	}
@@ -619,22 +859,38 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 		w.KillCurrent()
 	}
 	if dl.Reason == "" {
-		s.violate("dead-letter copy of %s without a reason", dl.Message.MessageId)
+		s.violate(InvReasons, "dead-letter copy of %s without a reason", dl.Message.MessageId)
 	}
-	// A message that cannot be keyed goes with the reason that says why.
+	// The reason must say why. A message that cannot be keyed goes with
+	// the reason that says why.
 	switch kind := s.body(dl.Message.Body).Kind; {
-	case kind == "malformed" && dl.Reason != lambdaidem.ReasonMalformedBody,
+	case kind == "malformed" && s.unkeyable(kind) && dl.Reason != lambdaidem.ReasonMalformedBody,
 		kind != "malformed" && dl.Reason == lambdaidem.ReasonMalformedBody:
-		s.violate("message %s (%s body) dead-lettered as %s: a malformed body, and only one, is dead-lettered as %s", dl.Message.MessageId, kind, dl.Reason, lambdaidem.ReasonMalformedBody)
-	case kind == "badkey" && dl.Reason != lambdaidem.ReasonMissingKey:
-		s.violate("message %s, whose key function panics, dead-lettered as %s, want %s", dl.Message.MessageId, dl.Reason, lambdaidem.ReasonMissingKey)
+		s.violate(InvReasons, "message %s (%s body) dead-lettered as %s: a malformed body, and only one, is dead-lettered as %s", dl.Message.MessageId, kind, dl.Reason, lambdaidem.ReasonMalformedBody)
+	case kind == "badkey" && s.unkeyable(kind) && dl.Reason != lambdaidem.ReasonMissingKey:
+		s.violate(InvReasons, "message %s, whose key function panics, dead-lettered as %s, want %s", dl.Message.MessageId, dl.Reason, lambdaidem.ReasonMissingKey)
 	}
 	switch dl.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
 		// Sent by a lease holder: the work must not be done already.
+		if dl.Key == "" {
+			s.violate(InvReasons, "message %s dead-lettered as %s, a lease holder's reason, but no key could be derived from it", dl.Message.MessageId, dl.Reason)
+			break
+		}
 		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if err == nil && rec.Status == lambdaidem.StatusCompleted {
-			s.violate("message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
+			s.violate(InvReasons, "message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
+		}
+	case lambdaidem.ReasonKeyConflict:
+		// Another payload holds the key. (Checked while the key has had
+		// one generation: the record read now is the one the claim met.)
+		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
+		if f := s.facts[dl.Key]; err == nil && f != nil && len(f.genHash) == 1 && f.genBody[rec.Fence.Generation] == dl.Message.Body {
+			s.violate(InvReasons, "message %s dead-lettered as key_conflict, but its payload is the one key %s was first claimed with", dl.Message.MessageId, dl.Key)
+		}
+	case lambdaidem.ReasonMissingKey:
+		if dl.Key != "" {
+			s.violate(InvReasons, "message %s dead-lettered as missing_key, but it has the key %s", dl.Message.MessageId, dl.Key)
 		}
 	}
 	id, err := k.sink.Send(ctx, dl)
@@ -643,6 +899,9 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	}
 	s.copies[dl.Message.MessageId]++
 	s.keyDLQ[dl.Key]++
+	if dl.Reason == lambdaidem.ReasonKeyConflict {
+		s.conflicts++
+	}
 	s.bodyOf[id] = dl.Message.Body
 	w.Logf("dead-lettered %s (%s) as %s", dl.Message.MessageId, dl.Reason, id)
 	if s.Cfg.Kill > 0 && w.cur != nil && w.cur.owner != nil && w.rng.Float64() < s.Cfg.Kill {
@@ -728,14 +987,15 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	// Each step of a redrive takes time, in which the function may take
 	// the messages already sent back (and dead-letter them again).
 	s.w.Sleep(time.Duration(1+s.w.rng.IntN(2000)) * time.Millisecond)
-	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: s.w.now})
+	// Read at the reset's own time: the record may have expired since.
+	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: req.Now})
 	rs, ok := s.store.Store.(lambdaidem.DeadLetterResetter)
 	if !ok {
 		return lambdaidem.Record{}, fmt.Errorf("sim: store %T has no conditional reset", s.store.Store)
 	}
 	rec, err := rs.ResetDeadLetter(ctx, req)
 	if err == nil && (gerr != nil || before.Status != lambdaidem.StatusDeadLettered || before.DeadLetterMessageID != req.DeadLetterMessageID) {
-		s.violate("redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
+		s.violate(InvRedriveReset, "redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
 			req.Key, before.Status, before.DeadLetterMessageID, req.DeadLetterMessageID)
 	}
 	if err != nil {
@@ -747,23 +1007,35 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.Reset
 	// The reset record counts attempts from 1 again: what a container
 	// remembers of earlier attempts names leases of before the reset.
 	clear(f.unrecorded)
+	clear(f.revoked)
 	s.w.Logf("redrive run %d reset %s (copy %s, redriven %d times)", r.run, req.Key, req.DeadLetterMessageID, rec.Redrives)
 	switch {
 	case r.sent[req.Key]:
-		s.violate("redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
+		s.violate(InvRedriveEnds, "redrive run %d reset key %s again after sending it back: a run must handle each key once, or it never ends on a message that is still poison", r.run, req.Key)
 	case gerr == nil && rec.Redrives != before.Redrives+1:
-		s.violate("redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
+		s.violate(InvRedriveEnds, "redrive reset key %s from %d redrives to %d: the record must count each redrive", req.Key, before.Redrives, rec.Redrives)
 	case req.MaxRedrives > 0 && rec.Redrives > req.MaxRedrives:
-		s.violate("redrive reset key %s to %d redrives, beyond the limit %d", req.Key, rec.Redrives, req.MaxRedrives)
+		s.violate(InvRedriveEnds, "redrive reset key %s to %d redrives, beyond the limit %d", req.Key, rec.Redrives, req.MaxRedrives)
 	}
 	return rec, nil
 }
 
-// pickKey returns one key the world has claimed, or "".
-func (s *Scenario) pickKey() string {
+// pickKey returns one key the world has claimed, or "". With live set it
+// prefers a key whose handler runs now (what a forced operator action
+// would cut short).
+func (s *Scenario) pickKey(live bool) string {
 	keys := make([]string, 0, len(s.facts))
-	for k := range s.facts {
-		keys = append(keys, k)
+	if live {
+		for k, rs := range s.run {
+			if len(rs) > 0 {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		for k := range s.facts {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) == 0 {
 		return ""
@@ -782,7 +1054,7 @@ func (s *Scenario) checkDone(run int, ev sqsqueue.RedriveEvent) {
 			return
 		}
 	}
-	s.violate("redrive run %d deleted DLQ copy %s (message %s, key %s) as done, but no message with its body had an effect on the key: its payload never ran (the record completed with payload hash %s)",
+	s.violate(InvRedriveKeeps, "redrive run %d deleted DLQ copy %s (message %s, key %s) as done, but no message with its body had an effect on the key: its payload never ran (the record completed with payload hash %s)",
 		run, ev.DeadLetterMessageID, ev.Metadata.MessageID, k, ev.Record.PayloadHash)
 }
 
@@ -799,14 +1071,20 @@ func (s *Scenario) admin() lambdaidem.Admin {
 // dead-lettered record's copy. It goes straight to the store: a forget
 // held in the network and landing later would leave the checker behind.
 func (s *Scenario) forget() {
-	k, a := s.pickKey(), s.admin()
-	if k == "" || a == nil {
+	a := s.admin()
+	if a == nil {
 		return
 	}
 	rng := s.w.rng
+	force := rng.Float64() < s.Cfg.ForceOps
+	// A forced forget aims at a key whose handler runs, when there is one.
+	k := s.pickKey(force)
+	if k == "" {
+		return
+	}
 	req := lambdaidem.ForgetRequest{
 		Namespace: s.ns, Key: k, Now: s.w.now, Grace: s.Cfg.Grace,
-		Force:       rng.Float64() < s.Cfg.ForceOps,
+		Force:       force,
 		AbandonCopy: rng.Float64() < s.Cfg.AbandonCopy,
 	}
 	res, err := a.Forget(context.Background(), req)
@@ -814,10 +1092,20 @@ func (s *Scenario) forget() {
 	case err != nil:
 		s.w.Logf("operator: forget %s (force %t, abandon copy %t) refused: %s", k, req.Force, req.AbandonCopy, refusal(err))
 	case res.Revoked:
+		s.revoke(k, res.Record.Attempts)
 		s.w.Logf("operator: forget %s revoked the lease of %s; forgotten at %.3fs", k, res.Record.MessageID, res.ForgottenAt.Sub(Epoch).Seconds())
 	default:
 		s.w.Logf("operator: forget %s (was %s)", k, res.Record.Status)
 	}
+}
+
+// revoke notes an operator's revocation of attempt's live lease on k: the
+// key runs again once that lease has run out, even in a container that
+// remembers (or will remember) the attempt's completion it could not
+// record, whose late write the new token refuses.
+func (s *Scenario) revoke(k string, attempt int) {
+	s.nRevoked++
+	s.key(k).revoked[attempt] = true
 }
 
 // refusal names why an operator call was refused, in words that do not
@@ -838,8 +1126,14 @@ func refusal(err error) string {
 // a live lease is refused, or when forced revoked, and then taken over
 // once it has run out.
 func (s *Scenario) release() {
-	k, a := s.pickKey(), s.admin()
-	if k == "" || a == nil {
+	a := s.admin()
+	if a == nil {
+		return
+	}
+	force := s.w.rng.Float64() < s.Cfg.ForceOps
+	// A forced release aims at a key whose handler runs, when there is one.
+	k := s.pickKey(force)
+	if k == "" {
 		return
 	}
 	now := s.w.now
@@ -847,7 +1141,6 @@ func (s *Scenario) release() {
 	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	force := s.w.rng.Float64() < s.Cfg.ForceOps
 	if s.Cfg.AtMostOnce && !(force && lambdaidem.LeaseLive(rec, now, s.Cfg.Grace)) {
 		// At most once: releasing an ended lease is the operator deciding
 		// to run the key again, which the invariant would count against
@@ -865,6 +1158,7 @@ func (s *Scenario) release() {
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
 	default:
+		s.revoke(k, out.Attempts)
 		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)
 	}
 }
@@ -873,7 +1167,7 @@ func (s *Scenario) release() {
 func (s *Scenario) final() {
 	now := s.w.now
 	if s.redriveEnded != s.redriveRuns {
-		s.violate("%d of %d redrive runs never ended", s.redriveRuns-s.redriveEnded, s.redriveRuns)
+		s.violate(InvRedriveEnds, "%d of %d redrive runs never ended", s.redriveRuns-s.redriveEnded, s.redriveRuns)
 	}
 	for _, id := range s.acked {
 		k, ok := s.msgKey[id]
@@ -881,12 +1175,12 @@ func (s *Scenario) final() {
 			continue
 		}
 		if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && s.copies[id] == 0 {
-			s.violate("lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
+			s.violate(InvLost, "lost: message %s (key %s) was acknowledged with no effect and no dead-letter copy", id, k)
 		}
 	}
 	for _, id := range s.badAcked {
 		if s.copies[id] == 0 {
-			s.violate("lost: message %s, whose key cannot be derived, was acknowledged with no dead-letter copy", id)
+			s.violate(InvLost, "lost: message %s, whose key cannot be derived, was acknowledged with no dead-letter copy", id)
 		}
 	}
 	keys := make([]string, 0, len(s.facts))
@@ -898,17 +1192,17 @@ func (s *Scenario) final() {
 	for _, q := range []*Queue{s.src, s.backstop} {
 		if q != nil {
 			for _, m := range q.Messages() {
-				queued[s.body(m.Body).Key] = true
+				queued[s.keyOfMessage(m)] = true
 			}
 		}
 	}
 	for _, k := range keys {
 		f := s.facts[k]
 		if n := len(s.ledger.Tx[k]); n > 1+f.fresh {
-			s.violate("key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
+			s.violate(InvTxOnce, "key %s: %d transactional effects (%d fresh generations): not exactly once", k, n, f.fresh)
 		}
 		if n := len(s.ledger.Plain[k]); n > 1+f.fresh+f.takeovers+f.failedAfterEffect+f.released+f.redrives {
-			s.violate("key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
+			s.violate(InvRepeats, "key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
 				k, n, f.takeovers, f.released, f.redrives, f.fresh, f.failedAfterEffect)
 		}
 		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
@@ -918,11 +1212,11 @@ func (s *Scenario) final() {
 		switch rec.Status {
 		case lambdaidem.StatusCompleted:
 			if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 {
-				s.violate("key %s is COMPLETED in the store but its effect never happened", k)
+				s.violate(InvFinal, "key %s is COMPLETED in the store but its effect never happened", k)
 			}
 		case lambdaidem.StatusDeadLettered:
 			if s.keyDLQ[k] == 0 {
-				s.violate("key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
+				s.violate(InvFinal, "key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
 			}
 		case lambdaidem.StatusInProgress:
 			// Every lease has ended and deliveries have stopped: an
@@ -931,18 +1225,49 @@ func (s *Scenario) final() {
 			// queued, or a dead-letter copy. Requests (Wrap) are left
 			// out: their clients may simply have stopped retrying.
 			if s.sqsKeys[k] && len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 && !queued[k] && s.keyDLQ[k] == 0 {
-				s.violate("key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
+				s.violate(InvFinal, "key %s is stuck IN_PROGRESS with no effect, no queued message and no dead-letter copy", k)
 			}
 		}
 	}
 	for _, m := range s.dlq.Messages() {
 		dm, err := sqsqueue.ParseEvent(s.dlq.Event(m))
 		if err != nil {
-			s.violate("dead-letter copy %s cannot be parsed: %v", m.ID, err)
+			s.violate(InvReasons, "dead-letter copy %s cannot be parsed: %v", m.ID, err)
 			continue
 		}
 		if dm.Metadata.Reason == "" {
-			s.violate("dead-letter copy %s has no reason", m.ID)
+			s.violate(InvReasons, "dead-letter copy %s has no reason", m.ID)
 		}
+		if s.Cfg.knob("stranded") {
+			s.stranded(dm, queued, now)
+		}
+	}
+}
+
+// stranded checks that a lease holder's dead-letter copy whose payload
+// never completed its key can still be redriven: its record is
+// DEAD_LETTERED (by it or a later copy), reset by it, or a message of its
+// key is still queued to take the record over. A record still IN_PROGRESS
+// with nothing left to deliver, or gone without an operator's forget or a
+// retention that allows it, leaves the copy in the DLQ for good.
+func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
+	md := dm.Metadata
+	switch md.Reason {
+	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
+	default:
+		return
+	}
+	f := s.facts[md.Key]
+	if md.Namespace != s.ns || f == nil || f.completedBody[dm.Body] || queued[md.Key] {
+		return
+	}
+	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})
+	switch {
+	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
+		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
+			md.MessageID, md.Key, md.Reason)
+	case err == nil && rec.Status == lambdaidem.StatusInProgress:
+		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
+			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}
 }

@@ -22,6 +22,7 @@ type SQS struct {
 	w      *World
 	queues map[string]*Queue
 	ids    int
+	bodies map[string]string
 	// Fail, when set, is asked before every API call (op is "send",
 	// "delete", "change-visibility", "receive"); a non-nil error fails the
 	// call before it applies.
@@ -29,7 +30,13 @@ type SQS struct {
 }
 
 // NewSQS returns an SQS service with no queues.
-func NewSQS(w *World) *SQS { return &SQS{w: w, queues: make(map[string]*Queue)} }
+func NewSQS(w *World) *SQS {
+	return &SQS{w: w, queues: make(map[string]*Queue), bodies: make(map[string]string)}
+}
+
+// Body is the body of the message that was given id, in any queue, even
+// after it was deleted ("" for an ID the service never gave).
+func (s *SQS) Body(id string) string { return s.bodies[id] }
 
 // Queue is one simulated queue.
 type Queue struct {
@@ -47,6 +54,10 @@ type Queue struct {
 	DuplicateRate float64
 	msgs          []*Message
 	dedup         map[string]time.Time
+	// groups holds, per message group of a FIFO queue, the messages not
+	// deleted yet, in the order they were sent.
+	groups map[string][]*Message
+	sends  int
 }
 
 // Message is one message in a simulated queue.
@@ -61,8 +72,10 @@ type Message struct {
 	Receives     int
 	VisibleAt    time.Time
 	Handle       string
-	inFlight     bool
-	deleted      bool
+	// Seq is the message's place in its queue's send order (1, 2, ...).
+	Seq      int
+	inFlight bool
+	deleted  bool
 }
 
 // NewQueue adds a queue; names ending in .fifo are FIFO queues.
@@ -74,6 +87,9 @@ func (s *SQS) NewQueue(name string, visibility time.Duration) *Queue {
 		FIFO:       strings.HasSuffix(name, ".fifo"),
 		Visibility: visibility,
 		dedup:      make(map[string]time.Time),
+	}
+	if q.FIFO {
+		q.groups = make(map[string][]*Message)
 	}
 	s.queues[q.URL] = q
 	return q
@@ -109,8 +125,13 @@ func (q *Queue) Send(body string, attrs map[string]types.MessageAttributeValue, 
 		}
 		q.dedup[dedup] = now
 	}
-	m := &Message{ID: q.svc.newID("m-"), Body: body, Attributes: attrs, GroupID: group, DedupID: dedup, Sent: now, VisibleAt: now}
+	q.sends++
+	m := &Message{ID: q.svc.newID("m-"), Body: body, Attributes: attrs, GroupID: group, DedupID: dedup, Sent: now, VisibleAt: now, Seq: q.sends}
 	q.msgs = append(q.msgs, m)
+	q.svc.bodies[m.ID] = body
+	if q.FIFO {
+		q.groups[group] = append(q.groups[group], m)
+	}
 	q.svc.w.Logf("sqs %s: sent %s", q.name(), m.ID)
 	return m
 }
@@ -182,7 +203,7 @@ func (q *Queue) Receive(n int, visibility time.Duration) []*Message {
 			continue
 		}
 		if q.MaxReceive > 0 && m.Receives >= q.MaxReceive && q.DeadLetter != nil {
-			m.deleted = true
+			q.remove(m)
 			c := *m
 			c.ID, c.Receives, c.VisibleAt, c.inFlight, c.deleted = m.ID, 0, now, false, false
 			q.DeadLetter.msgs = append(q.DeadLetter.msgs, &c)
@@ -238,9 +259,54 @@ var errStale = errors.New("ReceiptHandleIsInvalid: the receipt handle is not the
 func (q *Queue) Delete(handle string) {
 	m, _ := q.find(handle)
 	if m != nil {
-		m.deleted = true
+		q.remove(m)
 		q.svc.w.Logf("sqs %s: deleted %s", q.name(), m.ID)
 	}
+}
+
+// remove marks m deleted and takes it out of its FIFO group.
+func (q *Queue) remove(m *Message) {
+	m.deleted = true
+	if !q.FIFO {
+		return
+	}
+	g := q.groups[m.GroupID]
+	for i, o := range g {
+		if o == m {
+			g = append(g[:i:i], g[i+1:]...)
+			break
+		}
+	}
+	if len(g) == 0 {
+		delete(q.groups, m.GroupID)
+	} else {
+		q.groups[m.GroupID] = g
+	}
+}
+
+// Latest returns the message the receipt handle was last given to, or nil
+// when the handle is stale or its message deleted: what a delete with it
+// would delete.
+func (q *Queue) Latest(handle string) *Message {
+	m, _ := q.find(handle)
+	return m
+}
+
+// EarlierUnfinished returns the messages of m's group on a FIFO queue that
+// were sent before m and are not deleted yet, oldest first (none on a
+// standard queue). While one of them is unfinished, FIFO order forbids
+// running m or acknowledging it.
+func (q *Queue) EarlierUnfinished(m *Message) []*Message {
+	if !q.FIFO {
+		return nil
+	}
+	g := q.groups[m.GroupID]
+	for i, o := range g {
+		if o.Seq >= m.Seq {
+			return g[:i:i]
+		}
+	}
+	return g
 }
 
 // ChangeVisibility makes the message visible after d. It fails for a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -29,6 +30,10 @@ type StoreFaults struct {
 	LateBy time.Duration
 	// OutageFrom and OutageFor make every call fail for a while.
 	OutageFrom, OutageFor time.Duration
+	// MarkErr fails a final dead-letter mark (the write after the copy
+	// was sent) before it applies, as unavailable: the store going away
+	// between the send and the mark.
+	MarkErr float64 `json:",omitempty"`
 }
 
 // errFault is what the fault layer's errors wrap, besides
@@ -51,8 +56,11 @@ type FaultStore struct {
 	OnDelete func(namespace, key string)
 	// OnComplete observes every completion that applied.
 	OnComplete func(req lambdaidem.CompleteRequest)
-	Calls      int
-	Faulted    int
+	// OnExtendRefused observes every lease extension the store refused
+	// (lambdaidem.ErrLeaseLost), as the answer reaches the caller.
+	OnExtendRefused func(l lambdaidem.Lease)
+	Calls           int
+	Faulted         int
 }
 
 func (s *FaultStore) travel() {
@@ -156,12 +164,22 @@ func (s *FaultStore) Fail(ctx context.Context, req lambdaidem.FailRequest) error
 
 // DeadLetter implements lambdaidem.Store.
 func (s *FaultStore) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+	if !req.Pending && s.Faults.MarkErr > 0 && s.W.rng.Float64() < s.Faults.MarkErr {
+		s.Calls++
+		s.Faulted++
+		s.travel()
+		return fmt.Errorf("sim store dead-letter mark: %w: %w", lambdaidem.ErrStoreUnavailable, errFault)
+	}
 	return s.write("dead-letter", ctx, func(c context.Context) error { return s.Store.DeadLetter(c, req) })
 }
 
 // Extend implements lambdaidem.Store.
 func (s *FaultStore) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
-	return s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+	err := s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+	if s.OnExtendRefused != nil && errors.Is(err, lambdaidem.ErrLeaseLost) {
+		s.OnExtendRefused(req.Lease)
+	}
+	return err
 }
 
 // Delete implements lambdaidem.Store.
@@ -193,7 +211,7 @@ type Effect struct {
 }
 
 // TxStore models "effects committed with the completion" on a store that
-// cannot commit foreign writes (the in-memory store refuses them): it takes
+// cannot commit these writes (the DynamoDB and Redis stores): it takes
 // every Effect out of a Complete's writes, and applies them to the ledger
 // in the same step as the completion, once per lease token, only when the
 // completion applied. The world is single-threaded and the store call does
@@ -235,6 +253,55 @@ func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) 
 		}
 	}
 	return nil
+}
+
+// LedgerWrites commits Effects for the in-memory store
+// (memstore.WithCompletionWrites): the store itself applies them with the
+// completion, under its lock, fenced by the lease and once per completion,
+// so the simulation checks the store's own transactional path rather than
+// a model of it.
+type LedgerWrites struct {
+	Ledger *Ledger
+	// Refuse, when set, is asked per completion carrying effects whether
+	// the effects' own condition fails: the completion is then refused
+	// with lambdaidem.ErrWriteRefused and nothing of it applies.
+	Refuse func() bool
+}
+
+// WriteTypes implements memstore.WriteApplier: Effect values.
+func (a *LedgerWrites) WriteTypes() []reflect.Type { return []reflect.Type{reflect.TypeFor[Effect]()} }
+
+// ApplyWrites implements memstore.WriteApplier.
+func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {
+	fx := make([]Effect, 0, len(writes))
+	for _, w := range writes {
+		e, ok := w.(Effect)
+		if !ok {
+			return fmt.Errorf("sim: %T: %w", w, lambdaidem.ErrUnsupportedWrite)
+		}
+		fx = append(fx, e)
+	}
+	if a.Refuse != nil && a.Refuse() {
+		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+	}
+	commit()
+	for _, e := range fx {
+		a.Ledger.Tx[e.Key] = append(a.Ledger.Tx[e.Key], e.By)
+	}
+	return nil
+}
+
+// EffectStore is a store that commits Effects itself, in its own atomic
+// completion step (the Redis store's run, with Redis commands): when the
+// scenario's store implements it, a scenario with Tx uses the store
+// WithLedger returns instead of wrapping it in a TxStore, so the checker
+// judges what the store committed. The store it returns must keep
+// Ledger.Tx equal to the effects the store holds, and refuse a completion
+// with lambdaidem.ErrWriteRefused, applying nothing, when refuse (if not
+// nil) says so.
+type EffectStore interface {
+	lambdaidem.Store
+	WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store
 }
 
 // Ledger is where handlers' effects land; the checker reads it.

@@ -25,12 +25,18 @@ type World struct {
 	rng    *rand.Rand
 	timers timerHeap
 	seq    uint64
-	runq   []*Task
-	cur    *Task
-	back   chan struct{}
-	tasks  int
-	all    []*Task
-	trace  *Trace
+	// runq[head:] are the runnable tasks, in order.
+	runq  []*Task
+	head  int
+	cur   *Task
+	back  chan struct{}
+	tasks int
+	all   []*Task
+	// idle are goroutines whose task finished, kept to run the next
+	// spawned task: a goroutine per task would cost its start and the
+	// growth of its stack every time.
+	idle  []*worker
+	trace *Trace
 	// Tracing turns the trace on (failure replays); off, Logf costs nothing.
 	Tracing bool
 	// Panic is the first panic a task raised (a bug in the code under
@@ -71,6 +77,7 @@ type Timer struct {
 	at    time.Time
 	seq   uint64
 	fn    func()
+	wake  *Task // instead of fn: make this task runnable (Sleep)
 	owner *Process
 	index int
 	done  bool
@@ -104,6 +111,10 @@ type Task struct {
 	owner  *Process
 	resume chan bool
 	state  int // 0 new/parked, 1 runnable, 2 running, 3 finished
+	f      func()
+	// exiting is set when the task's goroutine unwinds for a kill: that
+	// goroutine ends, and is not kept for another task.
+	exiting bool
 	// stopped, once set by stop, is where the task hands control back
 	// while it unwinds: to the stopper, which may be a task of the same
 	// process (KillCurrent) while the scheduler waits on w.back for it.
@@ -117,6 +128,12 @@ func (w *World) handBack(t *Task) {
 		return
 	}
 	w.back <- struct{}{}
+}
+
+// worker is a goroutine that runs tasks one after another.
+type worker struct {
+	run    chan *Task
+	resume chan bool
 }
 
 // Process groups the tasks and timers of one execution environment, so a
@@ -137,7 +154,7 @@ type killed struct{}
 // Spawn starts f as a task of owner (nil: a task of no process). It runs
 // when the scheduler reaches it.
 func (w *World) Spawn(name string, owner *Process, f func()) *Task {
-	t := &Task{name: name, owner: owner, resume: make(chan bool), state: 1}
+	t := &Task{name: name, owner: owner, state: 1, f: f}
 	if owner != nil {
 		if owner.dead {
 			return t
@@ -146,26 +163,52 @@ func (w *World) Spawn(name string, owner *Process, f func()) *Task {
 	}
 	w.tasks++
 	w.all = append(w.all, t)
-	go func() {
-		if !<-t.resume {
-			t.state = 3
-			w.handBack(t)
-			return
-		}
-		defer func() {
-			t.state = 3
-			w.tasks--
-			if v := recover(); v != nil && w.Panic == nil {
-				buf := make([]byte, 8<<10)
-				buf = buf[:runtime.Stack(buf, false)]
-				w.Panic = fmt.Errorf("task %s panicked: %v\n%s", name, v, buf)
-			}
-			w.handBack(t)
-		}()
-		f()
-	}()
+	var wk *worker
+	if n := len(w.idle); n > 0 {
+		wk = w.idle[n-1]
+		w.idle[n-1] = nil
+		w.idle = w.idle[:n-1]
+	} else {
+		wk = &worker{run: make(chan *Task, 1), resume: make(chan bool)}
+		go w.work(wk)
+	}
+	t.resume = wk.resume
+	wk.run <- t
 	w.runq = append(w.runq, t)
 	return t
+}
+
+// work runs the tasks handed to wk, until a kill unwinds one (the
+// goroutine then ends) or the world closes.
+func (w *World) work(wk *worker) {
+	for t := range wk.run {
+		w.runTask(wk, t)
+	}
+}
+
+func (w *World) runTask(wk *worker, t *Task) {
+	if !<-t.resume {
+		// Stopped before it ever ran.
+		t.state = 3
+		w.idle = append(w.idle, wk)
+		w.handBack(t)
+		return
+	}
+	defer func() {
+		t.state = 3
+		w.tasks--
+		if v := recover(); v != nil && w.Panic == nil {
+			buf := make([]byte, 8<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			w.Panic = fmt.Errorf("task %s panicked: %v\n%s", t.name, v, buf)
+		}
+		if !t.exiting {
+			w.idle = append(w.idle, wk)
+		}
+		t.f = nil
+		w.handBack(t)
+	}()
+	t.f()
 }
 
 // Current is the running task (nil in the scheduler).
@@ -181,6 +224,7 @@ func (w *World) Park() {
 	t.state = 0
 	w.handBack(t)
 	if !<-t.resume {
+		t.exiting = true
 		runtime.Goexit()
 	}
 }
@@ -200,7 +244,8 @@ func (w *World) Sleep(d time.Duration) {
 	if t == nil {
 		panic("sim: Sleep outside a task")
 	}
-	w.At(d, nil, func() { w.Ready(t) })
+	w.seq++
+	heap.Push(&w.timers, &Timer{at: w.now.Add(max(d, 0)), seq: w.seq, wake: t})
 	w.Park()
 }
 
@@ -211,6 +256,7 @@ func (w *World) Yield() {
 	w.Ready(t)
 	w.handBack(t)
 	if !<-t.resume {
+		t.exiting = true
 		runtime.Goexit()
 	}
 }
@@ -239,9 +285,11 @@ func (w *World) stop(t *Task) {
 	case 0, 1:
 		// Parked or waiting in the run queue: unwind it now.
 		if t.state == 1 {
-			for i, q := range w.runq {
-				if q == t {
-					w.runq = append(w.runq[:i:i], w.runq[i+1:]...)
+			for i := w.head; i < len(w.runq); i++ {
+				if w.runq[i] == t {
+					copy(w.runq[i:], w.runq[i+1:])
+					w.runq[len(w.runq)-1] = nil
+					w.runq = w.runq[:len(w.runq)-1]
 					break
 				}
 			}
@@ -259,9 +307,13 @@ func (w *World) stop(t *Task) {
 // Step runs one task, or fires the earliest timer when no task is
 // runnable. It reports false when nothing is left to do.
 func (w *World) Step() bool {
-	if len(w.runq) > 0 {
-		t := w.runq[0]
-		w.runq = w.runq[1:]
+	if w.head < len(w.runq) {
+		t := w.runq[w.head]
+		w.runq[w.head] = nil
+		w.head++
+		if w.head == len(w.runq) {
+			w.runq, w.head = w.runq[:0], 0
+		}
 		if t.state != 1 {
 			return true
 		}
@@ -281,7 +333,11 @@ func (w *World) Step() bool {
 		if tm.at.After(w.now) {
 			w.now = tm.at
 		}
-		tm.fn()
+		if tm.wake != nil {
+			w.Ready(tm.wake)
+		} else {
+			tm.fn()
+		}
 		return true
 	}
 	return false
@@ -291,7 +347,7 @@ func (w *World) Step() bool {
 // until a task panicked.
 func (w *World) Run(until time.Time) {
 	for w.Panic == nil {
-		if len(w.runq) == 0 && w.timers.Len() > 0 && w.timers.peek().at.After(until) {
+		if w.head == len(w.runq) && w.timers.Len() > 0 && w.timers.peek().at.After(until) {
 			return
 		}
 		if !w.Step() {
@@ -305,11 +361,15 @@ func (w *World) Close() {
 	for w.timers.Len() > 0 {
 		heap.Pop(&w.timers)
 	}
-	w.runq = nil
+	w.runq, w.head = nil, 0
 	for _, t := range w.all {
 		w.stop(t)
 	}
 	w.all = nil
+	for _, wk := range w.idle {
+		close(wk.run)
+	}
+	w.idle = nil
 }
 
 type timerHeap []*Timer
@@ -333,5 +393,6 @@ func (w *World) KillCurrent() {
 	if t.owner != nil {
 		w.Kill(t.owner)
 	}
+	t.exiting = true
 	runtime.Goexit()
 }

@@ -111,11 +111,68 @@ func TestRedrivePartialFailures(t *testing.T) {
 		cfg.MaxRedrives = int(seed % 3)
 		res := Run(seed, cfg, nil, false)
 		if res.Failed() {
-			t.Fatalf("seed %d: %v\nreplay: go test ./sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'", seed, res.Violations, seed, cfg)
+			t.Fatalf("seed %d: %v\nreplay: go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'", seed, res.Violations, seed, cfg)
 		}
 		resets += res.Resets
 	}
 	if resets == 0 {
 		t.Fatal("no redrive reset applied in 40 scenarios")
+	}
+}
+
+// reach runs 40 seeds drawn with filter (every invariant must hold) and
+// returns what sum counts over them: a guard that the draws a promise
+// needs still reach its path.
+func reach(t *testing.T, filter string, sum func(*Result) int) int {
+	t.Helper()
+	n := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		cfg := Draw(seed, nil, filter)
+		res := Run(seed, cfg, nil, false)
+		if res.Failed() {
+			t.Fatalf("seed %d: %v\nreplay: go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'", seed, res.Violations, seed, cfg)
+		}
+		n += sum(res)
+	}
+	return n
+}
+
+// Forced operators revoke leases whose handlers still run, and with a
+// heartbeat the store then refuses an extension: the path that tells a
+// handler it lost its lease out of band is walked.
+func TestForcedOperatorsRevokeLiveLeases(t *testing.T) {
+	if n := reach(t, "force", func(r *Result) int { return r.Revoked }); n == 0 {
+		t.Fatal("no operator revoked a live lease in 40 scenarios")
+	}
+	if n := reach(t, "force,heartbeat", func(r *Result) int { return r.Refused }); n == 0 {
+		t.Fatal("no lease extension was refused in 40 scenarios with forced operators and heartbeats")
+	}
+}
+
+// FIFO-heavy batches hold a group's later records back after one that
+// was not acknowledged, so the FIFO order checks see both sides.
+func TestOrderedGroupsStop(t *testing.T) {
+	if n := reach(t, "ordered", func(r *Result) int { return r.GroupStops }); n == 0 {
+		t.Fatal("no FIFO record was held back in 40 ordered scenarios")
+	}
+}
+
+// Key conflicts reach the dead-letter queue, where the checker asks
+// whose payload holds the key.
+func TestConflictsAreDeadLettered(t *testing.T) {
+	if n := reach(t, "conflict", func(r *Result) int { return r.Conflicts }); n == 0 {
+		t.Fatal("no key conflict was dead-lettered in 40 conflict scenarios")
+	}
+}
+
+// Every word of Filters is known to Draw, and an unknown one is refused.
+func TestFilterWords(t *testing.T) {
+	for _, f := range Filters {
+		if err := CheckFilter(f.Name); err != nil {
+			t.Error(err)
+		}
+	}
+	if CheckFilter("fifo,nosuchword") == nil {
+		t.Error("an unknown config word was accepted")
 	}
 }

@@ -200,3 +200,49 @@ func TestHeartbeatThatCannotKeepTheLeaseIsRejected(t *testing.T) {
 	}
 	lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(20*time.Second))...)
 }
+
+// With WithClock and a heartbeat whose extensions all fail, the handler's
+// context ends by that clock at its lease's end, before another consumer
+// may take the key over: never two handlers on one key at once. (When only
+// decisions followed WithClock, the context ended by real time, a minute
+// later, and the takeover's handler ran beside the first one.)
+func TestWithClockNeverTwoHandlersOnOneKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &extendFaults{Store: b.store} // every extension fails
+	first := make(chan context.Context, 1)
+	h := lambdaidem.SQS(store, func(ctx context.Context, _ events.SQSMessage) error {
+		first <- ctx
+		<-ctx.Done()
+		return ctx.Err()
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := h(context.Background(), batch(msg("m1", "x"))); done <- resp }()
+	held := <-first
+
+	// The lease runs out by the clock, and its grace with it: the key may
+	// be taken over.
+	b.clock.Advance(time.Minute + lambdaidem.DefaultGrace + time.Second)
+	var overlap error
+	ran := false
+	thief := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		ran = true
+		if held.Err() == nil {
+			overlap = errors.New("the takeover's handler runs while the first handler's context is live")
+		}
+		return nil
+	}, b.opts(lambdaidem.WithLease(time.Minute))...)
+	if resp, err := thief(context.Background(), batch(redelivered(msg("m1", "x"), 2))); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("takeover: %v %v", resp, err)
+	}
+	if !ran {
+		t.Fatal("the takeover did not run the handler")
+	}
+	if overlap != nil {
+		t.Fatal(overlap)
+	}
+	if !errors.Is(held.Err(), context.DeadlineExceeded) {
+		t.Fatalf("first handler's context: %v, want DeadlineExceeded", held.Err())
+	}
+	wantFailed(t, <-done, "m1")
+}

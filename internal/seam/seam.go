@@ -10,6 +10,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -82,8 +83,13 @@ func (r onClock) Sleep(ctx context.Context, d time.Duration) bool { return Sleep
 
 func (onClock) Int64N(n int64) int64 { return rand.Int64N(n) }
 
-// Each runs f on up to limit goroutines at once; with nothing to overlap
-// it runs f in the caller's goroutine, in order.
+// Each runs f(0) … f(n-1) on at most limit goroutines at once: the
+// caller's and up to limit-1 helpers, each taking the next index until
+// none is left, so the calls start in index order. With nothing to
+// overlap it runs them in the caller's goroutine, in order. The helpers
+// are kept between calls (see spawn): a batch after a batch reuses their
+// goroutines, whose stacks have already grown to what the work needs,
+// instead of growing a fresh goroutine's stack every time.
 func (onClock) Each(n, limit int, f func(i int)) {
 	if n <= 1 || limit <= 1 {
 		for i := range n {
@@ -91,17 +97,74 @@ func (onClock) Each(n, limit int, f func(i int)) {
 		}
 		return
 	}
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for i := range n {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f(i)
-		}()
+	e := &each{n: int64(n), f: f}
+	helpers := min(limit, n) - 1
+	e.wg.Add(helpers)
+	help := e.help
+	for range helpers {
+		spawn(help)
 	}
-	wg.Wait()
+	e.work()
+	e.wg.Wait()
+}
+
+// each is one Each call's shared state.
+type each struct {
+	next atomic.Int64
+	n    int64
+	f    func(i int)
+	wg   sync.WaitGroup
+}
+
+// work calls f for the next index until none is left.
+func (e *each) work() {
+	for {
+		i := e.next.Add(1) - 1
+		if i >= e.n {
+			return
+		}
+		e.f(int(i))
+	}
+}
+
+// help is a helper's share of the work.
+func (e *each) help() {
+	defer e.wg.Done()
+	e.work()
+}
+
+// idle hands a job to a helper goroutine waiting for one.
+var idle = make(chan func())
+
+// helperIdle is how long a helper waits for another job before it ends:
+// long enough for back-to-back batches to share helpers, short enough
+// that a process which stops sending batches is soon left with no
+// goroutine of the decorator's.
+const helperIdle = 200 * time.Millisecond
+
+// spawn runs job on a waiting helper, or on a new one.
+func spawn(job func()) {
+	select {
+	case idle <- job:
+	default:
+		go helper(job)
+	}
+}
+
+// helper runs job, then the jobs handed to it, until none comes for
+// helperIdle.
+func helper(job func()) {
+	t := time.NewTimer(helperIdle)
+	defer t.Stop()
+	for {
+		job()
+		t.Reset(helperIdle)
+		select {
+		case job = <-idle:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // Sleep waits d by clock's timers, or until ctx ends; it reports whether

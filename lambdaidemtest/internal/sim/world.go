@@ -263,7 +263,9 @@ func (w *World) Yield() {
 
 // Kill ends a process: its timers never fire and its tasks stop where they
 // are parked (their deferred calls run, as Go unwinds them). Call it from
-// the scheduler (a timer callback) or from a task of another process.
+// the scheduler (a timer callback), from a task of another process, or
+// from one of p's own (KillCurrent): each stopped task hands control back
+// to the caller, not to the scheduler.
 func (w *World) Kill(p *Process) {
 	if p.dead {
 		return

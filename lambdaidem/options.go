@@ -633,22 +633,26 @@ type Timer = interface{ Stop() bool }
 type Clock interface {
 	// Now is the clock's current time.
 	Now() time.Time
-	// AfterFunc calls f on a goroutine of its own once d of the clock's
-	// time has passed (never before AfterFunc returns), unless the
-	// returned Timer is stopped first. time.AfterFunc is the real one.
+	// AfterFunc calls f once d of the clock's time has passed, unless the
+	// returned Timer is stopped first. It must never call f before it
+	// returns, nor on the goroutine that called it: on a goroutine of its
+	// own, as time.AfterFunc does, or on the one that moves a test
+	// clock's time.
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
 // WithClock sets the clock every time the decorator reads or waits for is
 // measured by (default: the real one). With it, the invocation's deadline
-// (the context's), every decision (lease ends, takeovers, retention, the
-// cache), the deadline of the handler's context, the heartbeat's ticks and
-// the waits between a store write's retries are all this clock's: a test
-// that moves the clock moves all of them, and one that never moves it
-// waits forever where the decorator waits (a store retry's backoff, a
-// heartbeat's tick, a handler's deadline). For tests that steer time
-// against a real store; lambdaidemtest runs a handler in a simulated world
-// whose clock moves by itself.
+// (the context's, read as a time of this clock), every decision (lease
+// ends, takeovers, retention, the cache), the deadline of the handler's
+// context, the heartbeat's ticks, the waits between a store write's
+// retries and the polls of WithWaitForCompletion are all this clock's: a
+// test that moves the clock moves all of them, and one that never moves it
+// waits where the decorator waits (a store retry's backoff, a heartbeat's
+// tick, a handler's deadline). A test clock keeps a time and its armed
+// timers, and fires those that fall due when the test moves it. For tests
+// that steer time against a real store; lambdaidemtest runs a handler in a
+// simulated world whose clock moves by itself.
 func WithClock(clock Clock) Option {
 	return func(c *config) {
 		c.note("WithClock")

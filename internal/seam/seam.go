@@ -158,6 +158,7 @@ func helper(job func()) {
 	defer t.Stop()
 	for {
 		job()
+		job = nil // keep nothing of a finished batch alive while idle
 		t.Reset(helperIdle)
 		select {
 		case job = <-idle:

@@ -230,7 +230,7 @@ func WithDeadline(parent context.Context, clock Clock, deadline time.Time) *Dead
 		// package. Registered outside c.mu: a parent that has ended already
 		// ends c at once.
 		var stop func() bool
-		if a, ok := parent.(afterFuncer); ok {
+		if a := afterFuncerOf(parent); a != nil {
 			stop = a.AfterFunc(func() { c.end(parent.Err()) })
 		} else {
 			stop = context.AfterFunc(parent, func() { c.end(parent.Err()) })
@@ -367,8 +367,30 @@ func (c *DeadlineContext) Err() error {
 	return c.err
 }
 
+// deadlineContextKey makes a DeadlineContext answer Value with itself.
+var deadlineContextKey byte
+
 // Value is the parent's.
-func (c *DeadlineContext) Value(key any) any { return c.parent.Value(key) }
+func (c *DeadlineContext) Value(key any) any {
+	if key == &deadlineContextKey {
+		return c
+	}
+	return c.parent.Value(key)
+}
+
+// afterFuncerOf returns what tells, on the goroutine that ends it, when
+// ctx ends: ctx itself if it has an AfterFunc method, or the
+// DeadlineContext under values added by context.WithValue (a context
+// ending exactly when it does), else nil.
+func afterFuncerOf(ctx context.Context) afterFuncer {
+	if a, ok := ctx.(afterFuncer); ok {
+		return a
+	}
+	if d, ok := ctx.Value(&deadlineContextKey).(*DeadlineContext); ok && d.Done() == ctx.Done() {
+		return d
+	}
+	return nil
+}
 
 // AfterFunc calls f once the context ends, on the goroutine that ends it
 // (at once, on the caller's, if it has ended); stop unregisters f. It is

@@ -172,3 +172,20 @@ func TestDeadlineContextUnderAnEndedParent(t *testing.T) {
 		t.Fatal("a child of an ended parent is live")
 	}
 }
+
+// A DeadlineContext made under values added by context.WithValue to
+// another learns that one ended at once, on the goroutine that ended it
+// (no goroutine of the context package's, which a simulated world could
+// not schedule).
+func TestDeadlineContextUnderStdlibValues(t *testing.T) {
+	m := &manual{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	outer := seam.WithDeadline(context.Background(), m, m.now.Add(time.Second))
+	defer outer.Cancel()
+	type key struct{}
+	inner := seam.WithDeadline(context.WithValue(outer, key{}, 1), m, m.now.Add(time.Minute))
+	defer inner.Cancel()
+	m.fire(m.now.Add(time.Second))
+	if !errors.Is(inner.Err(), context.DeadlineExceeded) {
+		t.Fatalf("inner context: %v right after the outer one's deadline, want DeadlineExceeded", inner.Err())
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambdaidem/go-lambdaidem/emf"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
@@ -27,23 +28,9 @@ const (
 	fifoARN = "arn:aws:sqs:us-east-1:123456789012:orders.fifo"
 )
 
-// clock is the fake clock shared by the decorator, the hook and the test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// clock is the fake clock shared by the decorator, the hook and the test;
+// the few milliseconds a store write's retry waits pass at once.
+type clock = testclock.Clock
 
 // sink is a dead-letter queue that keeps what it is sent.
 type sink struct {
@@ -184,7 +171,7 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	return &bundle{store: memstore.New(), clock: &clock{now: time.Now().Truncate(time.Second)}, sink: &sink{}}
+	return &bundle{store: memstore.New(), clock: testclock.New(time.Now().Truncate(time.Second)).PassShort(200 * time.Millisecond), sink: &sink{}}
 }
 
 func (b *bundle) hook(extra ...emf.Option) lambdaidem.Option {
@@ -205,7 +192,7 @@ func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
 		lambdaidem.WithNamespace(idemNS),
 		lambdaidem.WithKeyJSONField("id"),
 		lambdaidem.WithPayloadHash(hash),
-		lambdaidem.WithClock(b.clock.Now),
+		lambdaidem.WithClock(b.clock),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		// One record at a time, so the test knows the order of store calls.
 		lambdaidem.WithConcurrency(1),

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
@@ -153,7 +154,7 @@ func TestDynamoRefusedWriteAnswersProblem(t *testing.T) {
 func TestDynamoLeaseLostAnswersProblem(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
-	clk := &clock{now: time.Now()}
+	clk := testclock.New(time.Now()).PassShort(200 * time.Millisecond)
 	const lease = time.Minute
 	var h httpidem.HTTPHandler
 	var runs atomic.Int32
@@ -175,7 +176,7 @@ func TestDynamoLeaseLostAnswersProblem(t *testing.T) {
 	h = httpidem.HTTP(store, handler, ns(t), httpidem.WithAnonymousCallers(),
 		// No deadline (the clock is the test's): the margin is the time
 		// the completion may take, generous for a busy DynamoDB Local.
-		httpidem.WithWrapOptions(lambdaidem.WithClock(clk.Now), lambdaidem.WithLease(lease), lambdaidem.WithDeadlineMargin(20*time.Second)))
+		httpidem.WithWrapOptions(lambdaidem.WithClock(clk), lambdaidem.WithLease(lease), lambdaidem.WithDeadlineMargin(20*time.Second)))
 	first, err := h(context.Background(), httpReq("k-1", `{}`))
 	if secondErr != nil || second.StatusCode != 201 || second.Body != `{"run":2}` {
 		t.Fatalf("takeover: %+v %v, want run 2's 201", second, secondErr)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
@@ -343,10 +344,10 @@ func TestLateReplayGets422(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
-	clk := &clock{now: time.Now()}
+	clk := testclock.New(time.Now()).PassShort(200 * time.Millisecond)
 	h := httpidem.HTTP(store, p.HTTP, httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(
 		lambdaidem.WithNamespace("late"+strconv.FormatInt(time.Now().UnixNano(), 36)),
-		lambdaidem.WithClock(clk.Now),
+		lambdaidem.WithClock(clk),
 		lambdaidem.WithResultRetention(time.Minute),
 		lambdaidem.WithRetention(time.Hour),
 	))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -15,12 +15,11 @@ import (
 // the lease over, the next extension is refused and the handler's context
 // ends with cause ErrLeaseLost.
 //
-// The heartbeat ticks in real time (every 10ms) and stamps each extension
-// with the owner's fake clock. The owner's clock only moves when the test
-// says so, so the test decides when the lease end must have moved. The
-// thief's clock runs ten minutes ahead: to it the owner's lease ran out
-// long ago, which is what it sees when the owner's process stalled for ten
-// minutes without a heartbeat.
+// The heartbeat ticks on the owner's fake clock: each Advance through a
+// tick writes that extension before it returns. The thief's clock runs ten
+// minutes ahead: to it the owner's lease ran out long ago, which is what it
+// sees when the owner's process stalled for ten minutes without a
+// heartbeat.
 func TestHeartbeatOnDynamoDB(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -33,7 +32,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return "", cause
-	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Millisecond))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Second))...)
 	done := make(chan error)
 	go func() {
 		_, err := owner(context.Background(), payment{ID: "job-1"})
@@ -42,23 +41,21 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	<-entered
 	first := e.record(t, "job-1").LeaseUntil
 
-	e.clock.Advance(30 * time.Second)
-	// The extension is written by the heartbeat's goroutine, on its tick:
-	// wait for that external write.
-	testenv.WaitFor(t, "lease_until to move", func() bool { return e.record(t, "job-1").LeaseUntil.After(first) })
-	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.Equal(want) {
+	e.clock.Advance(10 * time.Second)
+	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.After(first) || !got.Equal(want) {
 		t.Errorf("lease until %s, want now plus the lease length, %s", got, want)
 	}
 
-	thiefClock := &clock{now: e.clock.Now().Add(10 * time.Minute)}
+	thiefClock := testclock.New(e.clock.Now().Add(10 * time.Minute))
 	thief := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
 		runs.inc()
 		return "done by the thief", nil
-	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock.Now))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock))...)
 	if got, err := thief(context.Background(), payment{ID: "job-1"}); err != nil || got != "done by the thief" {
 		t.Fatalf("takeover: %q, %v", got, err)
 	}
 
+	e.clock.Advance(10 * time.Second) // the next tick's extension is refused
 	err := <-done
 	if !errors.Is(cause, lambdaidem.ErrLeaseLost) {
 		t.Fatalf("the owner's context ended with cause %v, want ErrLeaseLost", cause)

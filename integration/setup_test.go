@@ -20,6 +20,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
@@ -35,24 +36,13 @@ var tuning = dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * ti
 // dead-letter metadata records it.
 const sourceARN = "arn:aws:sqs:us-east-1:123456789012:integration-orders"
 
-// clock is a fake clock the decorator and the store conditions follow.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// clock is a fake clock the decorator, its timers and the store
+// conditions follow. The few milliseconds a store write's retry waits pass
+// at once.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+func newClock() *clock {
+	return testclock.New(time.Now().UTC().Truncate(time.Second)).PassShort(200 * time.Millisecond)
 }
 
 // env is one test's world: an idempotency table, an effects table, a
@@ -133,7 +123,7 @@ func (e *env) opts(more ...lambdaidem.Option) []lambdaidem.Option {
 	return append([]lambdaidem.Option{
 		lambdaidem.WithNamespace(e.ns),
 		lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) { return m.Body, nil }),
-		lambdaidem.WithClock(e.clock.Now),
+		lambdaidem.WithClock(e.clock),
 		lambdaidem.WithLease(time.Minute),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}, more...)
@@ -143,7 +133,7 @@ func (e *env) opts(more ...lambdaidem.Option) []lambdaidem.Option {
 func (e *env) wrapOpts(more ...lambdaidem.Option) []lambdaidem.Option {
 	return append([]lambdaidem.Option{
 		lambdaidem.WithNamespace(e.ns),
-		lambdaidem.WithClock(e.clock.Now),
+		lambdaidem.WithClock(e.clock),
 		lambdaidem.WithLease(time.Minute),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}, more...)

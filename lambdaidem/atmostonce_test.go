@@ -128,7 +128,7 @@ func TestAtMostOnceResendsWhenTheDLQWasDown(t *testing.T) {
 func TestAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	entered := make(chan struct{})
 	h := lambdaidem.SQS(b.store, b.counting(func(ctx context.Context, _ events.SQSMessage) error {
 		close(entered) // the payment is on its way
@@ -151,17 +151,18 @@ func TestAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	// Without a sink the record stays IN_PROGRESS (never FAILED) and the
 	// message is reported failed.
 	b2 := setup(t)
+	w2 := b2.world()
 	entered2 := make(chan struct{})
 	h2 := lambdaidem.SQS(b2.store, func(ctx context.Context, _ events.SQSMessage) error {
 		close(entered2)
 		<-ctx.Done()
 		return ctx.Err()
 	}, b2.opts(lambdaidem.WithAtMostOnce())...)
-	ctx2, cancel2 := w.ctx(30 * time.Second)
+	ctx2, cancel2 := w2.ctx(30 * time.Second)
 	defer cancel2()
 	go func() { resp, _ := h2(ctx2, batch(msg("m2", "pay 10"))); done <- resp }()
 	<-entered2
-	w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin)
+	w2.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin)
 	wantFailed(t, <-done, "m2")
 	if r := b2.record(t, "m2"); r.Status != lambdaidem.StatusInProgress {
 		t.Fatalf("record %s, want IN_PROGRESS: a FAILED record lets a retry run the payment again", r.Status)
@@ -219,7 +220,7 @@ func TestWrapAtMostOnce(t *testing.T) {
 func TestWrapAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	entered := make(chan struct{})
 	var runs int
 	f := lambdaidem.Wrap(b.store, func(ctx context.Context, id string) (string, error) {

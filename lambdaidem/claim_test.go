@@ -147,7 +147,7 @@ func TestFencingNumberRefusesAStaleOwnersLateWrite(t *testing.T) {
 func TestNoClaimWithoutABudgetForItsRoundTrip(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	h := lambdaidem.SQS(b.store, b.counting(ok), b.opts(lambdaidem.WithDeadlineMargin(100*time.Millisecond))...)
 	ctx, cancel := w.ctx(200 * time.Millisecond)
 	defer cancel()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 type recordStateKey struct{}
@@ -41,6 +43,11 @@ func (st *recordState) ran(err error, ctx context.Context) error {
 // withRecordState returns ctx carrying st, made into st itself: call it
 // once per record state.
 func withRecordState(ctx context.Context, st *recordState) context.Context {
+	if _, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		// A deadline context of the engine's clock: keep what tells its
+		// children it ended (see seam.WithValue).
+		return seam.WithValue(ctx, recordStateKey{}, st)
+	}
 	st.Context = ctx
 	return st
 }

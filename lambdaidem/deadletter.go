@@ -54,7 +54,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		// key taken over and perhaps completed) must never put a copy of
 		// finished work in the DLQ.
 		now := t.now()
-		perr := retryStore(dctx, &r, func(ctx context.Context) error {
+		perr := retryStore(dctx, t, &r, func(ctx context.Context) error {
 			return p.store.DeadLetter(ctx, DeadLetterRequest{
 				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
@@ -92,7 +92,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 			Lease: *lease, Reason: reason, Error: cause.Error(),
 			MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(t.now(), false),
 		}
-		merr := retryStore(dctx, &r, func(ctx context.Context) error {
+		merr := retryStore(dctx, t, &r, func(ctx context.Context) error {
 			mark.Now = t.now()
 			return p.store.DeadLetter(ctx, mark)
 		})
@@ -231,7 +231,7 @@ func (p *sqsProcessor) markLate(ctx context.Context, t timing, msg events.SQSMes
 	dctx, cancel := p.detached(ctx, t)
 	defer cancel()
 	r.Attempt, r.Reason = mark.Lease.Attempt, mark.Reason
-	err := retryStore(dctx, &r, func(ctx context.Context) error {
+	err := retryStore(dctx, t, &r, func(ctx context.Context) error {
 		mark.Now = t.now()
 		return p.store.DeadLetter(ctx, mark)
 	})

@@ -315,7 +315,10 @@ func TestRefusedDeadLetterMarkIsNotAcknowledged(t *testing.T) {
 	h := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
 		return lambdaidem.Poison(errors.New("bad input"))
 	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadLetterSink(s))...)
-	resp, _ := h(context.Background(), batch(msg("m1", "x")))
+	// The invocation has time left to record its outcome after the slow send.
+	ctx, cancel := b.world().ctx(10 * time.Minute)
+	defer cancel()
+	resp, _ := h(ctx, batch(msg("m1", "x")))
 	wantFailed(t, resp, "m1")
 	wantFailed(t, thiefResp)
 	if n := b.calls.get("m1"); n != 0 {

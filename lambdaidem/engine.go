@@ -40,7 +40,7 @@ func (e *engine) retentionUntil(now time.Time, finished bool) time.Time {
 // cannot be written the lease runs out and the next claim takes over.
 func (e *engine) failRecord(ctx context.Context, t timing, r *RecordReport, lease Lease, cause error) error {
 	now := t.now()
-	return retryStore(ctx, r, func(ctx context.Context) error {
+	return retryStore(ctx, t, r, func(ctx context.Context) error {
 		return e.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: e.retentionUntil(now, false)})
 	})
 }

@@ -34,33 +34,29 @@ func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now 
 	length := lease.Until.Sub(now)
 	lm := e.c.leaseMargin(t.margin, length)
 	end := e.handlerEnd(t, lease.Until, lm)
-	hctx, cancelCause := context.WithCancelCause(withRecordState(ctx, st))
-	defer cancelCause(nil)
 	if e.c.heartbeat <= 0 {
-		var cancel context.CancelFunc
-		hctx, cancel = t.withTimeout(hctx, max(end.Sub(now), 0))
-		defer cancel()
-		return st.ran(run(hctx, f), hctx)
+		hctx := seam.WithDeadline(ctx, t.rt, end)
+		defer hctx.Cancel()
+		return st.ran(run(withRecordState(hctx, st), f), hctx)
 	}
-	// The deadline moves with each granted extension. Without a Runtime it
-	// is measured by real timers, the configured clock giving the durations.
-	toClock := func(at, now time.Time) time.Time {
-		if t.rt != nil {
-			return at
-		}
-		return time.Now().Add(at.Sub(now))
-	}
+	// The deadline moves with each granted extension, never with one
+	// that was not granted.
 	if mutant.On("heartbeat-handler-outlives-lease") {
 		// The bug: the context runs to the invocation's deadline, whether
 		// or not the heartbeat's extensions are granted.
 		end = t.deadline.Add(-t.margin)
 	}
-	mctx, cancel := seam.WithDeadline(hctx, seam.ClockOf(t.rt), toClock(end, now))
-	defer cancel()
-	hb := &heartbeat{e: e, t: t, lease: lease, length: length, cancel: cancelCause, ctx: context.WithoutCancel(ctx),
-		granted: func(now, until time.Time) { mctx.Move(toClock(e.handlerEnd(t, until, lm), now)) }}
+	hctx := seam.WithDeadline(ctx, t.rt, end)
+	defer hctx.Cancel()
+	// A refused extension cancels the handler with ErrLeaseLost as its
+	// cause; the deadline ends it too, at once (hctx tells its children
+	// without a goroutine).
+	lctx, lost := context.WithCancelCause(hctx)
+	defer lost(nil)
+	hb := &heartbeat{e: e, t: t, lease: lease, length: length, cancel: lost, ctx: context.WithoutCancel(ctx),
+		granted: func(_, until time.Time) { hctx.Move(e.handlerEnd(t, until, lm)) }}
 	defer hb.start()()
-	return st.ran(run(mctx, f), mctx)
+	return st.ran(run(withRecordState(lctx, st), f), lctx)
 }
 
 // handlerEnd is when a handler's context ends for a lease ending at until:

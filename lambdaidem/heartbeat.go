@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // heartbeat extends the lease every interval while the handler runs. A
@@ -26,59 +27,42 @@ type heartbeat struct {
 
 	mu      sync.Mutex
 	stopped bool
-	stopT   func() bool
+	timer   seam.Timer
 }
 
-// start begins the heartbeat and returns the function that stops it and
-// waits for a tick in flight. Without a Runtime a goroutine ticks; with one,
-// each tick is a Runtime timer that arms the next, so a single-threaded
-// simulator can drive it.
+// start begins the heartbeat and returns the function that stops it. Each
+// tick is a timer of the clock that arms the next once its extension was
+// written, so ticks never overlap and a stopped heartbeat arms nothing.
 func (hb *heartbeat) start() (stop func()) {
-	if hb.t.rt != nil {
-		hb.arm()
-		return func() {
-			hb.mu.Lock()
-			hb.stopped = true
-			if hb.stopT != nil {
-				hb.stopT()
-			}
-			hb.mu.Unlock()
+	hb.arm()
+	return func() {
+		hb.mu.Lock()
+		hb.stopped = true
+		if hb.timer != nil {
+			hb.timer.Stop()
 		}
+		hb.mu.Unlock()
 	}
-	done, quit := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick, stopTick := hb.e.c.ticker(hb.e.c.heartbeat)
-		defer stopTick()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick:
-			}
-			if !hb.beat() {
-				return
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
 }
 
-// arm sets the Runtime timer of the next tick.
+// arm sets the timer of the next tick.
 func (hb *heartbeat) arm() {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	if hb.stopped {
 		return
 	}
-	hb.stopT = hb.t.rt.AfterFunc(hb.e.c.heartbeat, func() {
-		hb.mu.Lock()
-		stopped := hb.stopped
-		hb.mu.Unlock()
-		if !stopped && hb.beat() {
-			hb.arm()
-		}
-	})
+	hb.timer = hb.t.rt.AfterFunc(hb.e.c.heartbeat, hb.tick)
+}
+
+// tick writes one extension and arms the next, unless stopped.
+func (hb *heartbeat) tick() {
+	hb.mu.Lock()
+	stopped := hb.stopped
+	hb.mu.Unlock()
+	if !stopped && hb.beat() {
+		hb.arm()
+	}
 }
 
 // beat writes one extension; it reports whether to keep beating.
@@ -92,8 +76,15 @@ func (hb *heartbeat) beat() bool {
 	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
 		ExpiresAt: e.retentionUntil(now, false)})
 	rcancel()
+	hb.mu.Lock()
+	stopped := hb.stopped
+	hb.mu.Unlock()
 	ignoreRefusal := mutant.On("heartbeat-refusal-ignored") // the bug: a refused extension does not cancel the handler
 	switch {
+	case stopped:
+		// The handler returned while the extension was on its way: its
+		// outcome is being recorded, whatever the store said.
+		return false
 	case errors.Is(err, ErrLeaseLost) && ignoreRefusal:
 		return true
 	case errors.Is(err, ErrLeaseLost):

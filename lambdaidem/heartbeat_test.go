@@ -9,55 +9,53 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 func TestHeartbeatExtendsTheLeaseAndReportsLoss(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ticks := make(chan time.Time)
-	extended, release := make(chan struct{}), make(chan struct{})
+	entered := make(chan struct{})
 	var cause error
-	opts := b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second), lambdaidem.WithTestTicker(ticks))
+	opts := b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))
 	h := lambdaidem.SQS(b.store, func(ctx context.Context, m events.SQSMessage) error {
-		close(extended)
-		<-release
+		close(entered)
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return cause
 	}, opts...)
 	done := make(chan events.SQSEventResponse)
 	go func() { resp, _ := h(context.Background(), batch(msg("m1", "long job"))); done <- resp }()
-	<-extended
+	<-entered
 	first := b.record(t, "m1").LeaseUntil
-	b.clock.Advance(50 * time.Second)
-	ticks <- time.Time{}
-	// The extension is written by the heartbeat's goroutine: wait for it.
-	testenv.WaitFor(t, "the lease end to move", func() bool { return b.record(t, "m1").LeaseUntil.After(first) })
-	// Another consumer takes the lease over once it runs out; the next
-	// extension is refused and the handler learns it lost the lease.
-	b.clock.Advance(5 * time.Minute)
-	thief := lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute))...)
-	if resp, _ := thief(context.Background(), batch(redelivered(msg("m1", "long job"), 2))); len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("takeover failed: %v", resp)
+	// Each tick is a timer of the clock: the extension is written inside
+	// Advance.
+	b.clock.Advance(10 * time.Second)
+	if got := b.record(t, "m1").LeaseUntil; !got.After(first) {
+		t.Fatalf("after a tick the lease ends %v, not after %v", got, first)
 	}
-	close(release)
-	ticks <- time.Time{}
+	// An operator revokes the live lease; the next extension is refused and
+	// the handler learns it lost the lease, at once.
+	rec := b.record(t, "m1")
+	if _, err := b.store.Release(context.Background(), lambdaidem.ReleaseRequest{Namespace: ns, Key: "m1", Token: rec.LeaseToken,
+		Now: b.clock.Now(), Grace: lambdaidem.DefaultGrace, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(10 * time.Second)
 	resp := <-done
 	if !errors.Is(cause, lambdaidem.ErrLeaseLost) {
 		t.Fatalf("context cause %v, want ErrLeaseLost", cause)
 	}
 	wantFailed(t, resp, "m1")
-	if r := b.record(t, "m1"); r.Status != lambdaidem.StatusCompleted || r.Fence.Claim != 2 {
-		t.Fatalf("the new owner's record was touched: %s claim %d", r.Status, r.Fence.Claim)
+	if r := b.record(t, "m1"); r.Status == lambdaidem.StatusCompleted {
+		t.Fatalf("the revoked holder completed the record")
 	}
 }
 
 func TestRuntimeDrivesTheHeartbeat(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
 		close(entered)
@@ -113,7 +111,7 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	store := &extendFaults{Store: b.store}
-	w := newSimWorld()
+	w := b.world()
 	hctx := make(chan context.Context, 1)
 	abandon := make(chan struct{})
 	t.Cleanup(func() { close(abandon) })
@@ -151,23 +149,24 @@ func TestHeartbeatHandlerEndsWithTheLastGrantedLease(t *testing.T) {
 	// Granted extensions move the end; a failing one leaves it where the
 	// last granted one put it.
 	b2 := setup(t)
+	w2 := b2.world()
 	store2 := &extendFaults{Store: b2.store, off: true}
 	h2 := lambdaidem.SQS(store2, waiting, b2.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
-	go func() { resp, _ := h2(ctx, batch(msg("m2", "x"))); done <- resp }()
+	go func() { resp, _ := h2(context.Background(), batch(msg("m2", "x"))); done <- resp }()
 	c = <-hctx
-	start = w.Now()
-	w.advance(10 * time.Second)
+	start = w2.Now()
+	w2.advance(10 * time.Second)
 	if dl, want := c.Deadline(); !dl.Equal(start.Add(70*time.Second-lambdaidem.DefaultDeadlineMargin)) || !want {
 		t.Fatalf("after a granted extension the deadline is %v, want %v", dl, start.Add(70*time.Second-lambdaidem.DefaultDeadlineMargin))
 	}
 	store2.mu.Lock()
 	store2.off = false
 	store2.mu.Unlock()
-	w.advance(time.Minute - lambdaidem.DefaultDeadlineMargin - time.Second)
+	w2.advance(time.Minute - lambdaidem.DefaultDeadlineMargin - time.Second)
 	if c.Err() != nil {
 		t.Fatal("ended before the granted lease")
 	}
-	w.advance(time.Second)
+	w2.advance(time.Second)
 	if !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Fatalf("handler outlives its last granted lease (err %v)", c.Err())
 	}
@@ -200,4 +199,50 @@ func TestHeartbeatThatCannotKeepTheLeaseIsRejected(t *testing.T) {
 		}()
 	}
 	lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(20*time.Second))...)
+}
+
+// With WithClock and a heartbeat whose extensions all fail, the handler's
+// context ends by that clock at its lease's end, before another consumer
+// may take the key over: never two handlers on one key at once. (When only
+// decisions followed WithClock, the context ended by real time, a minute
+// later, and the takeover's handler ran beside the first one.)
+func TestWithClockNeverTwoHandlersOnOneKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &extendFaults{Store: b.store} // every extension fails
+	first := make(chan context.Context, 1)
+	h := lambdaidem.SQS(store, func(ctx context.Context, _ events.SQSMessage) error {
+		first <- ctx
+		<-ctx.Done()
+		return ctx.Err()
+	}, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(10*time.Second))...)
+	done := make(chan events.SQSEventResponse, 1)
+	go func() { resp, _ := h(context.Background(), batch(msg("m1", "x"))); done <- resp }()
+	held := <-first
+
+	// The lease runs out by the clock, and its grace with it: the key may
+	// be taken over.
+	b.clock.Advance(time.Minute + lambdaidem.DefaultGrace + time.Second)
+	var overlap error
+	ran := false
+	thief := lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error {
+		ran = true
+		if held.Err() == nil {
+			overlap = errors.New("the takeover's handler runs while the first handler's context is live")
+		}
+		return nil
+	}, b.opts(lambdaidem.WithLease(time.Minute))...)
+	if resp, err := thief(context.Background(), batch(redelivered(msg("m1", "x"), 2))); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("takeover: %v %v", resp, err)
+	}
+	if !ran {
+		t.Fatal("the takeover did not run the handler")
+	}
+	if overlap != nil {
+		t.Fatal(overlap)
+	}
+	if !errors.Is(held.Err(), context.DeadlineExceeded) {
+		t.Fatalf("first handler's context: %v, want DeadlineExceeded", held.Err())
+	}
+	wantFailed(t, <-done, "m1")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // Defaults of the options. Each option's doc says how to change it.
@@ -72,8 +73,7 @@ type config struct {
 	cacheSize           int
 	cacheTTL            time.Duration
 	logger              *slog.Logger
-	now                 func() time.Time
-	realClock           bool // now is time.Now, so a handler's timing can double as now
+	rt                  seam.Runtime // the clock, waits, randomness and scheduling
 	failOnAny           bool
 	allFailedError      bool
 	isolate             bool
@@ -85,7 +85,6 @@ type config struct {
 	entry               EntryPoint // what Wrap reports to observers
 	atMostOnce          bool
 	heartbeat           time.Duration
-	ticker              func(time.Duration) (<-chan time.Time, func())
 	wait                time.Duration  // WithWaitForCompletion; 0: off
 	writeKinds          []reflect.Type // WithCompletionWrites
 	// given names the options given, in order, for the checks of
@@ -110,15 +109,10 @@ func newConfig(opts []Option) *config {
 		unfinishedRetention: DefaultUnfinishedRetention,
 		maxResultBytes:      DefaultMaxResultBytes,
 		logger:              slog.Default(),
-		now:                 time.Now,
-		realClock:           true,
+		rt:                  seam.Real,
 		allFailedError:      true,
 		isolate:             true,
 		entry:               EntryWrap,
-		ticker: func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		},
 	}
 	if c.namespace == "" {
 		c.namespace = "default"
@@ -330,15 +324,6 @@ func WithCompletionWrites[W any]() Option {
 			c.writeKinds = append(c.writeKinds, t)
 		}
 	}
-}
-
-// nowAt returns t if the clock is the real one (t was just read from it),
-// else the configured clock's time.
-func (c *config) nowAt(t time.Time) time.Time {
-	if c.realClock {
-		return t
-	}
-	return c.now()
 }
 
 // MessageIDHash is the payload hash of an SQS record keyed by its message
@@ -643,15 +628,41 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithClock sets the clock (default time.Now); for tests.
-func WithClock(now func() time.Time) Option {
+// Timer is a timer a Clock armed; *time.Timer is one.
+type Timer = interface{ Stop() bool }
+
+// Clock is the time the decorator measures everything with: see WithClock.
+type Clock interface {
+	// Now is the clock's current time.
+	Now() time.Time
+	// AfterFunc calls f once d of the clock's time has passed, unless the
+	// returned Timer is stopped first. It must never call f before it
+	// returns, nor on the goroutine that called it: on a goroutine of its
+	// own, as time.AfterFunc does, or on the one that moves a test
+	// clock's time.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// WithClock sets the clock every time the decorator reads or waits for is
+// measured by (default: the real one). With it, the invocation's deadline
+// (the context's, read as a time of this clock), every decision (lease
+// ends, takeovers, retention, the cache), the deadline of the handler's
+// context, the heartbeat's ticks, the waits between a store write's
+// retries and the polls of WithWaitForCompletion are all this clock's: a
+// test that moves the clock moves all of them, and one that never moves it
+// waits where the decorator waits (a store retry's backoff, a heartbeat's
+// tick, a handler's deadline). A test clock keeps a time and its armed
+// timers, and fires those that fall due when the test moves it. For tests
+// that steer time against a real store; lambdaidemtest runs a handler in a
+// simulated world whose clock moves by itself.
+func WithClock(clock Clock) Option {
 	return func(c *config) {
 		c.note("WithClock")
-		if now == nil {
+		if isNil(clock) {
 			c.refuse("WithClock", "the clock is nil")
 			return
 		}
-		c.now, c.realClock = now, false
+		c.rt = seam.OnClock(clock)
 	}
 }
 

@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
-	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // retryStore retries a store write that failed as unavailable, within ctx.
 // The Store is retry-safe: a write that applied but whose answer was lost
 // is recognised as ours on the retry. A retry is started only while the
 // time left in ctx covers the wait and a try as slow as the slowest so far,
-// so the last try is not cut off by the deadline. The waits are the
-// Runtime's when ctx carries one.
+// so the last try is not cut off by the deadline. Times and waits are the
+// invocation's clock's.
 //
 // A try that failed as unavailable may still apply later: a request held
 // in the network lands after the client gave up on it. So when a later try
@@ -27,8 +26,8 @@ import (
 // stand: a lost lease fences the earlier try by the same token, and what
 // can never apply (a result too large, a write the store cannot commit)
 // could not have applied the first time either.
-func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) error {
-	err, unknown := retryStoreTries(ctx, r, write)
+func retryStore(ctx context.Context, t timing, r *RecordReport, write func(ctx context.Context) error) error {
+	err, unknown := retryStoreTries(ctx, t, r, write)
 	if mutant.On("refusal-after-timeout-trusted") {
 		return err // the bug: the refusal is taken as final though the earlier try may still land
 	}
@@ -40,18 +39,13 @@ func retryStore(ctx context.Context, r *RecordReport, write func(ctx context.Con
 
 // retryStoreTries is retryStore's loop; unknown reports whether a try
 // before the last failed as unavailable.
-func retryStoreTries(ctx context.Context, r *RecordReport, write func(ctx context.Context) error) (err error, unknown bool) {
-	rt := seam.From(ctx)
-	clock := time.Now
-	if rt != nil {
-		clock = rt.Now
-	}
+func retryStoreTries(ctx context.Context, t timing, r *RecordReport, write func(ctx context.Context) error) (err error, unknown bool) {
 	var slowest time.Duration
 	for attempt := 0; attempt < 4; attempt++ {
 		r.StoreCalls++
-		start := clock()
+		start := t.now()
 		err = write(ctx)
-		slowest = max(slowest, clock().Sub(start))
+		slowest = max(slowest, t.now().Sub(start))
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			r.StoreErrors++
 		}
@@ -60,27 +54,15 @@ func retryStoreTries(ctx context.Context, r *RecordReport, write func(ctx contex
 		}
 		unknown = true
 		wait := time.Duration(25<<attempt) * time.Millisecond
-		if dl, ok := ctx.Deadline(); ok && dl.Sub(clock()) < wait+slowest {
+		if dl, ok := ctx.Deadline(); ok && dl.Sub(t.now()) < wait+slowest {
 			return err, unknown
 		}
-		waitFrom := clock()
-		if rt != nil {
-			slept := seam.Sleep(ctx, seam.ClockOf(rt), wait)
-			r.Waited += clock().Sub(waitFrom)
-			if !slept {
-				return err, unknown
-			}
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			r.Waited += clock().Sub(waitFrom)
+		waitFrom := t.now()
+		slept := t.rt.Sleep(ctx, wait)
+		r.Waited += t.now().Sub(waitFrom)
+		if !slept {
 			return err, unknown
-		case <-t.C:
 		}
-		r.Waited += clock().Sub(waitFrom)
 	}
 	return err, unknown
 }

@@ -36,8 +36,8 @@ func (s *slowStore) Complete(context.Context, lambdaidem.CompleteRequest) error 
 func TestCompletionRetriesFitBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
-	w.instantBelow = time.Second
+	w := b.world()
+	w.PassShort(time.Second)
 	s := &slowStore{Store: b.store, w: w, d: 1500 * time.Millisecond}
 	h := lambdaidem.SQS(s, func(ctx context.Context, _ events.SQSMessage) error {
 		w.advance(30*time.Second - lambdaidem.DefaultDeadlineMargin) // work until the margin

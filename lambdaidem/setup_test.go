@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
@@ -24,30 +25,13 @@ const (
 	ns      = "test"
 )
 
-// clock is a settable clock shared by the decorator and the test.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// clock is a settable clock shared by the decorator and the test: every
+// time the decorator reads or waits for is its (see testclock). The few
+// milliseconds a store write's retry waits pass at once.
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{now: time.Now().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+func newClock() *clock {
+	return testclock.New(time.Now().Truncate(time.Second)).PassShort(200 * time.Millisecond)
 }
 
 // sink records dead letters; err makes Send fail.
@@ -147,7 +131,7 @@ func setup(t *testing.T) *bundle {
 func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
 	return append([]lambdaidem.Option{
 		lambdaidem.WithNamespace(ns),
-		lambdaidem.WithClock(b.clock.Now),
+		lambdaidem.WithClock(b.clock),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		lambdaidem.WithVisibility(b.vis),
 	}, extra...)
@@ -157,7 +141,7 @@ func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
 func (b *bundle) wrapOpts(extra ...lambdaidem.Option) []lambdaidem.Option {
 	return append([]lambdaidem.Option{
 		lambdaidem.WithNamespace(ns),
-		lambdaidem.WithClock(b.clock.Now),
+		lambdaidem.WithClock(b.clock),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 	}, extra...)
 }

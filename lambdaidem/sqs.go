@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -47,39 +46,19 @@ func (p *sqsProcessor) handle(invocation context.Context, ev events.SQSEvent) (e
 	reports := make([]RecordReport, len(ev.Records))
 	keys, first, later := p.plan(ev.Records)
 
-	// Fresh records (and FIFO groups) run concurrently, bounded; records
-	// delivered before run one at a time afterwards, so a message that
-	// crashes the process takes only itself down on its retries.
+	// Fresh records (and FIFO groups) run side by side, at most
+	// WithConcurrency at once, on the clock's runtime (goroutines in
+	// production, a simulator's tasks in a seeded order); records delivered
+	// before run one at a time afterwards, so a message that crashes the
+	// process takes only itself down on its retries.
 	if len(first) == 1 || p.c.concurrency == 1 {
-		// Nothing to overlap: run in this goroutine, without a scheduling
-		// hop per record.
+		// Nothing to overlap: run them in order, as the later ones.
 		later = append(first, later...)
 		first = nil
 	}
-	if t.rt != nil {
-		// A simulated world: no goroutines, groups in the Runtime's order.
-		if t.rt.Order != nil && len(first) > 1 {
-			perm := t.rt.Order(len(first))
-			ordered := make([][]int, 0, len(first))
-			for _, j := range perm {
-				ordered = append(ordered, first[j])
-			}
-			first = ordered
-		}
-		later = append(first, later...)
-		first = nil
-	}
-	sem := make(chan struct{}, p.c.concurrency)
-	var wg sync.WaitGroup
-	for _, group := range first {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			p.runGroup(ctx, t, ev.Records, keys, group, reports)
-		}()
-	}
-	wg.Wait()
+	t.rt.Each(len(first), p.c.concurrency, func(i int) {
+		p.runGroup(ctx, t, ev.Records, keys, first[i], reports)
+	})
 	for _, group := range later {
 		p.runGroup(ctx, t, ev.Records, keys, group, reports)
 	}

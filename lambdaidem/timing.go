@@ -2,60 +2,41 @@ package lambdaidem
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // timing is one invocation's view of time: when it must stop claiming and
-// how long leases last. Deadlines of contexts are real time; the decisions
-// use the configured clock, so tests can steer them. With a seam.Runtime
-// (a simulated world) every reading, timer and wait is the Runtime's.
+// how long leases last, measured, like every timer and wait of the
+// invocation, by the engine's one Runtime (the real clock, WithClock's, or
+// a simulated world's). The code below never asks which.
 type timing struct {
 	deadline time.Time // zero: no deadline
 	margin   time.Duration
 	// shared holds contexts every record of an SQS invocation can use,
 	// so a record costs no timers of its own; nil for Wrap.
 	shared *sharedContexts
-	// rt is the invocation's Runtime; nil in production.
-	rt *seam.Runtime
-	// clock is the configured clock (WithClock), used without a Runtime.
-	clock func() time.Time
+	rt     seam.Runtime
 }
 
-// now is the invocation's current time for decisions.
-func (t timing) now() time.Time {
-	if t.rt != nil {
-		return t.rt.Now()
-	}
-	return t.clock()
-}
+// now is the invocation's current time.
+func (t timing) now() time.Time { return t.rt.Now() }
 
-// withDeadline returns a context ending at dl by the decision clock.
+// withDeadline returns a context ending at dl by the clock.
 func (t timing) withDeadline(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
-	if t.rt != nil {
-		return seam.WithDeadline(ctx, seam.ClockOf(t.rt), dl)
-	}
-	return context.WithDeadline(ctx, dl)
+	c := seam.WithDeadline(ctx, t.rt, dl)
+	return c, c.Cancel
 }
 
-// withTimeout returns a context ending d from now by the decision clock's
-// timers (real ones without a Runtime).
+// withTimeout returns a context ending d from now by the clock.
 func (t timing) withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if t.rt != nil {
-		return seam.WithTimeout(ctx, seam.ClockOf(t.rt), d)
-	}
-	return context.WithTimeout(ctx, d)
+	c := seam.WithTimeout(ctx, t.rt, d)
+	return c, c.Cancel
 }
 
 // int64N returns a random number in [0,n).
-func (t timing) int64N(n int64) int64 {
-	if t.rt != nil {
-		return t.rt.Int64N(n)
-	}
-	return rand.Int64N(n)
-}
+func (t timing) int64N(n int64) int64 { return t.rt.Int64N(n) }
 
 // sharedContexts are made once per invocation that has a deadline: the
 // handlers' context (ending a margin before it) and the detached context
@@ -67,18 +48,20 @@ type sharedContexts struct {
 
 // share makes the invocation's shared contexts; call the returned function
 // when the invocation ends.
-func (e *engine) share(ctx context.Context, t *timing) context.CancelFunc {
+func (e *engine) share(ctx context.Context, t *timing) func() {
 	if t.deadline.IsZero() {
 		return func() {}
 	}
-	hctx, hcancel := t.withDeadline(ctx, t.deadline.Add(-t.margin))
-	dctx, dcancel := e.detached(ctx, *t)
+	hctx := seam.WithDeadline(ctx, t.rt, t.deadline.Add(-t.margin))
+	dctx := seam.WithDeadline(context.WithoutCancel(ctx), t.rt, t.detachedUntil())
 	t.shared = &sharedContexts{handler: hctx, detached: dctx}
-	return func() { hcancel(); dcancel() }
+	return func() { hctx.Cancel(); dctx.Cancel() }
 }
 
+// timing reads the invocation's deadline (a time of the engine's clock)
+// and settles the margin kept before it.
 func (e *engine) timing(ctx context.Context) timing {
-	t := timing{margin: e.c.margin, rt: seam.From(ctx), clock: e.c.now}
+	t := timing{margin: e.c.margin, rt: e.c.rt}
 	dl, ok := ctx.Deadline()
 	if !ok {
 		if !e.c.marginSet && e.c.leaseNoDeadline < 4*t.margin {
@@ -93,21 +76,14 @@ func (e *engine) timing(ctx context.Context) timing {
 	return t
 }
 
-// wall reads the clock a handler's duration is measured with: the real
-// one, or the Runtime's.
-func (e *engine) wall(t timing) time.Time {
-	if t.rt != nil {
-		return t.rt.Now()
+// detachedUntil is when a context recording an outcome ends: the
+// invocation's deadline, but never sooner than a floor from now.
+func (t timing) detachedUntil() time.Time {
+	floor := t.now().Add(max(t.margin, time.Second))
+	if t.deadline.After(floor) {
+		return t.deadline
 	}
-	return time.Now()
-}
-
-// nowAt returns the decision time for a wall reading w (see wall).
-func (e *engine) nowAt(t timing, w time.Time) time.Time {
-	if t.rt != nil {
-		return w
-	}
-	return e.c.nowAt(w)
+	return floor
 }
 
 // detached returns a context for recording an outcome that survives the
@@ -118,13 +94,5 @@ func (e *engine) detached(ctx context.Context, t timing) (context.Context, conte
 	if t.shared != nil && !e.observed() {
 		return t.shared.detached, func() {}
 	}
-	d := context.WithoutCancel(ctx)
-	floor := max(t.margin, time.Second)
-	if t.deadline.IsZero() {
-		return t.withTimeout(d, floor)
-	}
-	if rem := t.deadline.Sub(t.now()); rem > floor {
-		floor = rem
-	}
-	return t.withTimeout(d, floor)
+	return t.withDeadline(context.WithoutCancel(ctx), t.detachedUntil())
 }

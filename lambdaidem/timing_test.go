@@ -14,7 +14,7 @@ import (
 func TestRuntimeDrivesTheHandlersDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	entered := make(chan time.Time, 1)
 	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
 		dl, _ := ctx.Deadline()
@@ -78,7 +78,7 @@ func TestDeadlineMargin(t *testing.T) {
 func TestShortLeaseScalesTheMarginOrIsRejected(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	var left time.Duration
 	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
 		dl, _ := ctx.Deadline()
@@ -109,7 +109,7 @@ func TestShortLeaseScalesTheMarginOrIsRejected(t *testing.T) {
 func TestUnfinishedRecordOutlivesItsLease(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := newSimWorld()
+	w := b.world()
 	entered, release := make(chan struct{}), make(chan struct{})
 	opts := []lambdaidem.Option{lambdaidem.WithLease(time.Minute), lambdaidem.WithUnfinishedRetention(10 * time.Second), lambdaidem.WithHeartbeat(10 * time.Second)}
 	h := lambdaidem.SQS(b.store, b.counting(func(context.Context, events.SQSMessage) error {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
-	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
 // The poll schedule of WithWaitForCompletion: the first interval between
@@ -82,14 +81,13 @@ func (e *engine) held(rec Record, hash string, now time.Time) bool {
 	return rec.Status == StatusInProgress && rec.PayloadHash == hash && !rec.LeaseExpired(now, e.c.grace)
 }
 
-// waiter is one call's wait for a run in progress. Its bound and pauses
-// are measured by the clock its timers run on (the Runtime's, or the real
-// one); the lease decisions by the decision clock.
+// waiter is one call's wait for a run in progress. Its bound, its pauses
+// and the lease decisions are measured by the engine's one clock.
 type waiter struct {
 	e        *engine
 	t        timing
-	start    time.Time // wall clock
-	end      time.Time // wall clock: the bound, or the deadline less the margin
+	start    time.Time
+	end      time.Time // the bound, or the deadline less the margin
 	interval time.Duration
 	polls    int
 	lastErr  error // the last read's error, nil once a read succeeds
@@ -98,7 +96,7 @@ type waiter struct {
 // waitFor starts a call's wait. It is called once per call: a wait that
 // claims the key and finds it held again keeps its bound.
 func (e *engine) waitFor(t timing) *waiter {
-	start := e.wall(t)
+	start := t.now()
 	end := start.Add(e.c.wait)
 	if !t.deadline.IsZero() {
 		end = minTime(end, t.deadline.Add(-t.margin))
@@ -123,18 +121,18 @@ const (
 func (wt *waiter) wait(ctx context.Context, rec Record, key, hash string) (Record, waitOutcome, error) {
 	e, t := wt.e, wt.t
 	for {
-		wall := e.wall(t)
-		if !wall.Before(wt.end) {
+		now := t.now()
+		if !now.Before(wt.end) {
 			return rec, 0, wt.ended(ctx, rec)
 		}
 		pause := wt.pause()
 		// Wake when the lease may be taken over, so a run whose holder
 		// crashed is taken over without delay.
-		if untilTakeover := rec.LeaseUntil.Add(e.c.grace).Sub(t.now()) + time.Millisecond; untilTakeover < pause {
+		if untilTakeover := rec.LeaseUntil.Add(e.c.grace).Sub(now) + time.Millisecond; untilTakeover < pause {
 			pause = max(untilTakeover, 0)
 		}
-		pause = min(pause, wt.end.Sub(wall))
-		if !seam.Sleep(ctx, seam.ClockOf(t.rt), pause) {
+		pause = min(pause, wt.end.Sub(now))
+		if !t.rt.Sleep(ctx, pause) {
 			return rec, 0, wt.ended(ctx, rec)
 		}
 		wt.polls++
@@ -170,7 +168,7 @@ func (wt *waiter) pause() time.Duration {
 }
 
 // waited is how long the call has waited so far.
-func (wt *waiter) waited() time.Duration { return wt.e.wall(wt.t).Sub(wt.start) }
+func (wt *waiter) waited() time.Duration { return wt.t.now().Sub(wt.start) }
 
 // ended is the error of a wait that ended with the run still in progress
 // (as far as the call knows).

@@ -101,7 +101,7 @@ func (f *waitFix) opts(more ...lambdaidem.Option) []lambdaidem.Option {
 	return append([]lambdaidem.Option{
 		lambdaidem.WithNamespace(f.ns),
 		lambdaidem.WithKeyJSONField("key"),
-		lambdaidem.WithClock(f.clock.Now),
+		lambdaidem.WithClock(f.clock),
 		lambdaidem.WithLease(time.Minute),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 	}, more...)
@@ -467,6 +467,9 @@ func TestWaitEndsAtItsBound(t *testing.T) {
 		defer func() { release <- answer{}; got(t, first, "the first call") }()
 		close(f.store.gate)
 		const limit = 1500 * time.Millisecond
+		// The wait's pauses are timers of the decorator's clock: let
+		// them pass as they are armed, as real time would.
+		f.clock.PassShort(2 * limit)
 		done, ran := f.waiter(context.Background(), p1, limit)
 		a := got(t, done, "the waiter")
 		var ip *lambdaidem.InProgressError
@@ -499,6 +502,9 @@ func TestWaitEndsWithTheContextAndTheMargin(t *testing.T) {
 		}
 
 		close(f.store.gate)
+		// The deadline is read on the decorator's clock; its pauses pass
+		// as they are armed, as real time would.
+		f.clock.PassShort(2 * time.Second)
 		dctx, dcancel := context.WithTimeout(context.Background(), time.Minute)
 		defer dcancel()
 		done, _ = f.waiter(dctx, p1, time.Hour, lambdaidem.WithDeadlineMargin(59*time.Second))

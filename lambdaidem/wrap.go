@@ -240,7 +240,7 @@ func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr ClaimRes
 	var out Out
 	var start time.Time
 	if w.observed() { // the duration is read only by observers
-		start = w.wall(t)
+		start = t.now()
 	}
 	ferr := w.runHandler(ctx, t, st, now, func(hctx context.Context) (err error) {
 		out, err = w.fn(hctx, in)
@@ -248,7 +248,7 @@ func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr ClaimRes
 	})
 	r.HandlerRan = true
 	if w.observed() {
-		r.HandlerDuration = w.wall(t).Sub(start)
+		r.HandlerDuration = t.now().Sub(start)
 	}
 
 	dctx, dcancel := w.detached(ctx, t)
@@ -293,13 +293,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.Now = t.now()
 		return w.store.Complete(ctx, req)
 	}
-	err := retryStore(dctx, r, write)
+	err := retryStore(dctx, t, r, write)
 	if errors.Is(err, ErrResultTooLarge) && why == nil {
 		// The store cannot hold this result: complete the key without it
 		// rather than leave it open to a second run.
 		why = err
 		req.Result = notStoredMarker(why)
-		err = retryStore(dctx, r, write)
+		err = retryStore(dctx, t, r, write)
 	}
 	attrs := []slog.Attr{slog.String("namespace", w.c.namespace), slog.String("key", key)}
 	switch {
@@ -381,7 +381,7 @@ func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease 
 // finds it abandoned and marks it, without running fn.
 func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error, r *RecordReport) error {
 	now := t.now()
-	err := retryStore(dctx, r, func(ctx context.Context) error {
+	err := retryStore(dctx, t, r, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
 			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),

@@ -311,7 +311,7 @@ func (k *Kit) function() sim.SQSHandler {
 	opts = append(opts, lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	opts = append(opts, k.opts...)
 	opts = append(opts,
-		lambdaidem.WithClock(k.w.Now),
+		lambdaidem.WithClock(k.w.Clock()),
 		lambdaidem.WithDeadLetterSink(sinkFunc(k.sendDeadLetter)),
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(k.svc, sqsqueue.WithQueueURLs(k.svc.QueueURLs()))),
 		lambdaidem.WithInvocationHook(k.hook),

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
@@ -70,7 +71,7 @@ type completionEnv struct {
 	t        *testing.T
 	src, dlq queue
 	store    adminStore
-	now      time.Time
+	clock    *testclock.Clock
 	poison   bool
 	ran      map[string]int // successful runs per body
 	h        func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
@@ -84,8 +85,8 @@ func newCompletionEnv(t *testing.T, store adminStore) *completionEnv {
 		// Far enough back that moving past a record's retention brings the
 		// clock to today: the decorator must not find its invocation's
 		// time (read from the real clock) long gone.
-		now: time.Now().UTC().Truncate(time.Second).Add(-lambdaidem.DefaultUnfinishedRetention - time.Hour),
-		src: b.newQueue(t, "src", false, nil), dlq: b.newQueue(t, "dlq", false, nil),
+		clock: testclock.New(time.Now().UTC().Truncate(time.Second).Add(-lambdaidem.DefaultUnfinishedRetention - time.Hour)),
+		src:   b.newQueue(t, "src", false, nil), dlq: b.newQueue(t, "dlq", false, nil),
 	}
 	e.h = lambdaidem.SQS(store, func(_ context.Context, m events.SQSMessage) error {
 		if e.poison {
@@ -94,7 +95,7 @@ func newCompletionEnv(t *testing.T, store adminStore) *completionEnv {
 		e.ran[m.Body]++
 		return nil
 	}, lambdaidem.WithNamespace("ns"), lambdaidem.WithKeyAttribute(keyAttr),
-		lambdaidem.WithDeadLetterSink(NewSink(b.client, e.dlq.url)), lambdaidem.WithClock(func() time.Time { return e.now }))
+		lambdaidem.WithDeadLetterSink(NewSink(b.client, e.dlq.url)), lambdaidem.WithClock(e.clock))
 	return e
 }
 
@@ -120,7 +121,7 @@ func (e *completionEnv) redrive(dry bool) []RedriveEvent {
 	_, err := Redrive(e.ctx, RedriveOptions{
 		Client: e.client, DeadLetterQueueURL: e.dlq.url, SourceQueues: []string{e.src.arn},
 		Resetter: e.store, Records: e.store, DryRun: dry, WaitTime: time.Second,
-		Now:      func() time.Time { return e.now },
+		Now:      e.clock.Now,
 		Progress: func(ev RedriveEvent) { evs = append(evs, ev) },
 	})
 	if err != nil {
@@ -238,7 +239,7 @@ func (e *completionEnv) forgetOrExpire(how, key string) {
 	e.t.Helper()
 	switch how {
 	case "forgotten":
-		req := lambdaidem.ForgetRequest{Namespace: "ns", Key: key, Now: e.now, Grace: lambdaidem.DefaultGrace}
+		req := lambdaidem.ForgetRequest{Namespace: "ns", Key: key, Now: e.clock.Now(), Grace: lambdaidem.DefaultGrace}
 		if _, err := e.store.Forget(e.ctx, req); !errors.Is(err, lambdaidem.ErrWouldAbandonCopy) {
 			e.t.Fatalf("Forget of a DEAD_LETTERED record without AbandonCopy = %v, want ErrWouldAbandonCopy", err)
 		}
@@ -247,9 +248,9 @@ func (e *completionEnv) forgetOrExpire(how, key string) {
 			e.t.Fatal(err)
 		}
 	case "expired":
-		e.now = e.now.Add(lambdaidem.DefaultUnfinishedRetention + time.Hour)
+		e.clock.Advance(lambdaidem.DefaultUnfinishedRetention + time.Hour)
 	}
-	if _, err := e.store.Get(e.ctx, lambdaidem.GetRequest{Namespace: "ns", Key: key, Now: e.now}); !errors.Is(err, lambdaidem.ErrNotFound) {
+	if _, err := e.store.Get(e.ctx, lambdaidem.GetRequest{Namespace: "ns", Key: key, Now: e.clock.Now()}); !errors.Is(err, lambdaidem.ErrNotFound) {
 		e.t.Fatalf("the record of %s is still there (%v)", key, err)
 	}
 }

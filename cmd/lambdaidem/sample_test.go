@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -55,7 +56,7 @@ func TestSessionSample(t *testing.T) {
 	store := dynamo.New(client, table)
 
 	now := time.Date(2026, 11, 21, 9, 1, 48, 509_000_000, time.UTC)
-	clock := now
+	clock := testclock.New(now)
 	h := lambdaidem.SQS(store, func(_ context.Context, m events.SQSMessage) error {
 		switch {
 		case strings.Contains(m.Body, `"XBT"`):
@@ -65,14 +66,14 @@ func TestSessionSample(t *testing.T) {
 		}
 		return nil
 	}, lambdaidem.WithNamespace("orders"), lambdaidem.WithKeyJSONField("order_id"),
-		lambdaidem.WithClock(func() time.Time { return clock }), lambdaidem.WithConcurrency(1),
+		lambdaidem.WithClock(clock), lambdaidem.WithConcurrency(1),
 		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		lambdaidem.WithDeadLetterSink(sampleSink{}))
 	body := func(id, currency string) string {
 		return fmt.Sprintf(`{"order_id":%q,"amount":"12.50","currency":%q}`, id, currency)
 	}
 	deliver := func(at time.Duration, id, currency string) {
-		clock = now.Add(at)
+		clock.Set(now.Add(at))
 		m := events.SQSMessage{
 			MessageId: "3b6f1c2e-" + id, Body: body(id, currency),
 			EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",

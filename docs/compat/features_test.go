@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -390,30 +391,12 @@ func runKeyConflict(t *testing.T, c *cellEnv) {
 	want(t, "another payload under the key", h(t.Context(), "k", "b"), conflict, false)
 }
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func runLateReplay(t *testing.T, c *cellEnv) {
-	clk := &clock{now: time.Now().Truncate(time.Second)}
-	h := c.handler(t, ok, lambdaidem.WithClock(clk.Now), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))
+	clk := testclock.New(time.Now().Truncate(time.Second)).PassShort(200 * time.Millisecond)
+	h := c.handler(t, ok, lambdaidem.WithClock(clk), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))
 	want(t, "first call", h(t.Context(), "k", "p"), fresh, true)
 	want(t, "repeat within the result's retention", h(t.Context(), "k", "p"), replay, false)
-	clk.advance(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	want(t, "repeat after it", h(t.Context(), "k", "p"), late, false)
 }
 

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -25,9 +25,7 @@ import (
 // reason instead of running the handler again.
 func UnwrittenFinalMark(t *testing.T, store lambdaidem.Store, namespace string) {
 	t.Helper()
-	var mu sync.Mutex
-	now := time.Now().Truncate(time.Second)
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := testclock.New(time.Now().Truncate(time.Second))
 	faulty := &finalMarkFaults{Store: store}
 	sink := &countingSink{}
 	var runs atomic.Int32
@@ -58,7 +56,7 @@ func UnwrittenFinalMark(t *testing.T, store lambdaidem.Store, namespace string) 
 	}
 	get := func(key string) lambdaidem.Record {
 		t.Helper()
-		r, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: namespace, Key: key, Now: clock()})
+		r, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: namespace, Key: key, Now: clock.Now()})
 		if err != nil {
 			t.Fatalf("get %s: %v", key, err)
 		}
@@ -81,9 +79,7 @@ func UnwrittenFinalMark(t *testing.T, store lambdaidem.Store, namespace string) 
 	faulty.on.Store(true)
 	deliver("first delivery, mark not written", first, rec("m2", "fm-2"), true)
 	faulty.on.Store(false)
-	mu.Lock()
-	now = now.Add(10 * time.Minute)
-	mu.Unlock()
+	clock.Advance(10 * time.Minute)
 	deliver("redelivery to another container", other, rec("m2", "fm-2"), false)
 	if r := get("fm-2"); r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterReason != lambdaidem.ReasonPoison || r.DeadLetterMessageID != "copy-3" || runs.Load() != 2 {
 		t.Fatalf("after the takeover: %s (%s) by %q, %d runs; want DEAD_LETTERED (poison) by copy-3, 2 runs", r.Status, r.DeadLetterReason, r.DeadLetterMessageID, runs.Load())

@@ -97,7 +97,7 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns + "-wrap"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
-		lambdaidem.WithClock(s.w.Now),
+		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}

@@ -449,7 +449,7 @@ func (s *Scenario) function() SQSHandler {
 		lambdaidem.WithNamespace(s.ns),
 		s.keyOption(),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
-		lambdaidem.WithClock(s.w.Now),
+		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithConcurrency(c.Concurrency),
 		lambdaidem.WithGrace(c.Grace),

@@ -115,6 +115,19 @@ type Task struct {
 	// exiting is set when the task's goroutine unwinds for a kill: that
 	// goroutine ends, and is not kept for another task.
 	exiting bool
+	// stopped, once set by stop, is where the task hands control back
+	// while it unwinds: to the stopper, which may be a task of the same
+	// process (KillCurrent) while the scheduler waits on w.back for it.
+	stopped chan struct{}
+}
+
+// handBack returns control from t to whoever resumed it last.
+func (w *World) handBack(t *Task) {
+	if t.stopped != nil {
+		t.stopped <- struct{}{}
+		return
+	}
+	w.back <- struct{}{}
 }
 
 // worker is a goroutine that runs tasks one after another.
@@ -178,7 +191,7 @@ func (w *World) runTask(wk *worker, t *Task) {
 		// Stopped before it ever ran.
 		t.state = 3
 		w.idle = append(w.idle, wk)
-		w.back <- struct{}{}
+		w.handBack(t)
 		return
 	}
 	defer func() {
@@ -193,7 +206,7 @@ func (w *World) runTask(wk *worker, t *Task) {
 			w.idle = append(w.idle, wk)
 		}
 		t.f = nil
-		w.back <- struct{}{}
+		w.handBack(t)
 	}()
 	t.f()
 }
@@ -209,7 +222,7 @@ func (w *World) Park() {
 		panic("sim: Park outside a task")
 	}
 	t.state = 0
-	w.back <- struct{}{}
+	w.handBack(t)
 	if !<-t.resume {
 		t.exiting = true
 		runtime.Goexit()
@@ -241,7 +254,7 @@ func (w *World) Yield() {
 	t := w.cur
 	t.state = 0
 	w.Ready(t)
-	w.back <- struct{}{}
+	w.handBack(t)
 	if !<-t.resume {
 		t.exiting = true
 		runtime.Goexit()
@@ -250,7 +263,9 @@ func (w *World) Yield() {
 
 // Kill ends a process: its timers never fire and its tasks stop where they
 // are parked (their deferred calls run, as Go unwinds them). Call it from
-// the scheduler (a timer callback) or from a task of another process.
+// the scheduler (a timer callback), from a task of another process, or
+// from one of p's own (KillCurrent): each stopped task hands control back
+// to the caller, not to the scheduler.
 func (w *World) Kill(p *Process) {
 	if p.dead {
 		return
@@ -284,8 +299,9 @@ func (w *World) stop(t *Task) {
 		t.state = 3
 		prev := w.cur
 		w.cur = t
+		t.stopped = make(chan struct{})
 		t.resume <- false
-		<-w.back
+		<-t.stopped
 		w.cur = prev
 	}
 }

@@ -188,3 +188,9 @@ var (
 	// listing and counting need one.
 	ErrNamespaceRequired = errors.New("lambdaidem: a namespace is required")
 )
+
+// ErrInvalidRequest: a store request the store cannot act on whatever the
+// record holds (a commit without a token, a status a commit cannot
+// write); nothing was sent. It is a caller's bug, never
+// ErrStoreUnavailable.
+var ErrInvalidRequest = errors.New("lambdaidem: invalid store request")

@@ -129,9 +129,26 @@ func unavailable(op, key string, err error) error {
 // kept apart comes with it only when the claim is a replay (the record is
 // COMPLETED with the claim's payload hash and its result has not expired).
 func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
-	k, err := s.keysOf("claim", req.Namespace, req.Key)
+	c, err := s.claimCall(req)
 	if err != nil {
 		return lambdaidem.ClaimResult{}, err
+	}
+	return c.reply(c.script.Run(ctx, s.client, c.keys.all(), c.args...).Slice())
+}
+
+// claimCall is one claim's script call, and how to read its reply.
+type claimCall struct {
+	req    lambdaidem.ClaimRequest
+	keys   keys
+	script *redis.Script
+	args   []any
+}
+
+// claimCall validates a claim and builds its script call.
+func (s *Store) claimCall(req lambdaidem.ClaimRequest) (*claimCall, error) {
+	k, err := s.keysOf("claim", req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
 	}
 	noTakeover := "0"
 	if req.NoTakeover {
@@ -142,11 +159,16 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	if mutant.On("redis-failed-reclaimed-by-other-payload") {
 		script = redis.NewScript(strings.Replace(claimSource, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1))
 	}
-	v, err := script.Run(ctx, s.client, k.all(),
+	return &claimCall{req: req, keys: k, script: script, args: []any{
 		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
 		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
 		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
-	).Slice()
+	}}, nil
+}
+
+// reply reads the claim script's reply.
+func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
+	req, k := c.req, c.keys
 	if err != nil {
 		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
 	}
@@ -225,9 +247,26 @@ type apartOp struct {
 
 // finish runs the fenced write script.
 func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now time.Time, w write) error {
-	k, err := s.keysOf(op, l.Namespace, l.Key)
+	c, err := s.finishCall(op, l, now, w)
 	if err != nil {
 		return err
+	}
+	return c.reply(finishScript.Run(ctx, s.client, c.keys.all(), c.args...).StringSlice())
+}
+
+// finishCall is one fenced write's script call, and how to read its
+// reply.
+type finishCall struct {
+	op   string
+	keys keys
+	args []any
+}
+
+// finishCall validates a fenced write and builds its script call.
+func (s *Store) finishCall(op string, l lambdaidem.Lease, now time.Time, w write) (*finishCall, error) {
+	k, err := s.keysOf(op, l.Namespace, l.Key)
+	if err != nil {
+		return nil, err
 	}
 	ea, exp := "-", "-"
 	if !w.keep {
@@ -238,7 +277,12 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 		w.apart.op, s.keyExpiry(w.apart.until), w.apart.result, len(w.set)/2)
 	args = append(args, w.set...)
 	args = append(args, w.del...)
-	v, err := finishScript.Run(ctx, s.client, k.all(), args...).StringSlice()
+	return &finishCall{op: op, keys: k, args: args}, nil
+}
+
+// reply reads the fenced write script's reply.
+func (c *finishCall) reply(v []string, err error) error {
+	op, k := c.op, c.keys
 	if err != nil {
 		return unavailable(op, k.record, err)
 	}
@@ -272,15 +316,24 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 // lambdaidem.ErrUnsupportedWrite and nothing is recorded: Redis has no
 // transaction with other stores.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
+	w, err := s.completeWrite(req)
 	if err != nil {
 		return err
 	}
+	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+}
+
+// completeWrite is the fenced write of a completion.
+func (s *Store) completeWrite(req lambdaidem.CompleteRequest) (write, error) {
+	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return write{}, err
+	}
 	if len(req.Writes) > 0 {
-		return fmt.Errorf("redisstore complete %q: %T: %w", k.record, req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+		return write{}, fmt.Errorf("redisstore complete %q: %T: %w", k.record, req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
 	if len(req.Result) > s.maxRes {
-		return fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
+		return write{}, fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
 			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
 	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt}
@@ -302,7 +355,7 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 	} else {
 		w.set = append(w.set, fResultUntil, msArg(req.ResultUntil))
 	}
-	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+	return w, nil
 }
 
 // earliest is the earlier of two times, a zero time counting as never.

@@ -194,3 +194,9 @@ var (
 // write); nothing was sent. It is a caller's bug, never
 // ErrStoreUnavailable.
 var ErrInvalidRequest = errors.New("lambdaidem: invalid store request")
+
+// ErrNeedsLease: an option that only a lease taken before the handler runs
+// can serve (WithAtMostOnce, WithHeartbeat) given together with
+// WithOptimisticCommit, which takes none for a first delivery. SQS refuses
+// the pair when it is built.
+var ErrNeedsLease = errors.New("lambdaidem: the option needs a lease, and WithOptimisticCommit takes none")

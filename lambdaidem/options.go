@@ -79,6 +79,7 @@ type config struct {
 	hook                func(*InvocationReport)
 	atMostOnce          bool
 	heartbeat           time.Duration
+	optimistic          bool // WithOptimisticCommit
 	ticker              func(time.Duration) (<-chan time.Time, func())
 }
 

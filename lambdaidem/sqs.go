@@ -29,6 +29,9 @@ func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Conte
 	}
 	c := newConfig(opts)
 	c.useHash(true)
+	if err := checkOptimistic(store, c); err != nil {
+		panic(err)
+	}
 	p := &sqsProcessor{engine: newEngine(store, c), handler: handler}
 	return p.handle
 }

@@ -53,6 +53,20 @@ test-emulators: ## Run the tests that use SQS (-race) with SQS on fauxqs instead
 	@if [[ -z "$(SQS_TEST_PKGS)" ]]; then echo "test-emulators: found no test that uses SQS" >&2; exit 1; fi
 	LAMBDAIDEM_SQS=fauxqs $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) $(patsubst %/,./%,$(SQS_TEST_PKGS))
 
+# make test-load: the targets CI gates on, run again and again while a CPU
+# hog (cmd/internal/loadhog) keeps the load average at LOAD or more, so that
+# a test that only passes on a quiet machine fails here first.
+LOAD         ?= 8
+LOAD_RUNS    ?= 5
+LOAD_TARGETS ?= test demo
+# Not $(MAKE) in the recipe: make -n would run the hog for it.
+LOAD_MAKE    := $(MAKE)
+
+.PHONY: test-load
+test-load: ## Run make test and make demo LOAD_RUNS times (5) in a row under a CPU hog that keeps the load average at LOAD (8) or more; stops at the first failure and keeps its log in .run/test-load (LOAD_TARGETS='test-emulators' runs others)
+	$(GO) build -o .tools/bin/loadhog ./cmd/internal/loadhog
+	.tools/bin/loadhog -load $(LOAD) -runs $(LOAD_RUNS) -logs .run/test-load $(foreach t,$(LOAD_TARGETS),-step '$(t)=$(LOAD_MAKE) $(t)')
+
 FUZZTIME ?= 1m
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 1m); FUZZ=regexp picks targets
@@ -133,7 +147,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, plain mode)
+chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store)
 	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
 	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
 	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)

@@ -23,7 +23,22 @@ var (
 	// 4 MB, one action per item) or holds a malformed write. Nothing was
 	// sent.
 	ErrTransactionLimit = errors.New("dynamo: transaction limit")
+	// ErrInvalidTableName: a table name DynamoDB would refuse on every
+	// request (empty, an unset environment variable; shorter than 3 or
+	// longer than 255 characters; a character other than letters, digits,
+	// '_', '-' and '.'), or a table ARN that is not one. New refuses it
+	// when called; see CheckTableName.
+	ErrInvalidTableName error = invalidSetting("dynamo: invalid table name")
 )
+
+// invalidSetting is a named error of a setting a constructor refuses; it
+// matches lambdaidem.ErrInvalidOption too.
+type invalidSetting string
+
+func (e invalidSetting) Error() string { return string(e) }
+
+// Is reports whether target is lambdaidem.ErrInvalidOption.
+func (e invalidSetting) Is(target error) bool { return target == lambdaidem.ErrInvalidOption }
 
 // TransactionError reports which extra writes of a transactional completion
 // made DynamoDB cancel the transaction. Nothing of the transaction was

@@ -14,10 +14,12 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-// testTuning keeps retries fast in tests; the per-attempt timeout is short
-// so that a hung request costs little, and long enough for DynamoDB Local
-// on a busy two-core machine.
-var testTuning = dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxBackoff: 20 * time.Millisecond}
+// testTuning keeps retries fast in tests. The per-attempt timeout is a
+// bound for a hang, long enough for DynamoDB Local on a loaded two-core
+// machine: an attempt abandoned at its timeout is retried, and a retry
+// changes what a test counts (TestStoreUnavailable, which hangs requests
+// on purpose, sets its own).
+var testTuning = dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}
 
 // newTable creates a table of its own (TTL off: DynamoDB Local would delete
 // the suite's expired records within seconds) and deletes it after the test.
@@ -25,8 +27,8 @@ func newTable(t *testing.T) (*dynamodb.Client, string) {
 	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(testTuning))
 	table := testenv.Name("lambdaidem-dynamo")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,9 +55,21 @@ type Store struct {
 
 var _ lambdaidem.Store = (*Store)(nil)
 
-// New returns a Store keeping records in table through client. The table
-// must have a string partition key "pk" (CreateTable makes one).
+// New returns a Store keeping records in table (a name or a table ARN)
+// through client. The table must have a string partition key "pk"
+// (CreateTable makes one). A nil client, or a table name DynamoDB would
+// refuse (CheckTableName: an unset environment variable reads as ""), is
+// refused at once: New panics with a *lambdaidem.ConfigError wrapping
+// ErrInvalidTableName (or lambdaidem.ErrInvalidOption for the client), as
+// the decorators do for options that could never work, rather than fail
+// every message with a validation error.
 func New(client API, table string, opts ...Option) *Store {
+	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
+		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "client", Err: fmt.Errorf("%w: the DynamoDB client is nil", lambdaidem.ErrInvalidOption)})
+	}
+	if err := CheckTableName(table); err != nil {
+		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "table name", Err: err})
+	}
 	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes, inlineLimit: DefaultInlineResultBytes}
 	for _, o := range opts {
 		o(s)
@@ -411,12 +424,37 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 		return err
 	}
 	e := newExpr()
-	e.Set(attrLeaseUntil, numAV(ceilMillis(req.LeaseUntil)))
+	until := ceilMillis(req.LeaseUntil)
+	e.Set(attrLeaseUntil, numAV(until))
 	if !req.ExpiresAt.IsZero() {
 		setExpiry(e, req.ExpiresAt)
 	}
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-	return s.finish(ctx, "extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
+	// An extension never moves the lease's end back: one held in the
+	// network that lands after a later one would let another claimer take
+	// the key over while its holder runs under the later end.
+	cond := leaseCondition(e, req.Lease, req.Now) + " AND " + e.n(attrLeaseUntil) + " <= " + e.num(until)
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(pk),
+		UpdateExpression:                    aws.String(e.update()),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.names,
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	old, ok := conditionFailed(err)
+	if !ok {
+		return classify("extend", pk, err)
+	}
+	if old != nil && !old.expiredAt(req.Now) && old.str(attrToken) == req.Lease.Token &&
+		lambdaidem.Status(old.str(attrStatus)) == lambdaidem.StatusInProgress {
+		return nil // still ours, and a later extension applied first
+	}
+	return refused("extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, old)
 }
 
 // leaseCondition is the fence of every write after a claim: our token, still

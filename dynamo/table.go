@@ -59,6 +59,9 @@ var ErrTableShape = errors.New("dynamo: existing table has another shape")
 // ResourceInUseException, and it makes CreateTable safe to run twice. A
 // table of another shape is refused with ErrTableShape.
 func CreateTable(ctx context.Context, client TableAPI, table string, opts TableOptions) error {
+	if err := CheckTableName(table); err != nil {
+		return fmt.Errorf("dynamo: create table: %w", err)
+	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 200 * time.Millisecond
 	}

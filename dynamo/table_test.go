@@ -48,8 +48,8 @@ func TestCreateTableAcceptsItsOwnRetriedCreate(t *testing.T) {
 	table := testenv.Name("lambdaidem-create")
 	dropTable(t, direct, table)
 	p.Inject(faultproxy.Fault{Match: faultproxy.Op("CreateTable"), Action: faultproxy.DropResponse, Times: 1})
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	opts := dynamo.TableOptions{PollInterval: 20 * time.Millisecond}
 	if err := dynamo.CreateTable(ctx, via, table, opts); err != nil {
 		t.Fatalf("CreateTable with its first answer lost: %v", err)

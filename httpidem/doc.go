@@ -24,6 +24,12 @@
 //	                                            Idempotent-Replayed: true
 //	repeat while the first still runs           409 Conflict, Retry-After: seconds until
 //	                                            the first request's lease ends
+//	the same, with WithWaitForCompletion        waits for the first request (see below);
+//	                                            then what a repeat after it gets, or
+//	                                            409 as above when the wait ends first
+//	the request it waited for failed            503, Retry-After (code idempotency-
+//	                                            original-failed); nothing stored, a
+//	                                            retry with the key runs again
 //	same key, different method/path/body        422 Unprocessable Content
 //	key missing, route requires one (default)   400 Bad Request
 //	key missing, WithKeyOptional                the handler runs, nothing is stored
@@ -58,7 +64,8 @@
 // idempotency-key-in-use, idempotency-key-reused, idempotency-key-expired,
 // idempotency-key-outcome-unknown, idempotency-unavailable,
 // idempotency-not-committed, idempotency-write-refused,
-// idempotency-response-not-stored, idempotency-caller-unknown.
+// idempotency-response-not-stored, idempotency-caller-unknown,
+// idempotency-original-failed.
 //
 // # What is stored, and what is not
 //
@@ -118,6 +125,30 @@
 // the body (with its base64 flag), not the query string or other headers.
 // The same key with a different fingerprint is a conflict (422), never a
 // replay of another request's response.
+//
+// # Waiting for the first request
+//
+// A client that retries while its first request still runs (it timed out
+// waiting, or the user pressed twice) gets 409 by default and must retry
+// again later. With lambdaidem.WithWaitForCompletion, passed through
+// WithWrapOptions, the second request waits instead, up to the bound it
+// sets, and answers with the first request's outcome: its stored response
+// (marked Idempotent-Replayed), or the problem answer a repeat would get.
+// When the first request failed (a handler error or a 5xx answer, neither
+// stored) the waiter gets 503 with code idempotency-original-failed, and a
+// retry runs the handler again. When the first request's lease runs out
+// with no outcome, the waiter runs the handler itself, as a repeat after
+// the lease would. The wait ends at the bound, with the request's context
+// and before the invocation's deadline margin; API Gateway gives up on an
+// integration after 29 seconds by default, so keep the bound and the
+// function's timeout under it:
+//
+//	lambda.Start(httpidem.HTTP(store, createPayment,
+//		httpidem.WithWrapOptions(lambdaidem.WithNamespace("payments"),
+//			lambdaidem.WithWaitForCompletion(10*time.Second))))
+//
+// Each wait reads the key's record on a backoff (lambdaidem.WaitPollStart
+// doubling up to lambdaidem.WaitPollCap), one consistent read per poll.
 //
 // # Expiry
 //

@@ -21,6 +21,7 @@ func HTTP(store lambdaidem.Store, h HTTPHandler, opts ...Option) HTTPHandler {
 }
 
 var httpAdapter = adapter[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse]{
+	name: "httpidem.HTTP",
 	keyValues: func(r events.APIGatewayV2HTTPRequest) []string {
 		// HTTP APIs lower-case header names and join repeated fields with
 		// commas, which ParseKey refuses outside quotes.

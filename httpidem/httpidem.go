@@ -71,6 +71,15 @@ type config struct {
 	problemType     string
 	unavailableWait time.Duration
 	maxKeyLen       int
+	// invalid holds the refusals options found in their own values.
+	invalid []*lambdaidem.ConfigError
+}
+
+// refuse records that an option's value could never work; the handler
+// being built panics with it.
+func (c *config) refuse(option, format string, args ...any) {
+	c.invalid = append(c.invalid, &lambdaidem.ConfigError{Option: option,
+		Err: fmt.Errorf("%w: "+format, append([]any{lambdaidem.ErrInvalidOption}, args...)...)})
 }
 
 func newConfig(opts []Option) *config {
@@ -103,12 +112,14 @@ func WithAnonymousCallers() Option { return func(c *config) { c.anonymous = true
 // balance too low, a row that already exists). Nothing was written and
 // the key may be retried. Default DefaultWriteRefusedStatus (409); 422
 // suits conditions that check the request rather than the current state.
-// Values outside 400-599 are ignored.
+// A status outside 400-599 is refused when the handler is built.
 func WithWriteRefusedStatus(status int) Option {
 	return func(c *config) {
-		if status >= 400 && status <= 599 {
-			c.refusedStatus = status
+		if status < 400 || status > 599 {
+			c.refuse("WithWriteRefusedStatus", "%d is not a 4xx or 5xx status", status)
+			return
 		}
+		c.refusedStatus = status
 	}
 }
 
@@ -125,35 +136,51 @@ func WithCaller[Req any](f func(Req) string) Option {
 
 // WithWrapOptions passes options to lambdaidem.Wrap: the namespace, the
 // retention, the lease, the logger, the clock. Set a fixed namespace in
-// production (lambdaidem.WithNamespace). The key options of Wrap are
-// overridden: the key is always the header's, namespaced per route and
-// caller.
+// production (lambdaidem.WithNamespace). The key is always the header's,
+// namespaced per route and caller: a key option of Wrap
+// (lambdaidem.WithKeyJSONField, lambdaidem.WithWrapKey) is refused when
+// the handler is built, as is any option Wrap refuses.
 func WithWrapOptions(opts ...lambdaidem.Option) Option {
 	return func(c *config) { c.wrapOpts = append(c.wrapOpts, opts...) }
 }
 
 // WithProblemType sets the "type" member of the problem bodies, typically
 // a page documenting the API's idempotency rules, as the draft asks for.
-// Default "about:blank", with the status phrase as the title.
-func WithProblemType(uri string) Option { return func(c *config) { c.problemType = uri } }
+// Default "about:blank", with the status phrase as the title. An empty
+// URI is refused when the handler is built.
+func WithProblemType(uri string) Option {
+	return func(c *config) {
+		if uri == "" {
+			c.refuse("WithProblemType", "the URI is empty")
+			return
+		}
+		c.problemType = uri
+	}
+}
 
 // WithUnavailableRetryAfter sets the Retry-After of the 503 sent when the
-// store is unavailable (default DefaultUnavailableRetryAfter).
+// store is unavailable (default DefaultUnavailableRetryAfter). A duration
+// that is not positive is refused when the handler is built.
 func WithUnavailableRetryAfter(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.unavailableWait = d
+		if d <= 0 {
+			c.refuse("WithUnavailableRetryAfter", "a wait of %s", d)
+			return
 		}
+		c.unavailableWait = d
 	}
 }
 
 // WithMaxKeyLength bounds the key a client may send (default
-// DefaultMaxKeyLength bytes). Longer keys get 400.
+// DefaultMaxKeyLength bytes). Longer keys get 400. A bound that is not
+// positive is refused when the handler is built.
 func WithMaxKeyLength(n int) Option {
 	return func(c *config) {
-		if n > 0 {
-			c.maxKeyLen = n
+		if n <= 0 {
+			c.refuse("WithMaxKeyLength", "%d bytes; no key would fit", n)
+			return
 		}
+		c.maxKeyLen = n
 	}
 }
 
@@ -309,8 +336,27 @@ func (e *uncachedError) Error() string {
 	return fmt.Sprintf("httpidem: handler answered %d; response not stored, the key may be retried", e.status)
 }
 
+// wrapKeyOptions are the options of Wrap that set the key, which the
+// handlers set themselves.
+var wrapKeyOptions = []string{"WithKeyJSONField", "WithWrapKey", "WithKeyMessageID", "WithKeyAttribute", "WithKeyDeduplicationID", "WithKeyFunc"}
+
+// wrapNamed is lambdaidem.Wrap, whose refusals when built name the
+// handler being built.
+func wrapNamed[In, Out any](name string, store lambdaidem.Store, fn func(context.Context, In) (Out, error), opts []lambdaidem.Option) func(context.Context, In) (Out, error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if ce, ok := v.(*lambdaidem.ConfigError); ok {
+				ce.Handler = name + " (lambdaidem.Wrap)"
+			}
+			panic(v)
+		}
+	}()
+	return lambdaidem.Wrap(store, fn, opts...)
+}
+
 // adapter is what differs between the REST and HTTP API event types.
 type adapter[Req, Resp any] struct {
+	name        string // the constructor, for refusals when built
 	keyValues   func(Req) []string
 	route       func(Req) string
 	caller      func(Req) string
@@ -325,12 +371,26 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		panic("httpidem: nil handler")
 	}
 	c := newConfig(opts)
+	fail := func(e *lambdaidem.ConfigError) {
+		e.Handler = a.name
+		panic(e)
+	}
+	if len(c.invalid) > 0 {
+		fail(c.invalid[0])
+	}
 	if c.caller != nil {
 		f, ok := c.caller.(func(Req) string)
 		if !ok {
-			panic(fmt.Sprintf("httpidem: WithCaller function %T does not take the handler's request type", c.caller))
+			fail(&lambdaidem.ConfigError{Option: "WithCaller",
+				Err: fmt.Errorf("%w: the function %T does not take the handler's request type", lambdaidem.ErrInvalidOption, c.caller)})
 		}
 		a.caller = f
+	}
+	for _, name := range lambdaidem.OptionNames(c.wrapOpts...) {
+		if slices.Contains(wrapKeyOptions, name) {
+			fail(&lambdaidem.ConfigError{Option: "WithWrapOptions(" + name + ")",
+				Err: fmt.Errorf("%w: the key is the Idempotency-Key header's, per route and caller", lambdaidem.ErrUnsupportedOption)})
+		}
 	}
 	inner := func(ctx context.Context, in input[Req, Resp]) (Resp, error) {
 		in.st.ran = true
@@ -344,8 +404,9 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 		}
 		return resp, nil
 	}
-	wopts := append(slices.Clone(c.wrapOpts), lambdaidem.WithWrapKey(func(in input[Req, Resp]) (string, error) { return in.key, nil }))
-	wrapped := lambdaidem.Wrap(store, inner, wopts...)
+	wopts := append(slices.Clone(c.wrapOpts), lambdaidem.WithEntryPoint(lambdaidem.EntryHTTP),
+		lambdaidem.WithWrapKey(func(in input[Req, Resp]) (string, error) { return in.key, nil }))
+	wrapped := wrapNamed(a.name, store, inner, wopts)
 
 	return func(ctx context.Context, req Req) (Resp, error) {
 		key, err := keyFromValues(a.keyValues(req), c.maxKeyLen)
@@ -398,6 +459,7 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 // error then still gets a problem response, never the handler's answer.
 func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answered bool) (Resp, error) {
 	var ip *lambdaidem.InProgressError
+	var rf *lambdaidem.RunFailedError
 	switch {
 	case errors.Is(err, lambdaidem.ErrWriteRefused):
 		return writeProblem(a, c.problemType, c.refusedStatus, "idempotency-write-refused", "Request refused",
@@ -409,8 +471,17 @@ func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answ
 		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-not-committed", "Internal Server Error",
 			"The request's changes could not be written, and nothing was written.", 0)
 	case errors.As(err, &ip):
+		detail := "A request with the same Idempotency-Key is being processed; retry after the time in Retry-After."
+		if ip.Waited > 0 {
+			detail = "A request with the same Idempotency-Key is being processed; this request waited for it, and it had not finished. Retry after the time in Retry-After."
+		}
 		return writeProblem(a, c.problemType, http.StatusConflict, "idempotency-key-in-use", "A request is outstanding for this Idempotency-Key",
-			"A request with the same Idempotency-Key is being processed; retry after the time in Retry-After.", ip.RetryAfter)
+			detail, ip.RetryAfter)
+	case errors.As(err, &rf):
+		// The stored failure's text stays in the logs: it is the
+		// server's, not the client's.
+		return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-original-failed", "Service unavailable",
+			"This request waited for an earlier request with the same Idempotency-Key, which failed; nothing of it was stored. Retry with the same Idempotency-Key: the request runs again.", c.unavailableWait)
 	case errors.Is(err, lambdaidem.ErrKeyConflict):
 		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency-Key is already used",
 			"This Idempotency-Key was used with a different request; a key must not be reused across different payloads.", 0)

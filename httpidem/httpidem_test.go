@@ -416,15 +416,43 @@ func TestProblemType(t *testing.T) {
 	}
 }
 
-func TestWithCallerOfWrongTypePanics(t *testing.T) {
+// Options that could never work are refused when the handler is built,
+// with a *lambdaidem.ConfigError naming the handler and the option.
+func TestRefusedWhenBuilt(t *testing.T) {
 	t.Parallel()
-	defer func() {
-		if recover() == nil {
-			t.Error("no panic")
-		}
-	}()
 	var p payments
-	httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithCaller(func(events.APIGatewayProxyRequest) string { return "" }))
+	for _, tc := range []struct {
+		name    string
+		build   func()
+		handler string
+		option  string
+		want    error
+	}{
+		{"caller of the wrong type", func() {
+			httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithCaller(func(events.APIGatewayProxyRequest) string { return "" }))
+		}, "httpidem.HTTP", "WithCaller", lambdaidem.ErrInvalidOption},
+		{"refused status", func() { httpidem.REST(memstore.New(), p.REST, httpidem.WithWriteRefusedStatus(200)) }, "httpidem.REST", "WithWriteRefusedStatus", lambdaidem.ErrInvalidOption},
+		{"no retry wait", func() { httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithUnavailableRetryAfter(0)) }, "httpidem.HTTP", "WithUnavailableRetryAfter", lambdaidem.ErrInvalidOption},
+		{"no key length", func() { httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithMaxKeyLength(0)) }, "httpidem.HTTP", "WithMaxKeyLength", lambdaidem.ErrInvalidOption},
+		{"empty problem type", func() { httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithProblemType("")) }, "httpidem.HTTP", "WithProblemType", lambdaidem.ErrInvalidOption},
+		{"a key option", func() {
+			httpidem.HTTP(memstore.New(), p.HTTP, httpidem.WithWrapOptions(lambdaidem.WithKeyJSONField("id")))
+		}, "httpidem.HTTP", "WithWrapOptions(WithKeyJSONField)", lambdaidem.ErrUnsupportedOption},
+		{"an option Wrap refuses", func() {
+			httpidem.REST(memstore.New(), p.REST, httpidem.WithWrapOptions(lambdaidem.WithCache(10, time.Minute)))
+		}, "httpidem.REST (lambdaidem.Wrap)", "WithCache", lambdaidem.ErrUnsupportedOption},
+		{"an empty namespace", func() {
+			httpidem.REST(memstore.New(), p.REST, httpidem.WithWrapOptions(lambdaidem.WithNamespace("")))
+		}, "httpidem.REST (lambdaidem.Wrap)", "WithNamespace", lambdaidem.ErrInvalidOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := lambdaidem.Check(tc.build)
+			var ce *lambdaidem.ConfigError
+			if !errors.As(err, &ce) || ce.Handler != tc.handler || ce.Option != tc.option || !errors.Is(err, tc.want) {
+				t.Fatalf("refusal %v, want %s refusing %s with %v", err, tc.handler, tc.option, tc.want)
+			}
+		})
+	}
 }
 
 func TestWithCaller(t *testing.T) {

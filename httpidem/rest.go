@@ -21,6 +21,7 @@ func REST(store lambdaidem.Store, h RESTHandler, opts ...Option) RESTHandler {
 }
 
 var restAdapter = adapter[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse]{
+	name: "httpidem.REST",
 	keyValues: func(r events.APIGatewayProxyRequest) []string {
 		// MultiValueHeaders holds every occurrence when API Gateway sends
 		// it; Headers keeps only the last one.

@@ -22,8 +22,10 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
-// testTuning keeps the SDK's retries short: the outage test waits them out.
-var testTuning = dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}
+// testTuning keeps the SDK's retries few and short: the outage test waits
+// them out. The per-attempt timeout is a bound for a hang, long enough for
+// DynamoDB Local on a loaded machine.
+var testTuning = dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxAttempts: 2, MaxBackoff: 20 * time.Millisecond}
 
 // newStore gives a test its own table on DynamoDB Local (TTL off: DynamoDB
 // Local would delete expired records within seconds).
@@ -39,8 +41,8 @@ func newStoreAndClient(t *testing.T) (*dynamo.Store, *dynamodb.Client) {
 	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(testTuning))
 	table := testenv.Name("httpidem")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -44,7 +45,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	e.clock.Advance(30 * time.Second)
 	// The extension is written by the heartbeat's goroutine, on its tick:
 	// wait for that external write.
-	waitFor(t, "lease_until to move", func() bool { return e.record(t, "job-1").LeaseUntil.After(first) })
+	testenv.WaitFor(t, "lease_until to move", func() bool { return e.record(t, "job-1").LeaseUntil.After(first) })
 	if got, want := e.record(t, "job-1").LeaseUntil, e.clock.Now().Add(time.Minute); !got.Equal(want) {
 		t.Errorf("lease until %s, want now plus the lease length, %s", got, want)
 	}
@@ -71,19 +72,5 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	}
 	if runs.get() != 2 {
 		t.Errorf("%d runs, want 2", runs.get())
-	}
-}
-
-// waitFor polls cond, for state another goroutine writes to DynamoDB,
-// failing the test if it does not hold within a generous deadline. It is a
-// wait, not a timed assertion: only a hang makes it fail.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval, not synchronization
 	}
 }

@@ -25,10 +25,11 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
-// tuning keeps the SDK's retries short, so a fault the proxy injects on
-// every try costs little wall time; the per-attempt timeout still leaves
-// DynamoDB Local room on a busy two-core machine.
-var tuning = dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxBackoff: 20 * time.Millisecond}
+// tuning keeps the SDK's backoff short, so a fault the proxy injects on
+// every try costs little wall time. The per-attempt timeout is a bound for
+// a hang: an attempt DynamoDB Local answers late on a loaded machine would
+// otherwise be retried, and the retry changes what a test counts.
+var tuning = dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}
 
 // sourceARN is the queue the test messages claim to come from; the
 // dead-letter metadata records it.
@@ -70,8 +71,8 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := dynamoClient(t)
 	e := &env{db: db, table: testenv.Name("lambdaidem-it"), clock: newClock(), ns: "it"}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	if err := dynamo.CreateTable(ctx, db, e.table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("create idempotency table: %v", err)
 	}

@@ -198,7 +198,7 @@ func TestWrapAtMostOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	sim := crashSim{b}
-	opts := b.opts(lambdaidem.WithAtMostOnce(), lambdaidem.WithLease(time.Minute), lambdaidem.WithKeyJSONField("id"))
+	opts := b.wrapOpts(lambdaidem.WithAtMostOnce(), lambdaidem.WithLease(time.Minute), lambdaidem.WithKeyJSONField("id"))
 	crashing := lambdaidem.Wrap(b.store, func(context.Context, order) (string, error) { sim.crash(); return "charged", nil }, opts...)
 	_, _ = crashing(context.Background(), order{ID: "p1"})
 	sim.revive()
@@ -227,7 +227,7 @@ func TestWrapAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 		close(entered)
 		<-ctx.Done()
 		return "", ctx.Err()
-	}, b.opts(lambdaidem.WithAtMostOnce(), lambdaidem.WithWrapKey(func(id string) (string, error) { return id, nil }))...)
+	}, b.wrapOpts(lambdaidem.WithAtMostOnce(), lambdaidem.WithWrapKey(func(id string) (string, error) { return id, nil }))...)
 	ctx, cancel := w.ctx(30 * time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -259,7 +259,7 @@ func TestWrapPanicAtMostOnce(t *testing.T) {
 			}
 		}
 		return "ok", nil
-	}, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithAtMostOnce())...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithAtMostOnce())...)
 	for range 2 {
 		if _, err := f(context.Background(), order{ID: "panics"}); !errors.Is(err, lambdaidem.ErrOutcomeUnknown) {
 			t.Fatalf("panicking call: %v, want ErrOutcomeUnknown", err)
@@ -286,7 +286,7 @@ func TestWrapContextEndedAtMostOnce(t *testing.T) {
 			b := setup(t)
 			var runs atomic.Int32
 			entered := make(chan struct{}, 1)
-			opts := b.opts(lambdaidem.WithKeyJSONField("id"))
+			opts := b.wrapOpts(lambdaidem.WithKeyJSONField("id"))
 			if atMostOnce {
 				opts = append(opts, lambdaidem.WithAtMostOnce())
 			}

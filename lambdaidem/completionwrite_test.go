@@ -72,7 +72,7 @@ func TestWrapCompletionWritesNotCommitted(t *testing.T) {
 					return 0, err
 				}
 				return runs.Add(1), nil
-			}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 			out, err := f(context.Background(), order{ID: "o1"})
 			if !errors.Is(err, lambdaidem.ErrWritesNotCommitted) || errors.Is(err, lambdaidem.ErrWriteRefused) != tc.refused || out != 0 {
 				t.Fatalf("call: %d, %v; want ErrWritesNotCommitted (refused %v) and no result", out, err, tc.refused)

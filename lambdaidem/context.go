@@ -13,6 +13,9 @@ type recordState struct {
 	lease  Lease
 	mu     sync.Mutex
 	writes []any
+	// accept checks a completion write's type when it is added (nil:
+	// every type is accepted).
+	accept func(w any) error
 	// returned is set once the handler returned: later writes are refused.
 	returned bool
 	// unleased is set for a run of the optimistic mode: lease only bounds
@@ -55,8 +58,11 @@ func LeaseFromContext(ctx context.Context) (lease Lease, ok bool) {
 // the effect and the "done" mark happen together or not at all. It fails
 // outside a decorated handler, and once the handler has returned (from a
 // goroutine it left running, say): the completion may already be written,
-// so such a write could never join it. The writes are dropped if the
-// handler returns an error.
+// so such a write could never join it. A write of a type the store does
+// not commit (see Capabilities) is refused at once with an error wrapping
+// ErrUnsupportedWrite; declare the type with WithCompletionWrites so that
+// such a store is refused when the handler is built instead. The writes
+// are dropped if the handler returns an error.
 func AddCompletionWrite(ctx context.Context, w any) error {
 	st, ok := ctx.Value(recordStateKey{}).(*recordState)
 	if !ok {
@@ -66,6 +72,11 @@ func AddCompletionWrite(ctx context.Context, w any) error {
 	defer st.mu.Unlock()
 	if st.returned {
 		return ErrHandlerReturned
+	}
+	if st.accept != nil {
+		if err := st.accept(w); err != nil {
+			return err
+		}
 	}
 	st.writes = append(st.writes, w)
 	return nil

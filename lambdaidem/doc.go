@@ -127,8 +127,10 @@
 // [Wrap] makes any func(context.Context, In) (Out, error) idempotent: the
 // first call with a key runs it and stores its result as JSON; a repeat
 // with the same key and input gets the stored result without running it.
-// A call while another holds the key returns an [*InProgressError], the
-// same key with another input [ErrKeyConflict]. The default key is the
+// A call while another holds the key returns an [*InProgressError], or
+// with [WithWaitForCompletion] waits for that run and answers with its
+// outcome; the same key with another input returns [ErrKeyConflict]. The
+// default key is the
 // SHA-256 of the input's JSON encoding; [WithKeyJSONField] and [WithWrapKey]
 // choose one. Wrap never records a failure after the function succeeded:
 // a result that cannot be stored completes the key without it, and a

@@ -3,6 +3,7 @@ package lambdaidem
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -46,14 +47,54 @@ var ErrLateReplay = errors.New("lambdaidem: late replay: result expired, key sti
 type InProgressError struct {
 	// RetryAfter is how long until the lease runs out.
 	RetryAfter time.Duration
+	// Waited is how long the call waited for the run in progress
+	// (WithWaitForCompletion) before it gave up; zero without the option.
+	Waited time.Duration
 }
 
 func (e *InProgressError) Error() string {
+	if e.Waited > 0 {
+		return fmt.Sprintf("%v after waiting %s; retry after %s", ErrInProgress, e.Waited.Round(time.Millisecond), e.RetryAfter.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("%v; retry after %s", ErrInProgress, e.RetryAfter.Round(time.Millisecond))
 }
 
 // Unwrap returns ErrInProgress.
 func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+// ErrRunFailed: with WithWaitForCompletion, the run of the same key that a
+// call waited for failed. Wrap returns it as a *RunFailedError.
+var ErrRunFailed = errors.New("lambdaidem: the run this call waited for failed")
+
+// RunFailedError is returned by Wrap, with WithWaitForCompletion, when the
+// run of the same key and payload that the call waited for failed: the call
+// answers with that failure, as the store recorded it, instead of running
+// the function itself. The key stays retryable: the next call runs the
+// function again. It wraps ErrRunFailed.
+type RunFailedError struct {
+	// Key is the stored key.
+	Key string
+	// Attempt is the attempt that failed (its claim's number).
+	Attempt int
+	// Message is the failure as the store recorded it (Record.LastError):
+	// the text of the error the failed call returned, shortened by the
+	// store if it was long.
+	Message string
+}
+
+func (e *RunFailedError) Error() string {
+	return fmt.Sprintf("%v: key %q, attempt %d: %s", ErrRunFailed, e.Key, e.Attempt, e.Message)
+}
+
+// Unwrap returns ErrRunFailed.
+func (e *RunFailedError) Unwrap() error { return ErrRunFailed }
+
+// ErrWaitUnsupported: WithWaitForCompletion was given to the SQS handler,
+// which panics with an error wrapping it when built. A message whose key is
+// held elsewhere is reported failed and made visible again when that lease
+// ends: the queue waits, and a Lambda invocation spent waiting would hold
+// its whole batch. Wrap and httpidem take the option.
+var ErrWaitUnsupported = errors.New("lambdaidem: WithWaitForCompletion is for Wrap and httpidem; the SQS handler leaves a held key to the queue")
 
 // ErrResetRefused: a redrive's reset did not apply because the record is
 // not DEAD_LETTERED by the dead-letter copy being redriven (it completed,
@@ -200,3 +241,77 @@ var ErrInvalidRequest = errors.New("lambdaidem: invalid store request")
 // WithOptimisticCommit, which takes none for a first delivery. SQS refuses
 // the pair when it is built.
 var ErrNeedsLease = errors.New("lambdaidem: the option needs a lease, and WithOptimisticCommit takes none")
+
+// Errors of construction. SQS, Wrap and the handlers built on them (the
+// httpidem handlers, the test kit) check their options, and their options
+// against the store, when they are built: a refusal panics with a
+// [*ConfigError] wrapping one of these, so a function that cannot work
+// fails at its cold start, never one message at a time. The constructors
+// of the stores and of package sqsqueue refuse unusable settings (an
+// empty table name, a DLQ URL that is not a queue URL) the same way.
+// [Check] turns such a panic into an error.
+var (
+	// ErrInvalidOption: an option's value, or a combination of options,
+	// that could never work (an empty namespace, a backoff without a
+	// visibility changer to apply it, two options that both set the key).
+	ErrInvalidOption = errors.New("lambdaidem: invalid option")
+	// ErrUnsupportedOption: an option the handler being built does not use
+	// (an SQS option given to Wrap), or one that needs something the store
+	// does not declare it can do (completion writes of a type it does not
+	// commit, results larger than it keeps).
+	ErrUnsupportedOption = errors.New("lambdaidem: option not supported")
+)
+
+// ConfigError is the value SQS, Wrap and the constructors built on them
+// panic with when their settings cannot work together. Its Err wraps
+// ErrInvalidOption or ErrUnsupportedOption, and sometimes a more specific
+// named error besides (ErrUnsupportedWrite for completion writes a store
+// cannot commit; a package's own, such as dynamo.ErrInvalidTableName).
+type ConfigError struct {
+	// Handler is the constructor that refused: "lambdaidem.SQS",
+	// "lambdaidem.Wrap", "httpidem.HTTP", "dynamo.New", "sqsqueue.NewSink".
+	Handler string
+	// Option is what was refused: an option ("WithCache"), a pair of them
+	// ("WithBackoff without WithVisibility"), or a setting ("table name").
+	Option string
+	// Store names the store when what it can do is the reason
+	// ("Redis"); empty otherwise.
+	Store string
+	// Err is the named error, with the reason in its text.
+	Err error
+}
+
+func (e *ConfigError) Error() string {
+	return e.Handler + ": " + e.Option + ": " + strings.TrimPrefix(e.Err.Error(), "lambdaidem: ")
+}
+
+// reason is an error with one text that matches several named errors.
+type reason struct {
+	text  string
+	named []error
+}
+
+func (r *reason) Error() string   { return r.text }
+func (r *reason) Unwrap() []error { return r.named }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Check calls build, typically one call of SQS, Wrap, httpidem.HTTP or a
+// store's constructor, and returns the *ConfigError it panicked with, or
+// nil when it returned. Any other panic is passed on. Use it where a
+// refusal must be an error rather than a panic: a tool that builds
+// handlers from its flags, a test of the refusals.
+func Check(build func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			ce, ok := v.(*ConfigError)
+			if !ok {
+				panic(v)
+			}
+			err = ce
+		}
+	}()
+	build()
+	return nil
+}

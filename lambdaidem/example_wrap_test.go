@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
@@ -45,4 +46,42 @@ func ExampleWrap() {
 	// {1001 4200} <nil>
 	// true
 	// issued: 1
+}
+
+// With WithWaitForCompletion, a repeat that finds the first call still
+// running (a client that gave up waiting and retried) waits for it and
+// gets its result, instead of an InProgressError.
+func ExampleWithWaitForCompletion() {
+	started, release := make(chan struct{}), make(chan struct{})
+	issue := func(ctx context.Context, req invoiceRequest) (invoice, error) {
+		close(started) // runs once: the repeat waits for this run
+		<-release      // the invoicing service is slow today
+		return invoice{Number: 1001, Cents: req.Cents}, nil
+	}
+	issueOnce := lambdaidem.Wrap(memstore.New(), issue,
+		lambdaidem.WithNamespace("invoices"),
+		lambdaidem.WithKeyJSONField("order"),
+		lambdaidem.WithWaitForCompletion(10*time.Second))
+
+	ctx := context.Background()
+	first := make(chan invoice)
+	go func() {
+		inv, _ := issueOnce(ctx, invoiceRequest{Order: "o-1", Cents: 4200})
+		first <- inv
+	}()
+	<-started
+	repeat := make(chan invoice)
+	go func() {
+		inv, err := issueOnce(ctx, invoiceRequest{Order: "o-1", Cents: 4200})
+		if err != nil {
+			fmt.Println(err)
+		}
+		repeat <- inv
+	}()
+	close(release)
+	fmt.Println("first: ", <-first)
+	fmt.Println("repeat:", <-repeat)
+	// Output:
+	// first:  {1001 4200}
+	// repeat: {1001 4200}
 }

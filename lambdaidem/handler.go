@@ -18,10 +18,18 @@ import (
 // PanicError with its stack.
 func (e *engine) runHandler(ctx context.Context, t timing, st *recordState, now time.Time, f func(context.Context) error) error {
 	lease := st.lease
+	st.accept = func(w any) error { return e.acceptWrite(lease, w) }
 	if t.shared != nil && e.c.heartbeat <= 0 && !lease.Until.Before(t.deadline) {
 		// The lease lasts as long as the invocation: the invocation's
-		// handler context bounds this record too.
-		return st.ran(run(withRecordState(t.shared.handler, st), f), t.shared.handler)
+		// handler context bounds this record too. An observed record's
+		// context that only adds values to it (same Done channel) is used
+		// instead, so the handler runs under what its observer returned.
+		hctx := t.shared.handler
+		sharedOnly := mutant.On("observed-handler-shares-invocation-context") // the bug: the handler runs outside its record's observed context
+		if e.observed() && ctx.Done() == hctx.Done() && !sharedOnly {
+			hctx = ctx
+		}
+		return st.ran(run(withRecordState(hctx, st), f), hctx)
 	}
 	length := lease.Until.Sub(now)
 	lm := e.c.leaseMargin(t.margin, length)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -33,7 +34,7 @@ func TestHeartbeatExtendsTheLeaseAndReportsLoss(t *testing.T) {
 	b.clock.Advance(50 * time.Second)
 	ticks <- time.Time{}
 	// The extension is written by the heartbeat's goroutine: wait for it.
-	waitFor(t, "the lease end to move", func() bool { return b.record(t, "m1").LeaseUntil.After(first) })
+	testenv.WaitFor(t, "the lease end to move", func() bool { return b.record(t, "m1").LeaseUntil.After(first) })
 	// Another consumer takes the lease over once it runs out; the next
 	// extension is refused and the handler learns it lost the lease.
 	b.clock.Advance(5 * time.Minute)
@@ -195,7 +196,7 @@ func TestHeartbeatThatCannotKeepTheLeaseIsRejected(t *testing.T) {
 					t.Errorf("Wrap accepted a heartbeat that cannot keep the lease alive")
 				}
 			}()
-			lambdaidem.Wrap(b.store, func(context.Context, int) (int, error) { return 0, nil }, b.opts(opts...)...)
+			lambdaidem.Wrap(b.store, func(context.Context, int) (int, error) { return 0, nil }, b.wrapOpts(opts...)...)
 		}()
 	}
 	lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithLease(time.Minute), lambdaidem.WithHeartbeat(20*time.Second))...)

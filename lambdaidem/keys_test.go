@@ -101,13 +101,13 @@ func TestMessageIDKeySkipsTheHashUnlessOneIsSet(t *testing.T) {
 		t.Fatalf("hash %q, hashed %d times, handler calls %d; want len-8, 2, 1", r.PayloadHash, hashed, b.calls.get("m1"))
 	}
 
-	// Any other key hashes by default: WithKeyMessageID after another key
-	// restores the skip, WithKeyFunc removes it.
+	// Any other key hashes by default: an explicit WithKeyMessageID keeps
+	// the skip, WithKeyFunc removes it.
 	for _, tc := range []struct {
 		opts []lambdaidem.Option
 		same bool
 	}{
-		{[]lambdaidem.Option{lambdaidem.WithKeyJSONField("id"), lambdaidem.WithKeyMessageID()}, true},
+		{[]lambdaidem.Option{lambdaidem.WithKeyMessageID()}, true},
 		{[]lambdaidem.Option{lambdaidem.WithKeyFunc(func(m events.SQSMessage) (string, error) { return m.MessageId, nil })}, false},
 	} {
 		b = setup(t)

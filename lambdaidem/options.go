@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -77,10 +80,19 @@ type config struct {
 	visibility          VisibilityChanger
 	backoff             func(attempt int) time.Duration
 	hook                func(*InvocationReport)
+	observers           []Observer
+	entry               EntryPoint // what Wrap reports to observers
 	atMostOnce          bool
 	heartbeat           time.Duration
 	optimistic          bool // WithOptimisticCommit
 	ticker              func(time.Duration) (<-chan time.Time, func())
+	wait                time.Duration  // WithWaitForCompletion; 0: off
+	writeKinds          []reflect.Type // WithCompletionWrites
+	// given names the options given, in order, for the checks of
+	// construction; invalid holds the refusals options found in their
+	// own values.
+	given   []string
+	invalid []error
 }
 
 func newConfig(opts []Option) *config {
@@ -102,6 +114,7 @@ func newConfig(opts []Option) *config {
 		realClock:           true,
 		allFailedError:      true,
 		isolate:             true,
+		entry:               EntryWrap,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
@@ -116,7 +129,6 @@ func newConfig(opts []Option) *config {
 	if c.resultRetention <= 0 || c.resultRetention > c.retention {
 		c.resultRetention = c.retention
 	}
-	c.validate()
 	return c
 }
 
@@ -130,12 +142,127 @@ func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
 	return margin
 }
 
-// validate rejects combinations of options that could never work, as the
-// constructors reject a nil store: at build time, with a panic.
-func (c *config) validate() {
+// Handler names, for ConfigError.Handler.
+const (
+	handlerSQS  = "lambdaidem.SQS"
+	handlerWrap = "lambdaidem.Wrap"
+)
+
+// sqsOnly are the options only the SQS handler uses: Wrap refuses them.
+var sqsOnly = map[string]string{
+	"WithKeyMessageID":          "Wrap has no SQS message",
+	"WithKeyAttribute":          "Wrap has no message attributes",
+	"WithKeyDeduplicationID":    "Wrap has no FIFO deduplication ID",
+	"WithKeyFunc":               "Wrap keys by its input (WithWrapKey, WithKeyJSONField)",
+	"WithMaxAttempts":           "Wrap counts no attempts: its caller sees each failure and decides whether to call again",
+	"WithConcurrency":           "Wrap runs one call at a time per call",
+	"WithCache":                 "Wrap must return the stored result of a duplicate, which the cache does not hold",
+	"WithFailBatchOnAnyFailure": "Wrap has no batch",
+	"WithAllFailedError":        "Wrap has no batch",
+	"WithIsolateRedeliveries":   "Wrap has no redeliveries",
+	"WithDeadLetterSink":        "Wrap has no message to dead-letter (its caller gets the error)",
+	"WithVisibility":            "Wrap has no message whose visibility could change",
+	"WithBackoff":               "Wrap has no message whose visibility could change",
+	"WithInvocationHook":        "Wrap has no SQS invocation to report",
+}
+
+// wrapOnly are the options only Wrap uses: SQS refuses them.
+var wrapOnly = map[string]string{
+	"WithWrapKey":        "the SQS handler keys messages (WithKeyJSONField, WithKeyFunc...)",
+	"WithMaxResultBytes": "the SQS handler stores no results",
+	// Refused with ErrWaitUnsupported, which says why.
+	"WithWaitForCompletion": "",
+}
+
+// keyOptions are the options that set the key; at most one may be given.
+var keyOptions = []string{"WithKeyMessageID", "WithKeyJSONField", "WithKeyAttribute", "WithKeyDeduplicationID", "WithKeyFunc", "WithWrapKey"}
+
+// note records that an option was given.
+func (c *config) note(name string) { c.given = append(c.given, name) }
+
+// refuse records that an option's own value can never work; the handler
+// being built panics with it.
+func (c *config) refuse(option, why string) {
+	c.invalid = append(c.invalid, &ConfigError{Option: option, Err: fmt.Errorf("%w: %s", ErrInvalidOption, why)})
+}
+
+// isNil reports whether v is nil or an interface holding a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
+}
+
+// OptionNames returns the names of the options opts give, in order
+// ("WithNamespace", "WithCache"). Packages that build a handler on SQS or
+// Wrap use it to refuse, when they are built, options they override or
+// do not use, as httpidem refuses key options.
+func OptionNames(opts ...Option) []string {
+	c := &config{}
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return c.given
+}
+
+// given reports whether the option was given.
+func (c *config) has(name string) bool { return slices.Contains(c.given, name) }
+
+// check refuses, when a handler is built, what could never work: an
+// option's own value, a combination of options, an option the handler
+// does not use, or one the store cannot serve (when the store declares
+// its Capabilities). It panics with a *ConfigError.
+func (c *config) check(handler string, store Store) {
+	fail := func(e *ConfigError) {
+		e.Handler = handler
+		panic(e)
+	}
+	invalid := func(option, format string, args ...any) {
+		fail(&ConfigError{Option: option, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)})
+	}
+	if len(c.invalid) > 0 {
+		fail(c.invalid[0].(*ConfigError))
+	}
+	for _, name := range c.given {
+		why, refused := sqsOnly[name]
+		if handler == handlerSQS {
+			why, refused = wrapOnly[name]
+		}
+		if refused && name == "WithWaitForCompletion" {
+			fail(&ConfigError{Option: name, Err: fmt.Errorf("%w: %w", ErrUnsupportedOption, ErrWaitUnsupported)})
+		}
+		if refused {
+			fail(&ConfigError{Option: name, Err: fmt.Errorf("%w: %s", ErrUnsupportedOption, why)})
+		}
+	}
+	var keys []string
+	for _, name := range c.given {
+		if slices.Contains(keyOptions, name) && !slices.Contains(keys, name) {
+			keys = append(keys, name)
+		}
+	}
+	if len(keys) > 1 {
+		invalid(strings.Join(keys, " and "), "each sets the key; give one")
+	}
+	if c.has("WithPayloadHash") && c.has("WithHashJSONFields") {
+		invalid("WithPayloadHash and WithHashJSONFields", "each sets the payload hash; give one")
+	}
+	if c.backoff != nil && c.visibility == nil {
+		invalid("WithBackoff without WithVisibility", "a backoff is applied by changing the message's visibility, and there is no VisibilityChanger to do it")
+	}
+	if err := CheckNamespace(c.namespace); err != nil {
+		fail(&ConfigError{Option: "WithNamespace", Err: err})
+	}
 	acceptDeadLease := mutant.On("lease-margin-unchecked") // the bug: handlers would start with no time left
 	if c.marginSet && c.margin >= c.maxLease && !acceptDeadLease {
-		panic(fmt.Sprintf("lambdaidem: WithDeadlineMargin(%s) is not shorter than WithLease(%s): every handler would start with no time left", c.margin, c.maxLease))
+		invalid(fmt.Sprintf("WithDeadlineMargin(%s) and WithLease(%s)", c.margin, c.maxLease), "the margin is not shorter than the lease: every handler would start with no time left")
 	}
 	if c.marginSet && c.margin >= c.leaseNoDeadline {
 		// Only the default lease outside Lambda is shorter (an explicit
@@ -151,7 +278,56 @@ func (c *config) validate() {
 	if c.heartbeat > 0 {
 		lease := min(c.maxLease, c.leaseNoDeadline)
 		if room := lease - c.leaseMargin(c.margin, lease); c.heartbeat >= room {
-			panic(fmt.Sprintf("lambdaidem: WithHeartbeat(%s) cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", c.heartbeat, lease, room))
+			invalid(fmt.Sprintf("WithHeartbeat(%s)", c.heartbeat), "it cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", lease, room)
+		}
+	}
+
+	caps, ok := CapabilitiesOf(store)
+	if !ok {
+		return
+	}
+	unsupported := func(option string, also error, format string, args ...any) {
+		err := fmt.Errorf("%w: "+format, append([]any{ErrUnsupportedOption}, args...)...)
+		if also != nil {
+			// One text, the more specific error's, matching both.
+			err = &reason{text: fmt.Sprintf("%s: "+format, append([]any{also}, args...)...), named: []error{also, ErrUnsupportedOption}}
+		}
+		fail(&ConfigError{Option: option, Store: caps.Store, Err: err})
+	}
+	if caps.CheckNamespace != nil {
+		if err := caps.CheckNamespace(c.namespace); err != nil {
+			unsupported("WithNamespace", ErrInvalidOption, "%s cannot keep the namespace %q: %v", caps.storeName(), c.namespace, err)
+		}
+	}
+	for _, t := range c.writeKinds {
+		if !caps.CommitsWrite(t) {
+			unsupported("WithCompletionWrites["+t.String()+"]", ErrUnsupportedWrite, "%s commits %s with a completion", caps.storeName(), caps.writeKinds())
+		}
+	}
+	if handler != handlerSQS && caps.MaxResultBytes > 0 && c.maxResultBytes > caps.MaxResultBytes {
+		option := fmt.Sprintf("WithMaxResultBytes(%d)", c.maxResultBytes)
+		if !c.has("WithMaxResultBytes") {
+			option = fmt.Sprintf("the default result limit (%d bytes)", c.maxResultBytes)
+		}
+		unsupported(option, nil, "%s keeps results of at most %d bytes; set WithMaxResultBytes at most that", caps.storeName(), caps.MaxResultBytes)
+	}
+}
+
+// WithCompletionWrites declares that the handler adds completion writes
+// of type W with AddCompletionWrite (for the DynamoDB store,
+// types.TransactWriteItem; for the Redis store, redisstore.Command). SQS,
+// Wrap and httpidem then refuse, when they are built, a store that
+// declares it cannot commit them (a *ConfigError wrapping
+// ErrUnsupportedWrite and ErrUnsupportedOption), instead of failing every
+// message that adds one. Give it once per type. Without it, a write of a
+// type the store does not commit is refused by AddCompletionWrite itself,
+// while the handler runs.
+func WithCompletionWrites[W any]() Option {
+	t := reflect.TypeFor[W]()
+	return func(c *config) {
+		c.note("WithCompletionWrites")
+		if !slices.Contains(c.writeKinds, t) {
+			c.writeKinds = append(c.writeKinds, t)
 		}
 	}
 }
@@ -189,12 +365,20 @@ func (c *config) useHash(sqs bool) {
 // AWS_LAMBDA_FUNCTION_NAME, or "default" outside Lambda. A name generated by
 // SAM or CloudFormation changes when the function is replaced, and every key
 // would be forgotten with it: set an explicit namespace in production.
-func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+func WithNamespace(ns string) Option {
+	return func(c *config) {
+		c.note("WithNamespace")
+		c.namespace = ns
+	}
+}
 
 // WithKeyMessageID keys records by SQS messageId (the default). It catches
 // SQS redeliveries but not a producer sending the same thing twice.
 func WithKeyMessageID() Option {
-	return func(c *config) { c.keyFunc, c.keyIsMessageID = keyFromMessageID, true }
+	return func(c *config) {
+		c.note("WithKeyMessageID")
+		c.keyFunc, c.keyIsMessageID = keyFromMessageID, true
+	}
 }
 
 // WithKeyJSONField keys records by a field of the JSON body, given as a
@@ -209,6 +393,10 @@ func WithKeyMessageID() Option {
 // Whatever its source, a key is stored as StoredKey gives it.
 func WithKeyJSONField(path string) Option {
 	return func(c *config) {
+		c.note("WithKeyJSONField")
+		if path == "" {
+			c.refuse("WithKeyJSONField", "the path is empty")
+		}
 		f := keyFromJSONField(path)
 		c.jsonKey = f
 		c.keyFunc, c.keyIsMessageID = func(m events.SQSMessage) (string, error) { return f(bodyBytes(m.Body)) }, false
@@ -218,7 +406,13 @@ func WithKeyJSONField(path string) Option {
 // WithKeyAttribute keys records by a String message attribute, such as the
 // one the producer helper sets.
 func WithKeyAttribute(name string) Option {
-	return func(c *config) { c.keyFunc, c.keyIsMessageID = keyFromAttribute(name), false }
+	return func(c *config) {
+		c.note("WithKeyAttribute")
+		if name == "" {
+			c.refuse("WithKeyAttribute", "the attribute name is empty")
+		}
+		c.keyFunc, c.keyIsMessageID = keyFromAttribute(name), false
+	}
 }
 
 // WithKeyDeduplicationID keys records by a FIFO message's
@@ -227,7 +421,10 @@ func WithKeyAttribute(name string) Option {
 // the key, as "group/id" (a group holding "/" or starting with a quote is
 // written Go-quoted, so no two pairs make one key).
 func WithKeyDeduplicationID(perGroup bool) Option {
-	return func(c *config) { c.keyFunc, c.keyIsMessageID = keyFromDedupID(perGroup), false }
+	return func(c *config) {
+		c.note("WithKeyDeduplicationID")
+		c.keyFunc, c.keyIsMessageID = keyFromDedupID(perGroup), false
+	}
 }
 
 // WithKeyFunc keys records by a function of the message. Return an error
@@ -238,20 +435,42 @@ func WithKeyDeduplicationID(perGroup bool) Option {
 // never merged with another. A panic in it (or in a WithPayloadHash
 // function) is that message's missing key: it alone is dead-lettered with
 // ReasonMissingKey, or reported failed without a sink.
-func WithKeyFunc(f KeyFunc) Option { return func(c *config) { c.keyFunc, c.keyIsMessageID = f, false } }
+func WithKeyFunc(f KeyFunc) Option {
+	return func(c *config) {
+		c.note("WithKeyFunc")
+		if f == nil {
+			c.refuse("WithKeyFunc", "the function is nil")
+		}
+		c.keyFunc, c.keyIsMessageID = f, false
+	}
+}
 
 // WithWrapKey keys Wrap's records by a function of the input. Its In must be
 // the wrapped function's input type, or Wrap panics at construction.
 // Default for Wrap: the SHA-256 of the input's JSON encoding.
 func WithWrapKey[In any](f func(In) (string, error)) Option {
-	return func(c *config) { c.wrapKey = f }
+	return func(c *config) {
+		c.note("WithWrapKey")
+		if f == nil {
+			c.refuse("WithWrapKey", "the function is nil")
+		}
+		c.wrapKey = f
+	}
 }
 
 // WithPayloadHash sets how a message's content is hashed. Default: SHA-256
 // of the body (for Wrap, of the input's JSON encoding). With the default
 // message-ID key and no WithPayloadHash, SQS records are not hashed: SQS
 // gives one message ID to one body, so a hash could never disagree.
-func WithPayloadHash(f HashFunc) Option { return func(c *config) { c.hash = f } }
+func WithPayloadHash(f HashFunc) Option {
+	return func(c *config) {
+		c.note("WithPayloadHash")
+		if f == nil {
+			c.refuse("WithPayloadHash", "the function is nil")
+		}
+		c.hash = f
+	}
+}
 
 // WithHashJSONFields hashes only the selected fields (dotted paths) of the
 // JSON body, for envelopes whose other fields differ between deliveries of
@@ -259,18 +478,40 @@ func WithPayloadHash(f HashFunc) Option { return func(c *config) { c.hash = f } 
 // field holding a string that is not valid Unicode makes the body
 // malformed (ErrMalformedBody), as for WithKeyJSONField.
 func WithHashJSONFields(paths ...string) Option {
-	return func(c *config) { c.hash = hashJSONFields(paths...) }
+	return func(c *config) {
+		c.note("WithHashJSONFields")
+		if len(paths) == 0 || slices.Contains(paths, "") {
+			c.refuse("WithHashJSONFields", "no fields, or an empty path")
+		}
+		c.hash = hashJSONFields(paths...)
+	}
 }
 
 // WithMaxAttempts sets how many claims a key gets (default
 // DefaultMaxAttempts). A handler failure on the last attempt dead-letters
 // the message; a claim beyond the maximum (the previous holders crashed or
 // timed out) dead-letters it without running the handler.
-func WithMaxAttempts(n int) Option { return func(c *config) { c.maxAttempts = max(n, 1) } }
+func WithMaxAttempts(n int) Option {
+	return func(c *config) {
+		c.note("WithMaxAttempts")
+		if n < 1 {
+			c.refuse("WithMaxAttempts", fmt.Sprintf("%d attempts; at least one is needed", n))
+		}
+		c.maxAttempts = max(n, 1)
+	}
+}
 
 // WithConcurrency bounds the records of a standard-queue batch processed at
 // once (default DefaultConcurrency). FIFO groups run one record at a time.
-func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = max(n, 1) } }
+func WithConcurrency(n int) Option {
+	return func(c *config) {
+		c.note("WithConcurrency")
+		if n < 1 {
+			c.refuse("WithConcurrency", fmt.Sprintf("%d records at once; at least one is needed", n))
+		}
+		c.concurrency = max(n, 1)
+	}
+}
 
 // WithLease caps the lease (default DefaultMaxLease). The lease is the
 // invocation's remaining time, capped by d; with no deadline it is d (or
@@ -280,15 +521,26 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = ma
 // with an explicit WithDeadlineMargin of d or more, SQS and Wrap panic.
 func WithLease(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.maxLease, c.leaseNoDeadline = d, d
+		c.note("WithLease")
+		if d <= 0 {
+			c.refuse("WithLease", fmt.Sprintf("a lease of %s", d))
+			return
 		}
+		c.maxLease, c.leaseNoDeadline = d, d
 	}
 }
 
 // WithGrace sets how long past its end a lease must be before another
 // claimer may take it over (default DefaultGrace).
-func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = max(d, 0) } }
+func WithGrace(d time.Duration) Option {
+	return func(c *config) {
+		c.note("WithGrace")
+		if d < 0 {
+			c.refuse("WithGrace", fmt.Sprintf("a negative grace (%s)", d))
+		}
+		c.grace = max(d, 0)
+	}
+}
 
 // WithDeadlineMargin sets the time kept back before the invocation's
 // deadline, and before the lease's end, for recording outcomes (default
@@ -297,16 +549,25 @@ func WithGrace(d time.Duration) Option { return func(c *config) { c.grace = max(
 // be shorter than WithLease, or SQS and Wrap panic; outside Lambda, the
 // default lease is lengthened to four margins if it is not longer.
 func WithDeadlineMargin(d time.Duration) Option {
-	return func(c *config) { c.margin, c.marginSet = max(d, 0), true }
+	return func(c *config) {
+		c.note("WithDeadlineMargin")
+		if d < 0 {
+			c.refuse("WithDeadlineMargin", fmt.Sprintf("a negative margin (%s)", d))
+		}
+		c.margin, c.marginSet = max(d, 0), true
+	}
 }
 
 // WithRetention sets how long a completed key is remembered (default
 // DefaultRetention).
 func WithRetention(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.retention = d
+		c.note("WithRetention")
+		if d <= 0 {
+			c.refuse("WithRetention", fmt.Sprintf("a retention of %s", d))
+			return
 		}
+		c.retention = d
 	}
 }
 
@@ -318,9 +579,12 @@ func WithRetention(d time.Duration) Option {
 // move the record's expiry with the lease.
 func WithUnfinishedRetention(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.unfinishedRetention = d
+		c.note("WithUnfinishedRetention")
+		if d <= 0 {
+			c.refuse("WithUnfinishedRetention", fmt.Sprintf("a retention of %s", d))
+			return
 		}
+		c.unfinishedRetention = d
 	}
 }
 
@@ -328,13 +592,27 @@ func WithUnfinishedRetention(d time.Duration) Option {
 // the key (default: as long as the key). A repeat after the result expired
 // but while the key is remembered is a late replay (ErrLateReplay).
 func WithResultRetention(d time.Duration) Option {
-	return func(c *config) { c.resultRetention = d }
+	return func(c *config) {
+		c.note("WithResultRetention")
+		if d <= 0 {
+			c.refuse("WithResultRetention", fmt.Sprintf("a retention of %s", d))
+		}
+		c.resultRetention = d
+	}
 }
 
 // WithMaxResultBytes bounds a stored Wrap result (default
 // DefaultMaxResultBytes). A larger one is not stored: the call still
 // returns it and completes the key, and a repeat gets ErrResultNotStored.
-func WithMaxResultBytes(n int) Option { return func(c *config) { c.maxResultBytes = n } }
+func WithMaxResultBytes(n int) Option {
+	return func(c *config) {
+		c.note("WithMaxResultBytes")
+		if n < 1 {
+			c.refuse("WithMaxResultBytes", fmt.Sprintf("%d bytes; no result could be stored", n))
+		}
+		c.maxResultBytes = n
+	}
+}
 
 // WithCache keeps up to size completed keys in memory for ttl, so a repeated
 // duplicate in a warm container costs no store request. An entry never
@@ -343,7 +621,13 @@ func WithMaxResultBytes(n int) Option { return func(c *config) { c.maxResultByte
 // "late replay". Off by default: a cached key goes stale when an operator
 // forgets or redrives it, for up to ttl.
 func WithCache(size int, ttl time.Duration) Option {
-	return func(c *config) { c.cacheSize, c.cacheTTL = size, ttl }
+	return func(c *config) {
+		c.note("WithCache")
+		if size < 1 || ttl <= 0 {
+			c.refuse("WithCache", fmt.Sprintf("%d keys for %s; both must be positive", size, ttl))
+		}
+		c.cacheSize, c.cacheTTL = size, ttl
+	}
 }
 
 // WithLogger sets the logger (default slog.Default()). Use
@@ -351,6 +635,7 @@ func WithCache(size int, ttl time.Duration) Option {
 // logged.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
+		c.note("WithLogger")
 		if l != nil {
 			c.logger = l
 		}
@@ -359,7 +644,14 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithClock sets the clock (default time.Now); for tests.
 func WithClock(now func() time.Time) Option {
-	return func(c *config) { c.now, c.realClock = now, false }
+	return func(c *config) {
+		c.note("WithClock")
+		if now == nil {
+			c.refuse("WithClock", "the clock is nil")
+			return
+		}
+		c.now, c.realClock = now, false
+	}
 }
 
 // WithFailBatchOnAnyFailure makes the SQS handler return an error whenever
@@ -373,40 +665,85 @@ func WithClock(now func() time.Time) Option {
 // container once the lease and grace are over, that container takes the
 // key over and runs the handler again, as after a crash (with
 // WithAtMostOnce, it dead-letters the message as outcome unknown instead).
-func WithFailBatchOnAnyFailure() Option { return func(c *config) { c.failOnAny = true } }
+func WithFailBatchOnAnyFailure() Option {
+	return func(c *config) {
+		c.note("WithFailBatchOnAnyFailure")
+		c.failOnAny = true
+	}
+}
 
 // WithAllFailedError sets whether the SQS handler returns an error when
 // every record of a batch failed (default true, so error alarms fire).
-func WithAllFailedError(on bool) Option { return func(c *config) { c.allFailedError = on } }
+func WithAllFailedError(on bool) Option {
+	return func(c *config) {
+		c.note("WithAllFailedError")
+		c.allFailedError = on
+	}
+}
 
 // WithIsolateRedeliveries sets whether records that were delivered before
 // (ApproximateReceiveCount > 1) run one at a time after the rest of the
 // batch (default true). A message that crashes the process then takes
 // only itself down on its retries, so its batch-mates' attempt counts do
 // not climb towards the dead-letter queue with it.
-func WithIsolateRedeliveries(on bool) Option { return func(c *config) { c.isolate = on } }
+func WithIsolateRedeliveries(on bool) Option {
+	return func(c *config) {
+		c.note("WithIsolateRedeliveries")
+		c.isolate = on
+	}
+}
 
 // WithDeadLetterSink sets where dead-lettered messages go. Without a sink,
 // a message that should be dead-lettered is reported failed and SQS's own
 // redrive policy is the backstop.
-func WithDeadLetterSink(s DeadLetterSink) Option { return func(c *config) { c.sink = s } }
+func WithDeadLetterSink(s DeadLetterSink) Option {
+	return func(c *config) {
+		c.note("WithDeadLetterSink")
+		if isNil(s) {
+			c.refuse("WithDeadLetterSink", "the sink is nil (leave the option out for none)")
+			return
+		}
+		c.sink = s
+	}
+}
 
 // WithVisibility sets the VisibilityChanger used for RetryAfter, backoff and
 // bringing back a message whose key is held by another lease when that lease
 // ends. Without one, the queue's visibility timeout applies.
-func WithVisibility(v VisibilityChanger) Option { return func(c *config) { c.visibility = v } }
+func WithVisibility(v VisibilityChanger) Option {
+	return func(c *config) {
+		c.note("WithVisibility")
+		if isNil(v) {
+			c.refuse("WithVisibility", "the visibility changer is nil (leave the option out for none)")
+			return
+		}
+		c.visibility = v
+	}
+}
 
 // WithBackoff sets the visibility timeout after a plain handler error as a
 // function of the attempt number (see ExponentialBackoff). Default: none,
 // the queue's visibility timeout applies. Needs WithVisibility.
 func WithBackoff(f func(attempt int) time.Duration) Option {
-	return func(c *config) { c.backoff = f }
+	return func(c *config) {
+		c.note("WithBackoff")
+		if f == nil {
+			c.refuse("WithBackoff", "the policy is nil")
+		}
+		c.backoff = f
+	}
 }
 
 // WithInvocationHook is called once per SQS invocation with its report, for
 // metrics.
 func WithInvocationHook(f func(*InvocationReport)) Option {
-	return func(c *config) { c.hook = f }
+	return func(c *config) {
+		c.note("WithInvocationHook")
+		if f == nil {
+			c.refuse("WithInvocationHook", "the hook is nil")
+		}
+		c.hook = f
+	}
 }
 
 // ExponentialBackoff returns a backoff policy: base doubled per attempt,
@@ -438,7 +775,12 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // ReasonOutcomeUnknown (Wrap returns ErrOutcomeUnknown) instead of being
 // recorded as a retryable failure. The default is at-least-once: an
 // abandoned lease is taken over and the handler runs again.
-func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
+func WithAtMostOnce() Option {
+	return func(c *config) {
+		c.note("WithAtMostOnce")
+		c.atMostOnce = true
+	}
+}
 
 // WithHeartbeat extends the lease every interval while the handler runs,
 // for handlers whose lease is shorter than their work (Wrap outside Lambda,
@@ -454,5 +796,11 @@ func WithAtMostOnce() Option { return func(c *config) { c.atMostOnce = true } }
 // a third of the lease leaves room for a failed extension or two.
 // Default: off.
 func WithHeartbeat(interval time.Duration) Option {
-	return func(c *config) { c.heartbeat = max(interval, 0) }
+	return func(c *config) {
+		c.note("WithHeartbeat")
+		if interval < 0 {
+			c.refuse("WithHeartbeat", fmt.Sprintf("a negative interval (%s)", interval))
+		}
+		c.heartbeat = max(interval, 0)
+	}
 }

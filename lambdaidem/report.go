@@ -59,7 +59,17 @@ const (
 	OutcomeMalformedBody Outcome = "malformed_body"
 )
 
-// RecordReport is what happened to one record of an invocation.
+// RecordReport is what happened to one record of an invocation, or to one
+// call of a function made idempotent by Wrap (as observers see it; see
+// Observer). For a Wrap call, MessageID and MessageGroupID are empty, Acked
+// reports that the call returned without an error, and Outcome is the
+// nearest SQS outcome: processed (fn ran and its completion was recorded),
+// duplicate (a stored result replayed, or ErrResultNotStored), late_replay,
+// duplicate_dead_lettered (ErrDeadLettered, ErrOutcomeUnknown for a key
+// marked before), in_progress, conflict, failed (fn's error, or writes the
+// store refused), dead_lettered with ReasonOutcomeUnknown (WithAtMostOnce
+// marked the key now), completion_unrecorded, lease_lost, store_error,
+// not_started, missing_key or malformed_body.
 type RecordReport struct {
 	MessageID string
 	Key       string
@@ -86,6 +96,17 @@ type RecordReport struct {
 	// own visibility timeout ends, not when asked. The record's outcome is
 	// unchanged.
 	VisibilityErr error
+	// Waited is the time the record spent waiting rather than working:
+	// between retries of a store write that found the store unavailable,
+	// and, for a call that waits (WithWaitForCompletion), for another
+	// holder's run of its key to end.
+	Waited time.Duration
+	// RetryDelay is how long the message was made invisible before its
+	// next delivery, when the decorator asked: another holder's lease to
+	// run out, RetryAfter, or the backoff. Zero when the queue's own
+	// visibility timeout applies (no VisibilityChanger, or the change
+	// failed: see VisibilityErr).
+	RetryDelay time.Duration
 	// MessageGroupID is the record's SQS MessageGroupId, if it has one: the
 	// group of a FIFO queue, or the tenant of a fair queue (a standard
 	// queue whose producers set a group; no order is imposed there).

@@ -63,8 +63,11 @@ func retryStoreTries(ctx context.Context, r *RecordReport, write func(ctx contex
 		if dl, ok := ctx.Deadline(); ok && dl.Sub(clock()) < wait+slowest {
 			return err, unknown
 		}
+		waitFrom := clock()
 		if rt != nil {
-			if !seam.Sleep(ctx, seam.ClockOf(rt), wait) {
+			slept := seam.Sleep(ctx, seam.ClockOf(rt), wait)
+			r.Waited += clock().Sub(waitFrom)
+			if !slept {
 				return err, unknown
 			}
 			continue
@@ -73,9 +76,11 @@ func retryStoreTries(ctx context.Context, r *RecordReport, write func(ctx contex
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			r.Waited += clock().Sub(waitFrom)
 			return err, unknown
 		case <-t.C:
 		}
+		r.Waited += clock().Sub(waitFrom)
 	}
 	return err, unknown
 }

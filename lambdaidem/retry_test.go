@@ -145,7 +145,7 @@ func TestWrapRefusalAfterATimedOutCompletionIsNotFinal(t *testing.T) {
 	store := &lateStore{Store: b.store}
 	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int, error) {
 		return 1, lambdaidem.AddCompletionWrite(ctx, "debit")
-	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	_, err := f(context.Background(), order{ID: "o1"})
 	if !errors.Is(err, lambdaidem.ErrWritesNotCommitted) || !errors.Is(err, lambdaidem.ErrStoreUnavailable) || errors.Is(err, lambdaidem.ErrWriteRefused) {
 		t.Fatalf("err = %v; want ErrWritesNotCommitted, unavailable, not refused", err)
@@ -166,7 +166,7 @@ func TestWrapTooLargeAfterATimedOutCompletionStands(t *testing.T) {
 	b := setup(t)
 	store := &lateStore{Store: b.store, refusal: fmt.Errorf("late: %w", lambdaidem.ErrResultTooLarge)}
 	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (int, error) { return 7, nil },
-		b.opts(lambdaidem.WithKeyJSONField("id"))...)
+		b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || out != 7 {
 		t.Fatalf("call: %d, %v; want 7 and no error", out, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -154,6 +153,15 @@ func (b *bundle) opts(extra ...lambdaidem.Option) []lambdaidem.Option {
 	}, extra...)
 }
 
+// wrapOpts are opts without the SQS handler's own options, for Wrap.
+func (b *bundle) wrapOpts(extra ...lambdaidem.Option) []lambdaidem.Option {
+	return append([]lambdaidem.Option{
+		lambdaidem.WithNamespace(ns),
+		lambdaidem.WithClock(b.clock.Now),
+		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, extra...)
+}
+
 // counting wraps a handler so every call is counted by message ID.
 func (b *bundle) counting(h lambdaidem.MessageHandler) lambdaidem.MessageHandler {
 	return func(ctx context.Context, m events.SQSMessage) error {
@@ -239,18 +247,4 @@ func mustHandle(t *testing.T, h func(context.Context, events.SQSEvent) (events.S
 		t.Fatal(err)
 	}
 	return resp
-}
-
-// waitFor polls cond, for state another goroutine writes, failing the test
-// if it does not hold within a generous deadline. It is a wait, not a timed
-// assertion: only a hang makes it fail.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
 }

@@ -28,6 +28,7 @@ func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Conte
 		panic("lambdaidem: nil handler")
 	}
 	c := newConfig(opts)
+	c.check(handlerSQS, store)
 	c.useHash(true)
 	if err := checkOptimistic(store, c); err != nil {
 		panic(err)
@@ -41,7 +42,9 @@ type sqsProcessor struct {
 	handler MessageHandler
 }
 
-func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+func (p *sqsProcessor) handle(invocation context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	// Assigned once, so the goroutines below copy it rather than share it.
+	ctx := p.startInvocation(invocation, ev)
 	t := p.timing(ctx)
 	defer p.share(ctx, &t)()
 	reports := make([]RecordReport, len(ev.Records))
@@ -92,12 +95,14 @@ func (p *sqsProcessor) handle(ctx context.Context, ev events.SQSEvent) (events.S
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 		}
 	}
-	if p.c.hook != nil {
-		rep := &InvocationReport{Namespace: p.c.namespace, Records: reports, Failed: failed}
-		if lc, ok := lambdacontext.FromContext(ctx); ok {
-			rep.RequestID = lc.AwsRequestID
+	if p.c.hook != nil || p.observed() {
+		rep := &InvocationReport{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: reports, Failed: failed}
+		if p.c.hook != nil {
+			p.c.hook(rep)
 		}
-		p.c.hook(rep)
+		if p.observed() {
+			p.invocationEnd(ctx, rep)
+		}
 	}
 	if failed > 0 && (p.c.failOnAny || (failed == len(reports) && p.c.allFailedError)) {
 		return resp, &BatchError{Failed: failed, Total: len(reports)}
@@ -209,15 +214,46 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 // running.
 func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, reports []RecordReport) {
 	stopped := false
+	obase := ctx
+	if p.observed() && t.shared != nil {
+		// An observed record starts from the handlers' shared context, so
+		// the one its observer returns (the shared one plus values) can
+		// serve as its handler's context with no timer of its own.
+		obase = t.shared.handler
+	}
 	for _, i := range group {
+		rctx := ctx
+		if p.observed() {
+			rctx = p.recordStart(obase, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
+		}
 		if stopped {
 			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}
-			continue
+		} else {
+			reports[i] = p.process(rctx, t, recs[i], keys[i])
+			stopped = !reports[i].Acked && len(group) > 1
+			if mutant.On("fifo-continues-after-failure") {
+				stopped = false // the bug: the group goes on after a record that was not acknowledged
+			}
 		}
-		reports[i] = p.process(ctx, t, recs[i], keys[i])
-		stopped = !reports[i].Acked && len(group) > 1
-		if mutant.On("fifo-continues-after-failure") {
-			stopped = false // the bug: the group goes on after a record that was not acknowledged
+		if p.observed() {
+			p.recordEnd(rctx, &reports[i])
 		}
 	}
+}
+
+// startInvocation tells the observers an invocation starts and returns
+// the context it runs under (ctx itself when there are none).
+func (p *sqsProcessor) startInvocation(ctx context.Context, ev events.SQSEvent) context.Context {
+	if !p.observed() {
+		return ctx
+	}
+	return p.invocationStart(ctx, InvocationInfo{Namespace: p.c.namespace, RequestID: requestID(ctx), Records: ev.Records})
+}
+
+// requestID is the Lambda request ID the context carries, or "".
+func requestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
 }

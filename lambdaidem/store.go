@@ -53,7 +53,9 @@ type Store interface {
 
 	// Extend moves LeaseUntil of a record the caller still leases
 	// (heartbeat), and ExpiresAt when the request sets one. A refused
-	// extension yields ErrLeaseLost.
+	// extension yields ErrLeaseLost. It never moves LeaseUntil back: an
+	// extension whose LeaseUntil is before the record's (one held in the
+	// network that lands after a later one) changes nothing and succeeds.
 	Extend(ctx context.Context, req ExtendRequest) error
 
 	// Get reads a record. An absent or expired record yields ErrNotFound.

@@ -111,9 +111,11 @@ func (e *engine) nowAt(t timing, w time.Time) time.Time {
 }
 
 // detached returns a context for recording an outcome that survives the
-// invocation's cancellation but not its deadline.
+// invocation's cancellation but not its deadline: the invocation's shared
+// one, or, for an observed record, one of its own carrying the values of
+// the context its observer returned.
 func (e *engine) detached(ctx context.Context, t timing) (context.Context, context.CancelFunc) {
-	if t.shared != nil {
+	if t.shared != nil && !e.observed() {
 		return t.shared.detached, func() {}
 	}
 	d := context.WithoutCancel(ctx)

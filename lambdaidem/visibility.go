@@ -25,5 +25,7 @@ func (e *engine) changeVisibility(ctx context.Context, t timing, msg events.SQSM
 		r.VisibilityErr = err
 		e.log(ctx, slog.LevelWarn, "lambdaidem: could not change visibility",
 			slog.String("message_id", r.MessageID), slog.Duration("timeout", d), slog.Any("error", err))
+		return
 	}
+	r.RetryDelay = d
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
@@ -45,7 +46,8 @@ func notStoredMarker(why error) []byte {
 // Wrap makes fn idempotent: the first call with a key runs fn and stores its
 // result (JSON); later calls with the same key and payload get the stored
 // result without running fn. A call while another holds the key returns an
-// *InProgressError, the same key with a different payload ErrKeyConflict.
+// *InProgressError, or with WithWaitForCompletion waits for that run's
+// outcome; the same key with a different payload returns ErrKeyConflict.
 // The default key is the SHA-256 of the input's JSON encoding; set one with
 // WithKeyJSONField or WithWrapKey. The result is accepted by lambda.Start.
 // Wrap does not use the local cache (WithCache), which holds no results.
@@ -85,6 +87,7 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 		panic("lambdaidem: nil function")
 	}
 	c := newConfig(opts)
+	c.check(handlerWrap, store)
 	c.useHash(false)
 	if c.optimistic {
 		panic(fmt.Errorf("%w: WithOptimisticCommit is an SQS option: a Wrap caller waits on its one run, which a lease keeps single", errUnsupportedStore))
@@ -103,7 +106,8 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 	case func(In) (string, error):
 		w.key = func(in In, _ []byte) (string, error) { return k(in) }
 	default:
-		panic(fmt.Sprintf("lambdaidem: WithWrapKey function %T does not take the wrapped input type", c.wrapKey))
+		panic(&ConfigError{Handler: handlerWrap, Option: "WithWrapKey",
+			Err: fmt.Errorf("%w: the function %T does not take the wrapped input type", ErrInvalidOption, c.wrapKey)})
 	}
 	return w.call
 }
@@ -148,56 +152,123 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 }
 
 func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {
-	var zero Out
 	key, hash, err := w.identify(in)
-	if err != nil {
-		return zero, err
+	if w.observed() {
+		return w.observedCall(ctx, in, key, hash, err)
+	}
+	var r RecordReport // only counts, unless observed
+	return w.run(ctx, in, key, hash, err, &r)
+}
+
+// observedCall is call with its observers told: the call is one record,
+// whose report says what the call returned.
+func (w *wrapper[In, Out]) observedCall(ctx context.Context, in In, key, hash string, kerr error) (Out, error) {
+	ctx = w.recordStart(ctx, RecordInfo{Entry: w.c.entry, Namespace: w.c.namespace, Key: key, KeyErr: kerr})
+	r := &RecordReport{Key: key}
+	out, err := w.run(ctx, in, key, hash, kerr, r)
+	r.Acked = err == nil
+	w.recordEnd(ctx, r)
+	return out, err
+}
+
+// run is one call once its key is derived (or not: kerr), noting its
+// outcome in r.
+func (w *wrapper[In, Out]) run(ctx context.Context, in In, key, hash string, kerr error, r *RecordReport) (Out, error) {
+	var zero Out
+	if kerr != nil {
+		r.Outcome, r.Err = OutcomeMissingKey, kerr
+		if errors.Is(kerr, ErrMalformedBody) {
+			r.Outcome = OutcomeMalformedBody
+		}
+		return zero, kerr
 	}
 	t := w.timing(ctx)
-	now := t.now()
-	if !t.canClaim(now) {
-		return zero, fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
-	}
-	cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
-	if err != nil {
-		return zero, err
-	}
-	if !cr.Claimed {
-		rec := cr.Record
-		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
-			return zero, w.outcomeUnknown(ctx, t, rec, key)
+	var wt *waiter // set once the call waits (WithWaitForCompletion)
+	for {
+		now := t.now()
+		if !t.canClaim(now) {
+			err := fmt.Errorf("lambdaidem: too little time left before the deadline to start: %w", context.DeadlineExceeded)
+			r.Outcome, r.Err = OutcomeNotStarted, err
+			return zero, err
 		}
-		return w.replay(t, rec, hash, key)
+		r.StoreCalls++
+		cr, err := w.store.Claim(ctx, w.claimRequest(t, key, hash, "", now))
+		if err != nil {
+			r.StoreErrors++
+			r.Outcome, r.Err = OutcomeStoreError, err
+			return zero, err
+		}
+		if cr.Claimed {
+			r.Attempt, r.Takeover = cr.Lease.Attempt, cr.Previous == StatusInProgress
+			return w.runClaimed(ctx, t, cr, key, now, in, r)
+		}
+		rec := cr.Record
+		r.Attempt = rec.Attempts
+		if w.c.atMostOnce && rec.Status == StatusInProgress && rec.PayloadHash == hash && rec.LeaseExpired(now, w.c.grace) {
+			return zero, w.outcomeUnknown(ctx, t, rec, key, r)
+		}
+		if w.c.wait <= 0 || !w.held(rec, hash, now) {
+			return w.replay(t, rec, hash, key, r)
+		}
+		// Another holder runs this key and payload: wait for its outcome.
+		if wt == nil {
+			wt = w.waitFor(t)
+		}
+		rec, next, err := wt.wait(ctx, rec, key, hash)
+		wt.logged(ctx, key, next, err)
+		r.Waited = wt.waited() // nothing else waits before the claim
+		if err != nil {
+			r.Outcome, r.Err = OutcomeInProgress, err
+			return zero, err
+		}
+		if next == waitSettled {
+			return w.settle(t, rec, hash, key, r)
+		}
+		// The lease ran out or the record is gone: claim it, as a repeat
+		// would.
 	}
+}
 
+// runClaimed runs fn under the lease the call claimed and records its
+// outcome in r.
+func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr ClaimResult, key string, now time.Time, in In, r *RecordReport) (Out, error) {
+	var zero Out
 	st := &recordState{lease: cr.Lease}
 	var out Out
+	var start time.Time
+	if w.observed() { // the duration is read only by observers
+		start = w.wall(t)
+	}
 	ferr := w.runHandler(ctx, t, st, now, func(hctx context.Context) (err error) {
 		out, err = w.fn(hctx, in)
 		return err
 	})
+	r.HandlerRan = true
+	if w.observed() {
+		r.HandlerDuration = w.wall(t).Sub(start)
+	}
 
 	dctx, dcancel := w.detached(ctx, t)
 	defer dcancel()
 	if ferr == nil {
-		return w.complete(ctx, dctx, t, cr.Lease, key, st.takeWrites(), out)
+		return w.complete(ctx, dctx, t, cr.Lease, key, st.takeWrites(), out, r)
 	}
 	var pe *PanicError
 	if w.c.atMostOnce && (st.ctxEnded || errors.As(ferr, &pe)) {
 		// fn gave up because its time or its lease ran out, or it
 		// panicked: whatever it started may have happened, as after a
 		// crash. Never retryable.
-		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr)
+		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr, r)
 	}
-	w.failCall(ctx, dctx, t, cr.Lease, key, ferr)
+	r.Outcome, r.Err = OutcomeFailed, ferr
+	w.failCall(ctx, dctx, t, cr.Lease, key, ferr, r)
 	return zero, ferr
 }
 
 // complete records fn's success. It never records a failure for a call
 // whose effect happened; see Wrap.
-func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease Lease, key string, writes []any, out Out) (Out, error) {
+func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease Lease, key string, writes []any, out Out, r *RecordReport) (Out, error) {
 	var zero Out
-	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
 	done := t.now()
 	req := CompleteRequest{Lease: lease, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
 	if w.c.resultRetention < w.c.retention {
@@ -208,7 +279,8 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		if mutant.On("wrap-fails-unstorable-result") {
 			// The bug: failure recorded after success; a repeat runs fn again.
 			ferr := fmt.Errorf("lambdaidem: result not stored: %w", why)
-			w.failCall(ctx, dctx, t, lease, key, ferr)
+			r.Outcome, r.Err = OutcomeFailed, ferr
+			w.failCall(ctx, dctx, t, lease, key, ferr, r)
 			return zero, ferr
 		}
 		result = notStoredMarker(why)
@@ -218,13 +290,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		req.Now = t.now()
 		return w.store.Complete(ctx, req)
 	}
-	err := retryStore(dctx, &calls, write)
+	err := retryStore(dctx, r, write)
 	if errors.Is(err, ErrResultTooLarge) && why == nil {
 		// The store cannot hold this result: complete the key without it
 		// rather than leave it open to a second run.
 		why = err
 		req.Result = notStoredMarker(why)
-		err = retryStore(dctx, &calls, write)
+		err = retryStore(dctx, r, write)
 	}
 	attrs := []slog.Attr{slog.String("namespace", w.c.namespace), slog.String("key", key)}
 	switch {
@@ -233,32 +305,42 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 			w.log(ctx, slog.LevelWarn, "lambdaidem: call completed; its result was not stored and cannot be replayed",
 				append(attrs, slog.Any("reason", why))...)
 		}
+		r.Outcome = OutcomeProcessed
 		return out, nil
 	case len(writes) == 0:
 		// fn's effect happened: return its result, never record a
 		// failure after success. The key stays in progress (or is the
 		// new holder's).
 		w.log(ctx, slog.LevelError, "lambdaidem: completion not recorded", append(attrs, slog.Any("error", err))...)
+		r.Outcome, r.Err = OutcomeUnrecorded, err
+		if errors.Is(err, ErrLeaseLost) {
+			r.Outcome = OutcomeLeaseLost
+		}
 		return out, nil
 	case errors.Is(err, ErrLeaseLost):
 		// Our own condition refused the transaction: nothing of it was
 		// written, and the key is someone else's now.
-		return zero, fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
+		r.Outcome, r.Err = OutcomeLeaseLost, fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
+		return zero, r.Err
 	case errors.Is(err, ErrStoreUnavailable):
 		// The writes may or may not have committed. A failure mark is
 		// fenced like the completion: it applies only while the record is
 		// still in progress under our lease, which means the completion
 		// did not commit, and once it applied the completion never can.
-		if ferr := w.failRecord(dctx, t, &calls, lease, err); ferr == nil {
-			return zero, fmt.Errorf("%w (the key may be retried): %w", ErrWritesNotCommitted, err)
+		r.Outcome = OutcomeStoreError
+		if ferr := w.failRecord(dctx, t, r, lease, err); ferr == nil {
+			r.Err = fmt.Errorf("%w (the key may be retried): %w", ErrWritesNotCommitted, err)
+			return zero, r.Err
 		}
 		w.log(ctx, slog.LevelError, "lambdaidem: completion writes not confirmed", append(attrs, slog.Any("error", err))...)
-		return zero, fmt.Errorf("%w (not known whether they did): %w", ErrWritesNotCommitted, err)
+		r.Err = fmt.Errorf("%w (not known whether they did): %w", ErrWritesNotCommitted, err)
+		return zero, r.Err
 	default:
 		// The store refused the writes for good (a condition failed, or it
 		// cannot commit them at all); nothing was written.
 		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
-		w.failCall(ctx, dctx, t, lease, key, ferr)
+		r.Outcome, r.Err = OutcomeFailed, ferr
+		w.failCall(ctx, dctx, t, lease, key, ferr, r)
 		return zero, ferr
 	}
 }
@@ -276,9 +358,8 @@ func (w *wrapper[In, Out]) encode(out Out) (result []byte, why error) {
 }
 
 // failCall records fn's failure, logging when it cannot.
-func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) {
-	var calls RecordReport
-	if err := w.failRecord(dctx, t, &calls, lease, cause); err != nil {
+func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease Lease, key string, cause error, r *RecordReport) {
+	if err := w.failRecord(dctx, t, r, lease, cause); err != nil {
 		w.log(ctx, slog.LevelError, "lambdaidem: could not record failure",
 			slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Any("error", err))
 	}
@@ -286,45 +367,57 @@ func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease L
 
 // abandoned dead-letters a key whose fn gave up when its context ended or
 // panicked, in at-most-once mode, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease Lease, key string, ferr error) error {
+func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease Lease, key string, ferr error, r *RecordReport) error {
 	cause := fmt.Errorf("%w: key %q: attempt %d gave up or panicked (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
-	return w.markUnknown(ctx, dctx, t, lease, key, cause)
+	return w.markUnknown(ctx, dctx, t, lease, key, cause, r)
 }
 
 // markUnknown dead-letters the key as outcome unknown under lease and
 // returns cause, joined with the store's error if the mark failed. An
 // unmarked record stays in progress: once its lease runs out, a repeat
 // finds it abandoned and marks it, without running fn.
-func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error) error {
-	var calls RecordReport // Wrap reports nothing; retryStore needs somewhere to count
+func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error, r *RecordReport) error {
 	now := t.now()
-	err := retryStore(dctx, &calls, func(ctx context.Context) error {
+	err := retryStore(dctx, r, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, DeadLetterRequest{
 			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
 		})
 	})
 	if err != nil {
-		return errors.Join(cause, err)
+		r.Outcome, r.Err = OutcomeStoreError, errors.Join(cause, err)
+		return r.Err
 	}
 	w.log(ctx, slog.LevelError, "lambdaidem: outcome unknown; not running again",
 		slog.String("namespace", w.c.namespace), slog.String("key", key), slog.Int("attempt", lease.Attempt))
+	r.Outcome, r.Reason, r.Err = OutcomeDeadLettered, ReasonOutcomeUnknown, cause
 	return cause
 }
 
-// replay answers a refused claim.
-func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, error) {
+// replay answers a refused claim, noting the outcome in r.
+func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
+	out, err := w.replayed(t, rec, hash, key, r)
+	r.Err = err
+	return out, err
+}
+
+func (w *wrapper[In, Out]) replayed(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
 	now := t.now()
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetterReason == ReasonOutcomeUnknown:
+		r.Outcome, r.Reason = OutcomeDeadLetteredDuplicate, rec.DeadLetterReason
 		return zero, fmt.Errorf("%w: key %q", ErrOutcomeUnknown, key)
 	case rec.Status == StatusDeadLettered:
+		r.Outcome, r.Reason = OutcomeDeadLetteredDuplicate, rec.DeadLetterReason
 		return zero, fmt.Errorf("%w: key %q (%s)", ErrDeadLettered, key, rec.DeadLetterReason)
 	case rec.PayloadHash != hash:
+		r.Outcome = OutcomeConflict
 		return zero, fmt.Errorf("%w: key %q", ErrKeyConflict, key)
 	case rec.Status == StatusCompleted:
+		r.Outcome = OutcomeDuplicate
 		if rec.ResultExpired(now) {
+			r.Outcome = OutcomeLateReplay
 			w.log(context.Background(), slog.LevelWarn, "lambdaidem: late replay",
 				slog.String("namespace", w.c.namespace), slog.String("key", key))
 			return zero, fmt.Errorf("%w: key %q", ErrLateReplay, key)
@@ -338,6 +431,7 @@ func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string) (Out, 
 		}
 		return out, nil
 	default:
+		r.Outcome = OutcomeInProgress
 		return zero, &InProgressError{RetryAfter: max(rec.LeaseUntil.Add(w.c.grace).Sub(now), 0)}
 	}
 }
@@ -362,9 +456,9 @@ func decodeResult[Out any](b []byte) (Out, error) {
 
 // outcomeUnknown marks an abandoned attempt in at-most-once mode, fencing
 // the original owner's late completion, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string) error {
+func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string, r *RecordReport) error {
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
-	return w.markUnknown(ctx, dctx, t, leaseOf(rec), key, cause)
+	return w.markUnknown(ctx, dctx, t, leaseOf(rec), key, cause, r)
 }

@@ -35,7 +35,7 @@ func TestWrapStoresAndReplaysTheResult(t *testing.T) {
 			t.Errorf("lease on the context: %+v %v", l, ok)
 		}
 		return receipt{Charge: "ch-" + o.ID, Run: runs.Add(1)}, nil
-	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	first, err := charge(context.Background(), order{ID: "o1", Amount: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestWrapWithTypedKeyAndDefaultKey(t *testing.T) {
 	b := setup(t)
 	var runs atomic.Int32
 	f := func(ctx context.Context, o order) (int32, error) { return runs.Add(1), nil }
-	byID := lambdaidem.Wrap(b.store, f, b.opts(lambdaidem.WithNamespace("typed"),
+	byID := lambdaidem.Wrap(b.store, f, b.wrapOpts(lambdaidem.WithNamespace("typed"),
 		lambdaidem.WithWrapKey(func(o order) (string, error) { return "order-" + o.ID, nil }))...)
 	if _, err := byID(context.Background(), order{ID: "x"}); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestWrapWithTypedKeyAndDefaultKey(t *testing.T) {
 	if err != nil || r.Status != lambdaidem.StatusCompleted {
 		t.Fatalf("typed key record: %+v %v", r, err)
 	}
-	whole := lambdaidem.Wrap(b.store, f, b.opts(lambdaidem.WithNamespace("whole"))...)
+	whole := lambdaidem.Wrap(b.store, f, b.wrapOpts(lambdaidem.WithNamespace("whole"))...)
 	_, _ = whole(context.Background(), order{ID: "y", Amount: 1})
 	_, _ = whole(context.Background(), order{ID: "y", Amount: 1})
 	_, _ = whole(context.Background(), order{ID: "y", Amount: 2})
@@ -89,7 +89,7 @@ func TestWrapInProgressAndFailure(t *testing.T) {
 		close(entered)
 		<-release
 		return "", errors.New("card declined")
-	}, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithLease(time.Minute))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithLease(time.Minute))...)
 	done := make(chan error)
 	go func() { _, err := slow(context.Background(), order{ID: "o1"}); done <- err }()
 	<-entered
@@ -111,7 +111,7 @@ func TestWrapInProgressAndFailure(t *testing.T) {
 			t.Errorf("attempt %d, want 2", l.Attempt)
 		}
 		return "ok", nil
-	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	if out, err := retry(context.Background(), order{ID: "o1"}); err != nil || out != "ok" || !ran {
 		t.Fatalf("retry: %q %v ran=%v", out, err, ran)
 	}
@@ -136,7 +136,7 @@ func TestWrapResultNotStoredCompletesTheKey(t *testing.T) {
 			f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (any, error) {
 				runs.Add(1)
 				return tc.result, nil
-			}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 			out, err := f(context.Background(), order{ID: "o1"})
 			if err != nil {
 				t.Fatalf("first call: %v; a call that succeeded must return its result", err)
@@ -179,7 +179,7 @@ func TestWrapResultTheStoreRefusesCompletesTheKey(t *testing.T) {
 	f := lambdaidem.Wrap(store, func(ctx context.Context, o order) (string, error) {
 		runs.Add(1)
 		return strings.Repeat("y", 200), nil
-	}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	if out, err := f(context.Background(), order{ID: "o1"}); err != nil || len(out) != 200 {
 		t.Fatalf("first call: %d bytes, %v", len(out), err)
 	}
@@ -229,7 +229,7 @@ func TestWrapReplayKeepsLargeIntegers(t *testing.T) {
 	}
 	wrapAny := func(b *bundle, v any) func(context.Context, order) (any, error) {
 		return lambdaidem.Wrap(b.store, func(context.Context, order) (any, error) { return v, nil },
-			b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 	}
 	check(t, "any", func(b *bundle) (any, any, error) { return twice(b, wrapAny(b, int64(big))) })
 	check(t, "[]any", func(b *bundle) (any, any, error) { return twice(b, wrapAny(b, []any{uint64(big), 1.5})) })
@@ -239,7 +239,7 @@ func TestWrapReplayKeepsLargeIntegers(t *testing.T) {
 	check(t, "map[string]any", func(b *bundle) (any, any, error) {
 		f := lambdaidem.Wrap(b.store, func(context.Context, order) (map[string]any, error) {
 			return map[string]any{"id": int64(big), "amount": 12.25}, nil
-		}, b.opts(lambdaidem.WithKeyJSONField("id"))...)
+		}, b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 		first, err := f(context.Background(), order{ID: "o1"})
 		if err != nil {
 			return nil, nil, err
@@ -253,7 +253,7 @@ func TestWrapReplayKeepsLargeIntegers(t *testing.T) {
 	check(t, "typed struct", func(b *bundle) (any, any, error) {
 		want := typed{N: big, U: big + 2, A: int64(big), M: map[string]any{"k": uint64(big)}}
 		f := lambdaidem.Wrap(b.store, func(context.Context, order) (typed, error) { return want, nil },
-			b.opts(lambdaidem.WithKeyJSONField("id"))...)
+			b.wrapOpts(lambdaidem.WithKeyJSONField("id"))...)
 		first, err := f(context.Background(), order{ID: "o1"})
 		if err != nil {
 			return nil, nil, err
@@ -273,7 +273,7 @@ func TestWrapPanickingKeyFunction(t *testing.T) {
 	b := setup(t)
 	var runs atomic.Int32
 	fn := func(context.Context, order) (int32, error) { return runs.Add(1), nil }
-	byKey := lambdaidem.Wrap(b.store, fn, b.opts(lambdaidem.WithWrapKey(func(o order) (string, error) {
+	byKey := lambdaidem.Wrap(b.store, fn, b.wrapOpts(lambdaidem.WithWrapKey(func(o order) (string, error) {
 		var m map[string]string
 		m[o.ID] = "boom" // assignment to a nil map panics
 		return o.ID, nil
@@ -282,7 +282,7 @@ func TestWrapPanickingKeyFunction(t *testing.T) {
 	if _, err := byKey(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrMissingKey) || !errors.As(err, &pe) {
 		t.Fatalf("panicking key function: %v, want ErrMissingKey with the panic", err)
 	}
-	byHash := lambdaidem.Wrap(b.store, fn, b.opts(lambdaidem.WithPayloadHash(func([]byte) (string, error) { panic("hash") }))...)
+	byHash := lambdaidem.Wrap(b.store, fn, b.wrapOpts(lambdaidem.WithPayloadHash(func([]byte) (string, error) { panic("hash") }))...)
 	if _, err := byHash(context.Background(), order{ID: "o1"}); !errors.Is(err, lambdaidem.ErrMissingKey) || !errors.As(err, &pe) {
 		t.Fatalf("panicking hash function: %v, want ErrMissingKey with the panic", err)
 	}
@@ -296,7 +296,7 @@ func TestWrapLateReplay(t *testing.T) {
 	b := setup(t)
 	var runs atomic.Int32
 	f := lambdaidem.Wrap(b.store, func(ctx context.Context, o order) (int32, error) { return runs.Add(1), nil },
-		b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))...)
+		b.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))...)
 	if _, err := f(context.Background(), order{ID: "o1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,17 @@
 //	k := lambdaidemtest.New(handler, lambdaidem.WithKeyJSONField("order"))
 //	k.CrashAfterEffect(`{"order":"o-1"}`)
 //	if payments.Charges("o-1") != 1 { ... }
+//	if err := k.Check(); err != nil { ... }
+//
+// Check holds the test to what it declares: every dead letter, handler
+// failure, refused completion and unfinished key must be declared
+// (ExpectDeadLetter, ExpectFailure, ExpectUnfinished), or it is reported.
+//
+// A transactional handler, whose effects are DynamoDB writes committed
+// with its completion (lambdaidem.AddCompletionWrite), runs with
+// NewWithStore on memstore.New(memstore.WithCompletionWrites(db)), db an
+// in-memory dynamotest.DB your test reads; a real store (DynamoDB Local,
+// Redis) can be plugged in the same way.
 //
 // An Exploration runs your handler through thousands of seeded random
 // scenarios and checks your own invariant ("each order charged at most

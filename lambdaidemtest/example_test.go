@@ -108,23 +108,32 @@ func ExampleKit_Poison() {
 	for _, d := range k.DeadLetters() {
 		fmt.Println(d.Reason, d.Body)
 	}
+	// Check reports every dead letter the test did not declare.
+	fmt.Println("undeclared:", k.Check() != nil)
+	k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody) // a body that is not JSON
+	fmt.Println("check:", k.Check())
 	// Output:
 	// malformed_body {"order":"o-1","amount":"ten"
+	// undeclared: true
+	// check: <nil>
 }
 
 func ExampleKit_StopGroup() {
 	p := newPayments()
 	p.refuse["o-2"] = true
 	k := lambdaidemtest.New(chargeOrders(p), lambdaidem.WithKeyJSONField("order"), lambdaidem.WithMaxAttempts(3))
+	k.ExpectDeadLetter("o-2", lambdaidem.ReasonMaxAttempts)
 	k.StopGroup("customer-7", `{"order":"o-1"}`, `{"order":"o-2"}`, `{"order":"o-3"}`)
 	// o-3 waited until o-2 had failed three times and was dead-lettered.
 	fmt.Println("runs:", k.RunOrder())
 	for _, d := range k.DeadLetters() {
 		fmt.Println("dead-lettered:", d.Key, d.Reason, d.Error)
 	}
+	fmt.Println("check:", k.Check())
 	// Output:
 	// runs: [o-1 o-2 o-2 o-2 o-3]
 	// dead-lettered: o-2 max_attempts card declined
+	// check: <nil>
 }
 
 func ExampleKit_Redrive() {
@@ -139,10 +148,13 @@ func ExampleKit_Redrive() {
 	sum, err := k.Redrive()
 	fmt.Println("redriven:", sum.Moved, err)
 	fmt.Println("after:", k.Status("o-1"), "charges:", p.charges["o-1"])
+	k.ExpectDeadLetter("o-1", lambdaidem.ReasonMaxAttempts)
+	fmt.Println("check:", k.Check())
 	// Output:
 	// before: DEAD_LETTERED 1 in the DLQ
 	// redriven: 1 <nil>
 	// after: COMPLETED charges: 1
+	// check: <nil>
 }
 
 func ExampleExploration() {

@@ -1,6 +1,7 @@
 package lambdaidemtest
 
 import (
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -45,6 +46,26 @@ type Exploration struct {
 	// Seed is the first seed; scenario i runs seed Seed+i. A failure
 	// prints its seed: set Seed to it and Scenarios to 1 to replay it.
 	Seed uint64
+	// Store, when set, is called once per scenario, after Setup, for the
+	// store the scenario runs on (default: memstore.New(), which commits
+	// no completion writes). For a transactional handler, return
+	// memstore.New(memstore.WithCompletionWrites(db)) with the
+	// dynamotest.DB that Setup just made for the handler and its
+	// invariant. A real store works too: each scenario gets a namespace of
+	// its own. The operators act through the store: releases and forgets
+	// need a lambdaidem.Admin, redrives a lambdaidem.DeadLetterResetter,
+	// and are skipped on a store without one.
+	Store func() lambdaidem.Store
+	// Expect, when set, declares on each scenario's kit what the test
+	// means to happen (ExpectDeadLetter, ExpectFailure,
+	// ExpectUnfinished): the explorer reports whatever else a scenario
+	// dead-letters, fails or leaves unfinished, as Kit.Check does. It
+	// accepts by itself what the world it draws causes to a handler that
+	// never failed: max_attempts (or outcome_unknown) copies after
+	// crashed or timed-out attempts (and key_already_dead_lettered copies
+	// of the key's later messages), and messages moved by the queue's
+	// redrive policy.
+	Expect func(k *Kit)
 	// Operators are the operator actions scenarios draw, at random
 	// moments (nil: DefaultOperators).
 	Operators *Operators
@@ -54,6 +75,18 @@ type Exploration struct {
 
 	// observe, when set, sees each scenario's kit after its run (tests).
 	observe func(*Kit)
+	ns      *namespaces
+}
+
+// namespaces gives each scenario on a user's store a namespace of its own.
+type namespaces struct {
+	run string
+	n   int
+}
+
+func (n *namespaces) next(seed uint64) string {
+	n.n++
+	return fmt.Sprintf("lambdaidemtest-%s-%d-%d", n.run, seed, n.n)
 }
 
 // Operators are what an operator may do while a scenario runs, as the
@@ -130,6 +163,7 @@ func (x Exploration) Search() *Failure {
 	if n <= 0 {
 		n = 1000
 	}
+	x.ns = &namespaces{run: rand.Text()[:8]}
 	for i := range n {
 		seed := x.Seed + uint64(i)
 		c, err := x.world(seed)
@@ -261,7 +295,19 @@ func zeroInt(n *int) bool {
 // held.
 func (x Exploration) scenario(seed uint64, c sim.Config, traced bool) *Failure {
 	handler, invariant := x.Setup()
-	k := newKit(seed, handler, x.Options)
+	var store lambdaidem.Store
+	opts := x.Options
+	if x.Store != nil {
+		store = x.Store()
+		// Records of earlier scenarios (and of earlier runs of this
+		// seed) must not answer for this one.
+		opts = append(opts[:len(opts):len(opts)], lambdaidem.WithNamespace(x.ns.next(seed)))
+	}
+	k := newKit(seed, store, handler, opts)
+	k.explored = true
+	if x.Expect != nil {
+		x.Expect(k)
+	}
 	k.w.Tracing = traced
 	k.chaos = &c
 	k.Timeout, k.Visibility = c.Timeout, c.Visibility

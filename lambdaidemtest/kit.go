@@ -26,9 +26,15 @@ import (
 //
 // Give it the handler undecorated, with the options you deploy it with;
 // the kit decorates it itself, once per simulated execution environment.
-// Your handler's effects go to your own fakes, which your test reads. The
-// kit's clock, dead-letter sink, visibility changer and invocation hook
-// replace any you pass (options are applied in order, the kit's last).
+// Your handler's effects go to your own fakes, which your test reads, or,
+// for a transactional handler (lambdaidem.AddCompletionWrite), to the
+// tables of the store the kit runs on (NewWithStore): in memory, a
+// dynamotest.DB committed with each completion. The kit's clock,
+// dead-letter sink, visibility changer and invocation hook replace any you
+// pass (options are applied in order, the kit's last). Observers you pass
+// (lambdaidem.WithObserver, an OpenTelemetry adapter) run as deployed, and
+// the kit adds one of its own that holds the decorator to the Observer
+// contract; Check reports what it found.
 //
 // Each scenario method sends its messages, lets Lambda deliver them until
 // the queue is empty (or Horizon passes), and returns; read what happened
@@ -65,7 +71,7 @@ type Kit struct {
 	svc                *sim.SQS
 	std, fifo          *sim.Queue
 	dlq, backstop      *sim.Queue
-	mem                *memstore.Store
+	base               lambdaidem.Store
 	store              *sim.FaultStore
 	plans              map[string]*plan
 	runs               map[string]int
@@ -80,8 +86,17 @@ type Kit struct {
 	dedups             int
 	chaos              *sim.Config
 	sources            map[*sim.Queue]*sim.EventSource
+	obs                *sim.ObserverCheck
 	problems           []string
 	takeovers, crashes int
+
+	expect   expectations
+	sent     []sentCopy           // every dead-letter copy sent
+	failures map[string][]failure // by key
+	lastErr  map[string]error     // by message ID: its last handler run's error
+	// explored is set for an exploration's scenarios, whose world (not
+	// the test) draws crashes, pauses and a redrive policy.
+	explored bool
 	// running counts the handlers running now per key; operatorActions
 	// the operator actions an exploration drew that applied.
 	running         map[string]int
@@ -92,15 +107,49 @@ type Kit struct {
 type plan struct {
 	pause time.Duration // before the handler
 	crash bool          // after the handler returned
-	used  bool
+	// pauseAfter holds the instance after the handler returned, before
+	// the decorator records its completion.
+	pauseAfter time.Duration
+	used       bool
 }
 
-// New returns a Kit for handler, decorated with opts.
+// New returns a Kit for handler, decorated with opts, on a fresh in-memory
+// store (memstore.New()), which commits no completion writes: a handler
+// that adds them fails, and Check says so. Run a transactional handler
+// with NewWithStore. Like lambdaidem.SQS, New panics when the options
+// cannot work together: the kit decorates the handler once when it is
+// built, so such a refusal reaches the test at once, not from inside a
+// scenario.
 func New(handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
-	return newKit(1, handler, opts)
+	return newKit(1, nil, handler, opts)
 }
 
-func newKit(seed uint64, handler lambdaidem.MessageHandler, opts []lambdaidem.Option) *Kit {
+// NewWithStore returns a Kit for handler, decorated with opts, on store:
+//   - memstore.New(memstore.WithCompletionWrites(db)), with db a
+//     dynamotest.DB holding your effects tables, for a handler whose
+//     effects are DynamoDB writes committed with its completion
+//     (lambdaidem.AddCompletionWrite): the completion and the writes apply
+//     together, fenced by the lease, and your test reads db;
+//   - a real store (the DynamoDB store on DynamoDB Local, the Redis
+//     store), where your effects go to your own tables. Give each Kit a
+//     namespace (lambdaidem.WithNamespace) or a table of its own, so that
+//     records of earlier tests do not answer for this one.
+//
+// The kit's simulated time is what the store sees as "now" (records
+// expire by it). Status reads the store; Redrive resets records through
+// it when it is a lambdaidem.DeadLetterResetter. NewWithStore panics
+// as New does.
+func NewWithStore(store lambdaidem.Store, handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
+	if store == nil {
+		panic("lambdaidemtest: NewWithStore needs a store")
+	}
+	return newKit(1, store, handler, opts)
+}
+
+func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandler, opts []lambdaidem.Option) *Kit {
+	if store == nil {
+		store = memstore.New()
+	}
 	w := sim.NewWorld(seed)
 	svc := sim.NewSQS(w)
 	k := &Kit{
@@ -110,7 +159,7 @@ func newKit(seed uint64, handler lambdaidem.MessageHandler, opts []lambdaidem.Op
 		fifo:      svc.NewQueue("queue.fifo", 30*time.Second),
 		dlq:       svc.NewQueue("queue-dlq", 30*time.Second),
 		backstop:  svc.NewQueue("queue-backstop", 30*time.Second),
-		mem:       memstore.New(),
+		base:      store,
 		plans:     map[string]*plan{},
 		runs:      map[string]int{},
 		outcomes:  map[string][]lambdaidem.Outcome{},
@@ -118,15 +167,31 @@ func newKit(seed uint64, handler lambdaidem.MessageHandler, opts []lambdaidem.Op
 		succeeded: map[string]bool{},
 		dlqKey:    map[string]bool{},
 		dlqMsg:    map[string]bool{},
-		running:   map[string]int{},
+		expect: expectations{
+			deadLetters: map[string][]lambdaidem.Reason{},
+			failures:    map[string]bool{},
+			unfinished:  map[string]bool{},
+		},
+		failures: map[string][]failure{},
+		lastErr:  map[string]error{},
+		running:  map[string]int{},
 	}
-	k.store = &sim.FaultStore{Store: k.mem, W: w}
+	k.obs = &sim.ObserverCheck{Violate: k.problem}
+	k.store = &sim.FaultStore{Store: store, W: w}
+	// A key succeeded once its completion applied (with its writes, for a
+	// transactional handler), or its handler's effect happened and the
+	// completion could not be written (OutcomeUnrecorded, see hook).
+	k.store.OnComplete = func(req lambdaidem.CompleteRequest) { k.succeeded[req.Lease.Key] = true }
 	k.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 		if res.Previous == lambdaidem.StatusInProgress {
 			k.takeovers++
 			w.Logf("%s takes over %s's abandoned lease", req.MessageID, req.Key)
 		}
 	}
+	// Decorate once now: what the decorator refuses when it is built
+	// (options that cannot work together, or that need what the store
+	// cannot do) panics here, in the test, not inside a scenario.
+	k.function()
 	return k
 }
 
@@ -249,6 +314,7 @@ func (k *Kit) function() sim.SQSHandler {
 		lambdaidem.WithDeadLetterSink(sinkFunc(k.sendDeadLetter)),
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(k.svc, sqsqueue.WithQueueURLs(k.svc.QueueURLs()))),
 		lambdaidem.WithInvocationHook(k.hook),
+		lambdaidem.WithObserver(k.obs),
 	)
 	opts = append(opts, k.extra...)
 	return lambdaidem.SQS(k.store, k.wrap, opts...)
@@ -274,6 +340,7 @@ func (k *Kit) sendDeadLetter(ctx context.Context, dl lambdaidem.DeadLetter) (str
 	id, err := sqsqueue.NewSink(k.svc, k.dlq.URL).Send(ctx, dl)
 	if err == nil {
 		k.dlqKey[dl.Key], k.dlqMsg[dl.Message.MessageId] = true, true
+		k.sent = append(k.sent, sentCopy{key: dl.Key, messageID: dl.Message.MessageId, reason: dl.Reason, err: dl.Error, attempts: dl.Attempts})
 		w.Logf("%s (key %s) sent to the dead-letter queue: %s", dl.Message.MessageId, dl.Key, dl.Reason)
 	}
 	return id, err
@@ -292,11 +359,11 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	if p != nil {
 		p.used = true
 	}
-	var pause time.Duration
+	var pause, pauseAfter time.Duration
 	crash := false
 	switch {
 	case p != nil:
-		pause, crash = p.pause, p.crash
+		pause, crash, pauseAfter = p.pause, p.crash, p.pauseAfter
 	case k.chaos != nil:
 		c := k.chaos
 		if c.Slow > 0 && w.Rand().Float64() < c.Slow {
@@ -308,13 +375,21 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 		w.Logf("the instance running %s pauses for %s before the handler", msg.MessageId, pause)
 		w.Sleep(pause)
 	}
+	k.obs.Handler(ctx, msg.MessageId, "")
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
 	err := k.runHandler(ctx, key, msg)
 	w.Logf("handler for %s returns %v", msg.MessageId, err)
-	if err == nil {
-		k.succeeded[key] = true
+	k.lastErr[msg.MessageId] = err
+	if err != nil && ctx.Err() == nil {
+		// A failure of the handler's own, not a reaction to its lease or
+		// deadline ending.
+		k.failed(key, failure{messageID: msg.MessageId, attempt: lease.Attempt, err: err})
+	}
+	if pauseAfter > 0 {
+		w.Logf("the instance running %s pauses for %s after the handler returned, before the completion is recorded", msg.MessageId, pauseAfter)
+		w.Sleep(pauseAfter)
 	}
 	if crash {
 		w.Logf("the instance running %s crashes after the handler, before the completion is recorded", msg.MessageId)
@@ -340,6 +415,13 @@ func (k *Kit) hook(rep *lambdaidem.InvocationReport) {
 		}
 		k.msgKey[r.MessageID] = r.Key
 		k.outcomes[key] = append(k.outcomes[key], r.Outcome)
+		switch {
+		case r.Outcome == lambdaidem.OutcomeUnrecorded:
+			k.succeeded[key] = true
+		case r.HandlerRan && r.Err != nil && k.lastErr[r.MessageID] == nil &&
+			(r.Outcome == lambdaidem.OutcomeFailed || r.Outcome == lambdaidem.OutcomeDeadLettered):
+			k.failed(key, failure{messageID: r.MessageID, attempt: r.Attempt, err: r.Err, refused: true})
+		}
 		k.w.Logf("%s (key %s): %s", r.MessageID, r.Key, r.Outcome)
 	}
 }
@@ -363,7 +445,10 @@ func (k *Kit) Outcomes(key string) []lambdaidem.Outcome { return slices.Clone(k.
 // Status is the key's record in the idempotency store ("" when there is
 // none).
 func (k *Kit) Status(key string) lambdaidem.Status {
-	rec, err := k.mem.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
+	if k.ns == "" {
+		return ""
+	}
+	rec, err := k.base.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
 	if err != nil {
 		return ""
 	}
@@ -410,9 +495,23 @@ func (k *Kit) Trace() string { return k.w.Trace().String() }
 // SetTrace turns the trace on or off (off by default; it costs time).
 func (k *Kit) SetTrace(on bool) { k.w.Tracing = on }
 
-// Check reports what the library promises that did not hold: a message
-// acknowledged with neither a successful handler run for its key nor a
-// dead-letter copy (lost), a dead-letter copy without a reason, a panic.
+// Check reports what did not hold, or was not declared. What the library
+// promises: no message acknowledged with neither a successful handler run
+// for its key nor a dead-letter copy (lost), no dead-letter copy without
+// a reason, no panic, the Observer contract kept. What the test must
+// declare when it means it:
+//   - every dead-letter copy (ExpectDeadLetter(key, reason)); on a Kit, a
+//     declared dead letter that never happened is reported too;
+//   - every failure of the handler (an error it returned while its lease
+//     held, or a completion the store refused: a completion write's
+//     condition, or a write the store cannot commit) (ExpectFailure(key),
+//     or ExpectDeadLetter for the key);
+//   - every unfinished key: a message still on the queue, moved by the
+//     queue's own redrive policy, or a record left FAILED or IN_PROGRESS
+//     without a successful run (ExpectUnfinished(key)).
+//
+// So a handler the kit cannot run, or that fails where the test expected
+// success, never passes silently.
 func (k *Kit) Check() error {
 	probs := slices.Clone(k.problems)
 	for _, id := range k.acked {
@@ -429,6 +528,7 @@ func (k *Kit) Check() error {
 			probs = append(probs, "dead-letter copy of "+d.MessageID+" has no reason")
 		}
 	}
+	probs = k.checkDeclared(probs)
 	if len(probs) == 0 {
 		return nil
 	}

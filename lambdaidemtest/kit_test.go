@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -157,4 +158,68 @@ func TestExplorerFIFOKeepsGroupOrder(t *testing.T) {
 				}
 		},
 	})
+}
+
+// Check reports what the test did not declare, accepts what it did, and
+// reports a declared dead letter that never happened.
+func TestCheckHoldsToDeclarations(t *testing.T) {
+	flaky := func(fails map[string]int) lambdaidem.MessageHandler {
+		return func(_ context.Context, msg events.SQSMessage) error {
+			var o struct{ Order string }
+			_ = json.Unmarshal([]byte(msg.Body), &o)
+			if fails[o.Order] > 0 {
+				fails[o.Order]--
+				return fmt.Errorf("declined, %d more to come", fails[o.Order])
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		run     func(k *lambdaidemtest.Kit)
+		declare func(k *lambdaidemtest.Kit)
+		report  string // what Check says before the declaration
+	}{
+		{"a failure that was retried", func(k *lambdaidemtest.Kit) { k.Poison(`{"order":"o-1"}`) },
+			func(k *lambdaidemtest.Kit) { k.ExpectFailure("o-1") },
+			`undeclared failure: the handler failed for key "o-1" (message m-1, attempt 1; 2 failure(s) in all): declined, 1 more to come; if the test means it, declare it with ExpectFailure("o-1")`},
+		{"a dead letter", func(k *lambdaidemtest.Kit) { k.Poison(`{"order":"o-2"}`) },
+			func(k *lambdaidemtest.Kit) { k.ExpectDeadLetter("o-2", lambdaidem.ReasonMaxAttempts) },
+			`undeclared dead letter: message m-1 (key "o-2") went to the dead-letter queue as max_attempts after 3 attempt(s)`},
+		{"a message the queue's redrive policy moved", func(k *lambdaidemtest.Kit) { k.MaxReceive = 2; k.Poison(`{"order":"o-2"}`) },
+			func(k *lambdaidemtest.Kit) { k.ExpectUnfinished("o-2"); k.ExpectFailure("o-2") },
+			`undeclared unfinished key "o-2": the queue's redrive policy (MaxReceive) moved its message to the queue's own dead-letter queue`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := lambdaidemtest.New(flaky(map[string]int{"o-1": 2, "o-2": 99}), byOrder, lambdaidem.WithMaxAttempts(3))
+			tc.run(k)
+			err := k.Check()
+			if err == nil || !strings.Contains(err.Error(), tc.report) {
+				t.Fatalf("Check before the declaration: %v\nwant it to say: %s", err, tc.report)
+			}
+			tc.declare(k)
+			if err := k.Check(); err != nil {
+				t.Errorf("Check after the declaration: %v", err)
+			}
+		})
+	}
+	t.Run("a declared dead letter that never happened", func(t *testing.T) {
+		k := lambdaidemtest.New(flaky(nil), byOrder)
+		k.ExpectDeadLetter("o-1", lambdaidem.ReasonPoison)
+		k.Poison(`{"order":"o-1"}`)
+		if err := k.Check(); err == nil || !strings.Contains(err.Error(), `expected dead letter missing: ExpectDeadLetter("o-1", "poison")`) {
+			t.Errorf("Check: %v", err)
+		}
+	})
+}
+
+// Options the decorator refuses when it is built are refused when the kit
+// is built, not from inside a scenario.
+func TestKitRefusesWhatTheDecoratorRefuses(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New accepted a deadline margin as long as the lease")
+		}
+	}()
+	lambdaidemtest.New(careless(new([]string)), byOrder, lambdaidem.WithLease(time.Minute), lambdaidem.WithDeadlineMargin(time.Minute))
 }

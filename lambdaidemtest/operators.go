@@ -69,11 +69,12 @@ func (k *Kit) pickKey(live bool) string {
 // out); a dead-lettered record's copy is abandoned only when abandon is
 // set.
 func (k *Kit) forget(force, abandon bool) {
+	admin, ok := k.base.(lambdaidem.Admin)
 	key := k.pickKey(force)
-	if key == "" {
+	if key == "" || !ok {
 		return
 	}
-	res, err := k.mem.Forget(context.Background(), lambdaidem.ForgetRequest{
+	res, err := admin.Forget(context.Background(), lambdaidem.ForgetRequest{
 		Namespace: k.ns, Key: key, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force, AbandonCopy: abandon,
 	})
 	if err != nil {
@@ -89,15 +90,16 @@ func (k *Kit) forget(force, abandon bool) {
 // (its holder's outcome is refused, and the key is taken over once that
 // lease has run out).
 func (k *Kit) release(force bool) {
+	admin, ok := k.base.(lambdaidem.Admin)
 	key := k.pickKey(force)
-	if key == "" {
+	if key == "" || !ok {
 		return
 	}
-	rec, err := k.mem.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
+	rec, err := admin.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
 	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	out, err := k.mem.Release(context.Background(), lambdaidem.ReleaseRequest{
+	out, err := admin.Release(context.Background(), lambdaidem.ReleaseRequest{
 		Namespace: k.ns, Key: key, Token: rec.LeaseToken, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force,
 	})
 	if err != nil {
@@ -110,6 +112,10 @@ func (k *Kit) release(force bool) {
 // redriveOnce is one operator redrive run over the dead-letter queue,
 // while Lambda goes on delivering.
 func (k *Kit) redriveOnce(maxRedrives int) {
+	resetter, ok := k.base.(lambdaidem.DeadLetterResetter)
+	if !ok {
+		return
+	}
 	k.operatorActions++
 	k.w.Logf("operator: redrive")
 	sum, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
@@ -118,7 +124,7 @@ func (k *Kit) redriveOnce(maxRedrives int) {
 		SourceQueues:       []string{k.std.ARN, k.fifo.ARN},
 		QueueURLs:          k.svc.QueueURLs(),
 		WaitTime:           -1,
-		Resetter:           k.mem,
+		Resetter:           resetter,
 		MaxRedrives:        maxRedrives,
 		Now:                k.w.Now,
 	})

@@ -30,6 +30,8 @@ func TestExplorerDrawsOperators(t *testing.T) {
 				return nil
 			}, AtMostOnce(&charges)
 		},
+		// The body that is not JSON is dead-lettered as malformed.
+		Expect:  func(k *Kit) { k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody) },
 		observe: func(k *Kit) { actions += k.operatorActions },
 	}
 	if f := x.Search(); f != nil {

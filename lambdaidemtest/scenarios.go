@@ -2,6 +2,7 @@ package lambdaidemtest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -114,6 +115,27 @@ func (k *Kit) TakeoverFromPaused(body string, opts ...SendOption) {
 	k.run(func() { k.deliverAt(lease+lease/4, m) })
 }
 
+// LeaseLostBeforeCompletion is an instance pausing after the handler
+// returned and before the decorator records the completion, for longer
+// than its lease (a third of the function timeout, as a heartbeat keeps).
+// Another delivery takes the key over and runs the handler; then the
+// paused instance wakes and its completion is refused (the lease is
+// lost). An effect the handler made itself has happened twice, the window
+// docs/design.md describes; an effect committed with the completion
+// (lambdaidem.AddCompletionWrite) happens once, as the stale completion's
+// writes never apply.
+func (k *Kit) LeaseLostBeforeCompletion(body string, opts ...SendOption) {
+	m := k.send(body, opts)
+	if m == nil {
+		k.Run()
+		return
+	}
+	lease := k.Timeout / 3
+	k.plans[m.ID] = &plan{pauseAfter: 2 * lease}
+	k.extra = []lambdaidem.Option{lambdaidem.WithLease(lease), lambdaidem.WithGrace(lease / 10)}
+	k.run(func() { k.deliverAt(lease+lease/4, m) })
+}
+
 // Poison sends a message the handler cannot process (it returns
 // lambdaidem.Poison, or fails until the decorator's max attempts) and
 // delivers it until it lands in the dead-letter queue with a reason; read
@@ -139,6 +161,10 @@ func (k *Kit) StopGroup(group string, bodies ...string) {
 // each key), and Lambda delivering them again. It returns what the redrive
 // reported.
 func (k *Kit) Redrive() (sqsqueue.RedriveSummary, error) {
+	resetter, ok := k.base.(lambdaidem.DeadLetterResetter)
+	if !ok {
+		return sqsqueue.RedriveSummary{}, fmt.Errorf("lambdaidemtest: the kit's store (%T) cannot reset dead-lettered records (lambdaidem.DeadLetterResetter), so a redrive would skip every copy", k.base)
+	}
 	urls := k.svc.QueueURLs()
 	st, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
 		Client:             k.svc,
@@ -146,7 +172,7 @@ func (k *Kit) Redrive() (sqsqueue.RedriveSummary, error) {
 		SourceQueues:       []string{k.std.ARN, k.fifo.ARN},
 		QueueURLs:          urls,
 		WaitTime:           -1,
-		Resetter:           k.mem,
+		Resetter:           resetter,
 		Now:                k.w.Now,
 	})
 	k.lastSend = k.w.Now()

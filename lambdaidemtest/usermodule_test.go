@@ -16,7 +16,44 @@ import (
 // fixed one passes 10,000 seeded scenarios. docs/testing.md shows its test
 // files verbatim, so this checks that too.
 func TestUserModule(t *testing.T) {
-	dir := filepath.Join("testdata", "usermodule")
+	out := testModule(t, "usermodule", []string{
+		"github.com/lambdaidem/go-lambdaidem/lambdaidem", "github.com/lambdaidem/go-lambdaidem/lambdaidemtest", "github.com/aws/aws-lambda-go/events",
+	}, "charge_test.go", "orders_test.go")
+	for _, want := range []string{"--- PASS: TestChargingFirstIsCaught", "caught: seed ", "--- PASS: TestCheckingFirstPasses"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the user module's tests did not print %q", want)
+		}
+	}
+}
+
+// TestPaymentsModule runs the tests of testdata/paymentsmodule, a module
+// whose handler commits its effects with the completion, as the README
+// recommends for exactly-once: it passes the explorer on the in-memory
+// store with the kit's in-memory DynamoDB tables, and the variant that
+// writes its payment outside the transaction is caught with a duplicate
+// effect. docs/testing.md shows its files verbatim.
+func TestPaymentsModule(t *testing.T) {
+	out := testModule(t, "paymentsmodule", []string{
+		"github.com/lambdaidem/go-lambdaidem/lambdaidem", "github.com/lambdaidem/go-lambdaidem/lambdaidemtest",
+		"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore", "github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest",
+		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/aws",
+		"github.com/aws/aws-sdk-go-v2/service/dynamodb", "github.com/aws/aws-sdk-go-v2/service/dynamodb/types",
+	}, "payments.go", "payments_test.go")
+	for _, want := range []string{"--- PASS: TestTransactionalPaysExactlyOnce", "--- PASS: TestPaymentOutsideTheTransactionIsCaught",
+		"duplicate effect", "--- PASS: TestEachFailureModePaysOnce", "--- PASS: TestInsufficientFundsAreDeadLettered"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the payments module's tests did not print %q", want)
+		}
+	}
+}
+
+// testModule runs the tests of testdata/name with the module proxy off,
+// checks that it imports only allowed packages besides the standard
+// library, and that docs/testing.md shows each of shown verbatim. It
+// returns the tests' output.
+func testModule(t *testing.T, name string, allowed []string, shown ...string) string {
+	t.Helper()
+	dir := filepath.Join("testdata", name)
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to test the user module: %v", err)
@@ -34,26 +71,20 @@ func TestUserModule(t *testing.T) {
 	}
 
 	imports := strings.Fields(run("list", "-f", "{{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "."))
-	allowed := []string{"github.com/lambdaidem/go-lambdaidem/lambdaidem", "github.com/lambdaidem/go-lambdaidem/lambdaidemtest", "github.com/aws/aws-lambda-go/events"}
 	for _, imp := range imports {
 		if strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !slices.Contains(allowed, imp) {
-			t.Errorf("the user module imports %s: it may import only %v and the standard library", imp, allowed)
+			t.Errorf("%s imports %s: it may import only %v and the standard library", name, imp, allowed)
 		}
 	}
 
 	out := run("test", "-count=1", "-v", ".")
 	t.Log(out)
-	for _, want := range []string{"--- PASS: TestChargingFirstIsCaught", "caught: seed ", "--- PASS: TestCheckingFirstPasses"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("the user module's tests did not print %q", want)
-		}
-	}
 
 	guide, err := os.ReadFile(filepath.Join("..", "docs", "testing.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"charge_test.go", "orders_test.go"} {
+	for _, f := range shown {
 		src, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -62,4 +93,5 @@ func TestUserModule(t *testing.T) {
 			t.Errorf("docs/testing.md does not show %s verbatim", filepath.Join(dir, f))
 		}
 	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
@@ -50,7 +51,7 @@ func TestStopHandsBackKilledInvocation(t *testing.T) {
 	id := b.send("barrier")[0]
 	// The first run waits in the barrier for a second run that never
 	// comes while this runner lives.
-	waitFor(t, func() bool { e, _ := os.ReadDir(dir); return len(e) == 1 })
+	testenv.WaitFor(t, "the function to enter the barrier", func() bool { e, _ := os.ReadDir(dir); return len(e) == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := b.runner.Stop(ctx); !errors.Is(err, context.Canceled) {
@@ -82,8 +83,8 @@ func TestStopHandsBackKilledInvocation(t *testing.T) {
 		if inv.Outcome != localrun.OutcomeSuccess || !slices.Equal(inv.Deleted, []string{id}) || !slices.Equal(inv.ReceiveCounts, []int{2}) {
 			t.Fatalf("restarted runner: outcome %s, deleted %v, receive counts %v; want success deleting %s on its second receive", inv.Outcome, inv.Deleted, inv.ReceiveCounts, id)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the restarted runner did not receive the handed-back message within 30s (its visibility timeout is an hour); stats %+v", r.Stats())
+	case <-time.After(testenv.Patience):
+		t.Fatalf("the restarted runner did not receive the handed-back message within %s (its visibility timeout is an hour); stats %+v", testenv.Patience, r.Stats())
 	}
 }
 
@@ -98,7 +99,7 @@ func TestStopHandsBackHeldRecordsAndLeavesNoReceive(t *testing.T) {
 	})
 	b.send("ok")
 	// Received and held: in flight on the queue, not yet invoked.
-	waitFor(t, func() bool { return b.onQueue() == 1 && b.visible() == 0 })
+	testenv.WaitFor(t, "the runner to hold the message", func() bool { return b.onQueue() == 1 && b.visible() == 0 })
 	if err := b.runner.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -112,11 +113,11 @@ func TestStopHandsBackHeldRecordsAndLeavesNoReceive(t *testing.T) {
 	// Nothing of the stopped runner receives any more: a message sent now
 	// is received by the next receive, not hidden by an abandoned one.
 	second := b.send("ok")[0]
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	seen := map[string]bool{}
 	for !seen[second] {
 		if time.Now().After(deadline) {
-			t.Fatalf("the message sent after Stop was not received within 30s (seen %v): a receive of the stopped runner took it", seen)
+			t.Fatalf("the message sent after Stop was not received within %s (seen %v): a receive of the stopped runner took it", testenv.Patience, seen)
 		}
 		out, err := b.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(b.url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,

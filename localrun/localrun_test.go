@@ -120,8 +120,11 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 		MaxConcurrency:          1,
 		ReportBatchItemFailures: true,
 		PollWait:                2 * time.Second,
-		Output:                  b.out,
-		OnInvoke:                func(inv localrun.Invocation) { b.invs <- inv },
+		// Lambda's default of 3 s is a deadline a loaded machine can miss
+		// for a trivial invocation; the tests of the deadline set theirs.
+		FunctionTimeout: 30 * time.Second,
+		Output:          b.out,
+		OnInvoke:        func(inv localrun.Invocation) { b.invs <- inv },
 		OnProcess: func(ev localrun.ProcessEvent) {
 			pidsMu.Lock()
 			pids = append(pids, ev.PID)
@@ -144,7 +147,8 @@ func setup(t *testing.T, q queueOpts, mutate func(*localrun.Config)) *bundle {
 	}
 	b.runner = r
 	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Stop waits for the invocations in flight: a bound for a hang.
+		stopCtx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		if err := r.Stop(stopCtx); err != nil {
 			t.Errorf("Stop: %v", err)
@@ -190,10 +194,10 @@ func (b *bundle) sendTo(group, body string) string {
 }
 
 // next returns the next invocation that match accepts, waiting for the
-// runner (an external process and queue) up to a generous deadline.
+// runner (an external process and queue) up to testenv.Patience.
 func (b *bundle) next(match func(localrun.Invocation) bool) localrun.Invocation {
 	b.t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
+	deadline := time.NewTimer(testenv.Patience)
 	defer deadline.Stop()
 	for {
 		select {
@@ -202,7 +206,7 @@ func (b *bundle) next(match func(localrun.Invocation) bool) localrun.Invocation 
 				return inv
 			}
 		case <-deadline.C:
-			b.t.Fatalf("no matching invocation within 30s; stats %+v", b.runner.Stats())
+			b.t.Fatalf("no matching invocation within %s; stats %+v", testenv.Patience, b.runner.Stats())
 		}
 	}
 }
@@ -210,7 +214,7 @@ func (b *bundle) next(match func(localrun.Invocation) bool) localrun.Invocation 
 // nextProcess returns the next process event that match accepts.
 func (b *bundle) nextProcess(match func(localrun.ProcessEvent) bool) localrun.ProcessEvent {
 	b.t.Helper()
-	deadline := time.NewTimer(30 * time.Second)
+	deadline := time.NewTimer(testenv.Patience)
 	defer deadline.Stop()
 	for {
 		select {
@@ -219,7 +223,7 @@ func (b *bundle) nextProcess(match func(localrun.ProcessEvent) bool) localrun.Pr
 				return ev
 			}
 		case <-deadline.C:
-			b.t.Fatalf("no matching process event within 30s")
+			b.t.Fatalf("no matching process event within %s", testenv.Patience)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // DefaultKeyAttribute is the message attribute carrying the key: what a
@@ -21,6 +24,9 @@ const DefaultKeyAttribute = "idempotency-key"
 
 // MaxBatch is SQS's limit of entries per SendMessageBatch.
 const MaxBatch = 10
+
+// MaxAttributes is SQS's limit of message attributes per message.
+const MaxAttributes = 10
 
 // MaxRequestBytes is SQS's limit on one message and on the messages of one
 // SendMessageBatch together (bodies plus attribute names, types and
@@ -81,6 +87,20 @@ type Option func(*Producer)
 // DefaultKeyAttribute). Consumers must read the same name.
 func WithKeyAttribute(name string) Option { return func(p *Producer) { p.attr = name } }
 
+// WithPropagator adds the trace context of the context Send is given to
+// each message, as String message attributes written by prop:
+// propagation.TraceContext writes traceparent (and tracestate when there
+// is one), which package otelidem reads on the consuming side to link the
+// record's span to the sender's. The fields take only the attributes SQS
+// has left (MaxAttributes, the key's and the message's own counted first;
+// traceparent before the others):
+// a message whose attributes leave no room is sent without them, never
+// refused, and a field never replaces an attribute of the message's own.
+// A context without a span adds nothing.
+func WithPropagator(prop propagation.TextMapPropagator) Option {
+	return func(p *Producer) { p.prop = prop }
+}
+
 // Producer sends messages to one queue with a stable idempotency key. It
 // is safe for concurrent use.
 type Producer struct {
@@ -88,6 +108,7 @@ type Producer struct {
 	queueURL string
 	fifo     bool
 	attr     string
+	prop     propagation.TextMapPropagator
 }
 
 // New returns a Producer for the queue at queueURL. A URL ending in ".fifo"
@@ -122,7 +143,7 @@ type Sent struct {
 // within its five-minute deduplication window; on a standard queue, and
 // after that window, the consumer's decorator recognises the key.
 func (p *Producer) Send(ctx context.Context, m Message) (Sent, error) {
-	e, err := p.entry(m)
+	e, err := p.entry(ctx, m)
 	if err != nil {
 		return Sent{}, err
 	}
@@ -190,7 +211,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []Message) ([]Result, err
 	results := make([]Result, len(msgs))
 	entries := make([]types.SendMessageBatchRequestEntry, 0, len(msgs))
 	for i, m := range msgs {
-		e, err := p.entry(m)
+		e, err := p.entry(ctx, m)
 		if err != nil {
 			results[i].Err = err
 			continue
@@ -284,7 +305,7 @@ func index(id *string) int {
 }
 
 // entry validates m and builds its batch entry (without Id).
-func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) {
+func (p *Producer) entry(ctx context.Context, m Message) (types.SendMessageBatchRequestEntry, error) {
 	var e types.SendMessageBatchRequestEntry
 	if m.Key == "" {
 		return e, ErrMissingKey
@@ -297,6 +318,20 @@ func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) 
 		attrs[k] = v
 	}
 	attrs[p.attr] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Key)}
+	if p.prop != nil {
+		c := &traceFields{}
+		p.prop.Inject(ctx, c)
+		// traceparent, which names the span, before what qualifies it.
+		slices.SortStableFunc(c.fields, func(a, b [2]string) int {
+			return cmp.Compare(rank(a[0]), rank(b[0]))
+		})
+		for _, f := range c.fields {
+			if _, taken := attrs[f[0]]; taken || len(attrs) >= MaxAttributes || f[1] == "" {
+				continue
+			}
+			attrs[f[0]] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(f[1])}
+		}
+	}
 	e.MessageBody = aws.String(m.Body)
 	e.MessageAttributes = attrs
 	if p.fifo {
@@ -316,4 +351,43 @@ func (p *Producer) entry(m Message) (types.SendMessageBatchRequestEntry, error) 
 		return e, fmt.Errorf("%w: key %q: %d bytes", ErrTooLarge, m.Key, n)
 	}
 	return e, nil
+}
+
+// rank orders a propagator's fields for the attributes left: the W3C
+// traceparent first, then the rest in the propagator's order.
+func rank(field string) int {
+	if field == "traceparent" {
+		return 0
+	}
+	return 1
+}
+
+// traceFields collects what a propagator injects, in its order.
+type traceFields struct{ fields [][2]string }
+
+func (c *traceFields) Get(key string) string {
+	for _, f := range c.fields {
+		if f[0] == key {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+func (c *traceFields) Set(key, value string) {
+	for i, f := range c.fields {
+		if f[0] == key {
+			c.fields[i][1] = value
+			return
+		}
+	}
+	c.fields = append(c.fields, [2]string{key, value})
+}
+
+func (c *traceFields) Keys() []string {
+	keys := make([]string, len(c.fields))
+	for i, f := range c.fields {
+		keys[i] = f[0]
+	}
+	return keys
 }

@@ -47,20 +47,21 @@ func newQueue(t *testing.T, client *sqs.Client, fifo bool) (url, arn string) {
 	return aws.ToString(out.QueueUrl), qa.Attributes["QueueArn"]
 }
 
-// receiveN receives until n messages arrived or the deadline passed (the
-// emulator makes messages visible at once; the deadline only bounds a
-// broken run), then checks the queue has nothing more: on a standard queue
-// nothing beyond the copies the SDK's retried sends may have added (see
-// testenv.Resends), on a FIFO queue nothing at all.
+// receiveN receives until n messages arrived (long polls: a short poll may
+// answer empty while messages are there; testenv.Patience only bounds a
+// broken run), then checks with a long poll that the queue has nothing
+// more: on a standard queue nothing beyond the copies the SDK's retried
+// sends may have added (see testenv.Resends), on a FIFO queue nothing at
+// all.
 func receiveN(t *testing.T, client *sqs.Client, rs *testenv.Resends, url string, n int) []types.Message {
 	t.Helper()
 	var got []types.Message
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for len(got) < n && time.Now().Before(deadline) {
 		got = append(got, receive(t, client, url)...)
 	}
 	if len(got) < n {
-		t.Fatalf("received %d messages, want %d", len(got), n)
+		t.Fatalf("received %d messages in %s, want %d", len(got), testenv.Patience, n)
 	}
 	for more := receive(t, client, url); len(more) > 0; more = receive(t, client, url) {
 		got = append(got, more...)
@@ -71,12 +72,15 @@ func receiveN(t *testing.T, client *sqs.Client, rs *testenv.Resends, url string,
 	return got
 }
 
+// receive long-polls for a second: its empty answer means the queue holds
+// no visible message.
 func receive(t *testing.T, client *sqs.Client, url string) []types.Message {
 	t.Helper()
 	out, err := client.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(url),
 		MaxNumberOfMessages:         10,
 		VisibilityTimeout:           300,
+		WaitTimeSeconds:             1,
 		MessageAttributeNames:       []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 	})

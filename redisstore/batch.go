@@ -72,7 +72,7 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
 			if c != nil {
-				cmds[i] = finishScript.EvalSha(ctx, p, c.keys.all(), c.args...)
+				cmds[i] = finishScript.EvalSha(ctx, p, c.scriptKeys, c.args...)
 			}
 		}
 		return nil

@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -44,4 +46,41 @@ func TestConformanceCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Run(t, func(t *testing.T) lambdaidem.Store { return store })
+}
+
+// redisEffects makes the completion-write cases' effects: SetNX on keys
+// of the record's slot, read back with GET.
+func redisEffects(client redis.UniversalClient, store *redisstore.Store) storetest.Effects {
+	return storetest.Effects{
+		Insert: func(ns, name, value string) any { return redisstore.SetNX(store.Key(ns, name), value) },
+		Read: func(ctx context.Context, ns, name string) (string, error) {
+			v, err := client.Get(ctx, store.Key(ns, name)).Result()
+			if errors.Is(err, redis.Nil) {
+				return "", nil
+			}
+			return v, err
+		},
+	}
+}
+
+// TestConformanceCompletionWrites runs the completion-write cases with
+// Commands, on the plain client and, when the server is in cluster mode,
+// through a cluster client (CROSSSLOT would refuse a command outside the
+// record's slot there).
+func TestConformanceCompletionWrites(t *testing.T) {
+	server := addr(t)
+	client := newClient(t, server)
+	store := redisstore.New(client, redisstore.Options{})
+	storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return store }, redisEffects(client, store))
+
+	if err := client.Eval(t.Context(), "return redis.call('EXISTS', KEYS[1], KEYS[2])", []string{"{a}x", "{b}x"}).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Logf("the server is not in cluster mode (%v): the cluster run is skipped", err)
+		return
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{server}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	cstore := redisstore.New(cluster, redisstore.Options{Prefix: "cluster"})
+	t.Run("Cluster", func(t *testing.T) {
+		storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return cstore }, redisEffects(cluster, cstore))
+	})
 }

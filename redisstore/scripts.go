@@ -126,6 +126,94 @@ index(member, old, 'IN_PROGRESS', ea)
 return {'claimed', prev, redis.call('HGETALL', rec)}
 `
 
+// commands runs a completion's commands (command.go): it parses them
+// from ARGV, checks every guard, key type and integer before any of them
+// runs, and runs them only when all may apply.
+//
+//	ARGV from at: the number of commands, then per command: op, the
+//	      index of its key in KEYS, the number of its arguments and the
+//	      arguments, its expiry ms ('' none), its guard's test ('' none),
+//	      the index of the key the guard reads, the field ('' the key
+//	      itself) and the operand
+const commands = `
+local want = {SET = '*', DEL = '*', INCRBY = 'string', HSET = 'hash', HINCRBY = 'hash', HDEL = 'hash',
+  RPUSH = 'list', LPUSH = 'list', SADD = 'set', SREM = 'set', ZADD = 'zset'}
+local exact = 9007199254740991
+
+local function parse(at)
+  local cmds = {}
+  for i = 1, tonumber(ARGV[at]) do
+    local c = {op = ARGV[at + 1], key = KEYS[tonumber(ARGV[at + 2])], args = {}}
+    local n = tonumber(ARGV[at + 3])
+    for j = 1, n do c.args[j] = ARGV[at + 3 + j] end
+    at = at + 4 + n
+    c.ea, c.test, c.gkey, c.gfield, c.gval = ARGV[at], ARGV[at + 1], KEYS[tonumber(ARGV[at + 2])], ARGV[at + 3], ARGV[at + 4]
+    at = at + 4 -- the last of this command: the next starts at at + 1
+    cmds[i] = c
+  end
+  return cmds
+end
+
+-- int reads an integer the script adds exactly, written as Redis reads
+-- one; a missing value is 0, anything else nil.
+local function int(v)
+  if not v then return 0 end
+  if v ~= '0' and not string.match(v, '^%-?[1-9]%d*$') then return nil end
+  local n = tonumber(v)
+  if n == nil or n > exact or n < -exact then return nil end
+  return n
+end
+
+local function kind(key) return redis.call('TYPE', key).ok end
+
+-- holds reports whether a command's guard holds.
+local function holds(c)
+  if c.test == '' then return true end
+  local t, present, v = kind(c.gkey), false, false
+  if c.gfield ~= '' then
+    if t ~= 'hash' and t ~= 'none' then return false end
+    v = redis.call('HGET', c.gkey, c.gfield)
+    present = v ~= false
+  else
+    present = t ~= 'none'
+    if t == 'string' then v = redis.call('GET', c.gkey) end
+    if present and t ~= 'string' and c.test ~= 'exists' and c.test ~= 'absent' then return false end
+  end
+  if c.test == 'exists' then return present end
+  if c.test == 'absent' then return not present end
+  if c.test == 'eq' then return v ~= false and v == c.gval end
+  local n = int(v)
+  if n == nil then return false end
+  if c.test == 'ge' then return n >= tonumber(c.gval) end
+  return n <= tonumber(c.gval)
+end
+
+-- refusal returns {index, reason} for the first command that cannot
+-- apply, or nil.
+local function refusal(cmds)
+  for i, c in ipairs(cmds) do
+    if not holds(c) then return {i, 'guard'} end
+    local t = kind(c.key)
+    if want[c.op] ~= '*' and t ~= 'none' and t ~= want[c.op] then return {i, 'type'} end
+    local cur
+    if c.op == 'INCRBY' then cur = redis.call('GET', c.key) end
+    if c.op == 'HINCRBY' then cur = redis.call('HGET', c.key, c.args[1]) end
+    if cur ~= nil then
+      local n, by = int(cur), int(c.args[#c.args])
+      if n == nil or by == nil or math.abs(n + by) > exact then return {i, 'integer'} end
+    end
+  end
+  return nil
+end
+
+local function run(cmds)
+  for _, c in ipairs(cmds) do
+    redis.call(c.op, c.key, unpack(c.args))
+    if c.ea ~= '' then redis.call('PEXPIREAT', c.key, c.ea) end
+  end
+end
+`
+
 // finishScript is every write fenced by a lease token: complete, fail,
 // dead-letter (final and pending), extend.
 //
@@ -133,15 +221,22 @@ return {'claimed', prev, redis.call('HGETALL', rec)}
 //	      '-' keep), key expiry ms ('' none, '-' keep), result apart
 //	      ('set', 'del' or '' to leave it), the apart result's key expiry
 //	      ms ('' none), the apart result, number of field pairs to set n,
-//	      n field/value pairs, fields to delete...
+//	      number of fields to delete d, n field/value pairs, d fields, then
+//	      the completion's commands (see commands; 0 for none)
+//
+// KEYS beyond the record's five are those of the commands.
 //
 // It returns {'ok'}; {'done'} when the record already has the target
-// status under our token (a retry whose first reply was lost); or a
-// refusal: {'gone'}, {'expired'}, {'taken', status, generation, claim},
-// {'status', status}. A write whose target is IN_PROGRESS (extend, a
-// pending dead-letter mark) applies again when re-sent, which changes
-// nothing, and is refused once the record has left IN_PROGRESS.
-var finishScript = redis.NewScript(prelude + `
+// status under our token (a retry whose first reply was lost: its
+// commands applied with it and are not run again); a refusal:
+// {'gone'}, {'expired'}, {'taken', status, generation, claim},
+// {'status', status}; or {'refused', index, reason} when a command
+// refused the completion (nothing applied). A write whose target is
+// IN_PROGRESS (extend, a pending dead-letter mark) applies again when
+// re-sent, which changes nothing, and is refused once the record has left
+// IN_PROGRESS. An extension (its first field pair sets 'lu') whose lease
+// end is earlier than the record's changes nothing and returns {'ok'}.
+var finishScript = redis.NewScript(prelude + commands + `
 local now = tonumber(ARGV[1])
 local token, target = ARGV[2], ARGV[3]
 local r = load()
@@ -152,10 +247,17 @@ if r.s ~= 'IN_PROGRESS' then
   if r.s == target and target ~= 'IN_PROGRESS' then return {'done'} end
   return {'status', r.s}
 end
+-- An extension never moves the lease's end back: one held in the network
+-- that lands after a later one changes nothing.
+if target == 'IN_PROGRESS' and ARGV[12] == 'lu' and num(r.lu) > num(ARGV[13]) then return {'ok'} end
 
-local n = tonumber(ARGV[10])
-if n > 0 then redis.call('HSET', rec, unpack(ARGV, 11, 10 + 2 * n)) end
-if #ARGV >= 11 + 2 * n then redis.call('HDEL', rec, unpack(ARGV, 11 + 2 * n)) end
+local n, d = tonumber(ARGV[10]), tonumber(ARGV[11])
+local cmds = parse(12 + 2 * n + d)
+local no = refusal(cmds)
+if no ~= nil then return {'refused', tostring(no[1]), no[2]} end
+run(cmds)
+if n > 0 then redis.call('HSET', rec, unpack(ARGV, 12, 11 + 2 * n)) end
+if d > 0 then redis.call('HDEL', rec, unpack(ARGV, 12 + 2 * n, 11 + 2 * n + d)) end
 if ARGV[7] ~= '' then
   redis.call('DEL', res)
   if ARGV[7] == 'set' then

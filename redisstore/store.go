@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -72,8 +73,19 @@ type Store struct {
 var _ lambdaidem.Store = (*Store)(nil)
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient
-// or any other redis.UniversalClient.
+// or any other redis.UniversalClient. A nil client, or a Prefix holding
+// '{' or '}' (it would change the cluster hash tag, so one namespace's
+// keys could fall in several slots), is refused at once: New panics with
+// a *lambdaidem.ConfigError wrapping lambdaidem.ErrInvalidOption, as the
+// decorators do for options that could never work.
 func New(client redis.UniversalClient, opts Options) *Store {
+	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
+		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "client", Err: fmt.Errorf("%w: the Redis client is nil", lambdaidem.ErrInvalidOption)})
+	}
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "Options.Prefix",
+			Err: fmt.Errorf("%w: the prefix %q holds '{' or '}', which delimit the cluster hash tag", lambdaidem.ErrInvalidOption, opts.Prefix)})
+	}
 	s := &Store{
 		client:   client,
 		prefix:   opts.Prefix,
@@ -234,6 +246,7 @@ type write struct {
 	expiresAt time.Time
 	keep      bool
 	apart     apartOp
+	cmds      []Command // a completion's commands, run in the same step
 }
 
 // apartOp is what a write does to the hash that holds a result apart:
@@ -251,15 +264,17 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 	if err != nil {
 		return err
 	}
-	return c.reply(finishScript.Run(ctx, s.client, c.keys.all(), c.args...).StringSlice())
+	return c.reply(finishScript.Run(ctx, s.client, c.scriptKeys, c.args...).StringSlice())
 }
 
 // finishCall is one fenced write's script call, and how to read its
 // reply.
 type finishCall struct {
-	op   string
-	keys keys
-	args []any
+	op         string
+	keys       keys
+	scriptKeys []string // keys, then the keys of the commands
+	args       []any
+	cmds       []Command
 }
 
 // finishCall validates a fenced write and builds its script call.
@@ -272,12 +287,13 @@ func (s *Store) finishCall(op string, l lambdaidem.Lease, now time.Time, w write
 	if !w.keep {
 		ea, exp = msArg(w.expiresAt), s.keyExpiry(w.expiresAt)
 	}
-	args := make([]any, 0, 10+len(w.set)+len(w.del))
+	args := make([]any, 0, 12+len(w.set)+len(w.del))
 	args = append(args, strconv.FormatInt(ceilMillis(now), 10), l.Token, string(w.target), k.member, ea, exp,
-		w.apart.op, s.keyExpiry(w.apart.until), w.apart.result, len(w.set)/2)
+		w.apart.op, s.keyExpiry(w.apart.until), w.apart.result, len(w.set)/2, len(w.del))
 	args = append(args, w.set...)
 	args = append(args, w.del...)
-	return &finishCall{op: op, keys: k, args: args}, nil
+	scriptKeys, args := encodeCommands(w.cmds, k.all(), args)
+	return &finishCall{op: op, keys: k, scriptKeys: scriptKeys, args: args, cmds: w.cmds}, nil
 }
 
 // reply reads the fenced write script's reply.
@@ -295,6 +311,13 @@ func (c *finishCall) reply(v []string, err error) error {
 		// "done": our token with the target status already, a retry of a
 		// write whose reply was lost.
 		return nil
+	case "refused":
+		i, _ := strconv.Atoi(v[1])
+		if i < 1 || i > len(c.cmds) || len(v) != 3 {
+			return unavailable(op, k.record, fmt.Errorf("unexpected refusal %q", v))
+		}
+		cmd := c.cmds[i-1]
+		return fmt.Errorf("redisstore %s %q: %w", op, k.record, &CommandError{Index: i - 1, Op: cmd.Op, Key: cmd.Key, Reason: v[2]})
 	case "gone":
 		why = "the record is gone"
 	case "expired":
@@ -312,9 +335,14 @@ func (c *finishCall) reply(v []string, err error) error {
 
 // Complete moves a leased record to COMPLETED with its result, in one
 // script call. A result larger than Options.InlineResultBytes is written
-// apart from the record by the same script. Extra Writes are refused with
-// lambdaidem.ErrUnsupportedWrite and nothing is recorded: Redis has no
-// transaction with other stores.
+// apart from the record by the same script. Extra Writes must be
+// Commands: the same script runs them, atomically with the completion and
+// fenced by the lease (see Command); a command that refuses the
+// completion yields a *CommandError (lambdaidem.ErrWriteRefused) and
+// nothing is recorded. Any other write type is refused with
+// lambdaidem.ErrUnsupportedWrite, a malformed command with
+// ErrInvalidCommand, a key outside the record's slot with ErrCrossSlot,
+// all before anything is sent.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	w, err := s.completeWrite(req)
 	if err != nil {
@@ -323,20 +351,22 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 	return s.finish(ctx, "complete", req.Lease, req.Now, w)
 }
 
-// completeWrite is the fenced write of a completion.
+// completeWrite is the fenced write of a completion, its commands
+// checked.
 func (s *Store) completeWrite(req lambdaidem.CompleteRequest) (write, error) {
 	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return write{}, err
 	}
-	if len(req.Writes) > 0 {
-		return write{}, fmt.Errorf("redisstore complete %q: %T: %w", k.record, req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+	cmds, err := s.commandsOf(k, req.Writes)
+	if err != nil {
+		return write{}, fmt.Errorf("redisstore complete %q: %w", k.record, err)
 	}
 	if len(req.Result) > s.maxRes {
 		return write{}, fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
 			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
-	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt}
+	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt, cmds: cmds}
 	switch {
 	case len(req.Result) > s.inline:
 		w.set = append(w.set, fResultApart, len(req.Result))

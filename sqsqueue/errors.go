@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
 // Named errors. Every error this package returns for a failed SQS call wraps
@@ -16,6 +18,10 @@ var (
 	// (arn:PARTITION:sqs:REGION:ACCOUNT:NAME), or one of an unknown partition
 	// with no endpoint or URL override configured.
 	ErrInvalidARN = errors.New("sqsqueue: invalid SQS queue ARN")
+	// ErrInvalidQueueURL: a setting that should be a queue URL is not one
+	// (empty, not https://HOST/ACCOUNT/NAME); see CheckQueueURL. The
+	// constructors refuse it when they are built.
+	ErrInvalidQueueURL error = invalidSetting("sqsqueue: invalid SQS queue URL")
 	// ErrTooLarge: the dead-letter copy cannot fit in one SQS message, even
 	// with the error text dropped. Retrying will not help; the caller must
 	// log and count it.
@@ -42,6 +48,15 @@ var (
 	// was not written by this package's Sink (or the attribute is corrupt).
 	ErrNotDeadLetter = errors.New("sqsqueue: not a lambdaidem dead-letter message")
 )
+
+// invalidSetting is a named error of a setting a constructor refuses; it
+// matches lambdaidem.ErrInvalidOption too.
+type invalidSetting string
+
+func (e invalidSetting) Error() string { return string(e) }
+
+// Is reports whether target is lambdaidem.ErrInvalidOption.
+func (e invalidSetting) Is(target error) bool { return target == lambdaidem.ErrInvalidOption }
 
 // apiError is the part of the SDK's API error we read. It is satisfied by
 // smithy-go's APIError without importing it.

@@ -264,6 +264,14 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 	case opts.Max < 0:
 		return sum, fmt.Errorf("%w: negative Max", ErrInvalidOptions)
 	}
+	for name, u := range map[string]string{"DeadLetterQueueURL": opts.DeadLetterQueueURL, "TargetQueueURL": opts.TargetQueueURL} {
+		if u == "" {
+			continue
+		}
+		if err := CheckQueueURL(u); err != nil {
+			return sum, fmt.Errorf("%w: %s: %w", ErrInvalidOptions, name, err)
+		}
+	}
 	allowed := make(map[string]bool, len(opts.SourceQueues))
 	for _, arn := range opts.SourceQueues {
 		if _, err := ParseARN(arn); err != nil {

@@ -106,7 +106,9 @@ func (e *stateEnv) deliver() int {
 	e.t.Helper()
 	n := 0
 	for range 5 {
-		ms := e.receive(e.t, e.src.url, 0)
+		// Empty decides that everything was delivered: a long poll's
+		// answer, not a short poll's.
+		ms := e.receiveWait(e.t, e.src.url, 0, 1)
 		if len(ms) == 0 {
 			return n
 		}

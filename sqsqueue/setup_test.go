@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -26,9 +25,7 @@ func setup(t *testing.T) bundle {
 	client, rs := testenv.SQSWithResends(t)
 	// A bound, not an assertion: a request the emulator never answers
 	// fails the test instead of hanging the run.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	t.Cleanup(cancel)
-	return bundle{ctx: ctx, client: client, resends: rs}
+	return bundle{ctx: testenv.Context(t), client: client, resends: rs}
 }
 
 type queue struct {
@@ -84,6 +81,20 @@ func (b bundle) send(t *testing.T, q queue, body string, attrs map[string]types.
 func (b bundle) receive(t *testing.T, url string, visibility int32) []types.Message {
 	t.Helper()
 	return b.receiveWait(t, url, visibility, 0)
+}
+
+// receiveSome is receive for a queue that must hold a message: an empty
+// answer does not decide, so it long-polls until one comes, within the
+// test's bound.
+func (b bundle) receiveSome(t *testing.T, url string, visibility int32) []types.Message {
+	t.Helper()
+	for b.ctx.Err() == nil {
+		if ms := b.receiveWait(t, url, visibility, 1); len(ms) > 0 {
+			return ms
+		}
+	}
+	t.Fatalf("no message received from %s: %v", url, b.ctx.Err())
+	return nil
 }
 
 // receiveWait is receive with a long poll of wait seconds.
@@ -169,10 +180,10 @@ func (b bundle) consume(t *testing.T, src queue, body string, attrs map[string]t
 	t.Helper()
 	id := b.send(t, src, body, attrs, group)
 	// A short poll may answer empty while the message is there (SQS
-	// samples its servers; fauxqs did so for a message just sent): poll
-	// until it comes, within the test's bound.
+	// samples its servers; fauxqs did so for a message just sent):
+	// long-poll until it comes, within the test's bound.
 	for b.ctx.Err() == nil {
-		for _, m := range b.receive(t, src.url, 300) {
+		for _, m := range b.receiveWait(t, src.url, 300, 1) {
 			if deref(m.MessageId) == id {
 				return toEvent(m, src.arn)
 			}

@@ -68,8 +68,19 @@ func WithErrorLimit(n int) SinkOption {
 }
 
 // NewSink returns a Sink that sends to the queue at queueURL. A URL ending
-// in ".fifo" is treated as a FIFO queue.
+// in ".fifo" is treated as a FIFO queue. A nil client, or a queueURL that
+// is not a queue URL (CheckQueueURL: an unset environment variable, an ARN
+// or a name where the URL belongs), is refused at once: NewSink panics
+// with a *lambdaidem.ConfigError wrapping ErrInvalidQueueURL (or
+// lambdaidem.ErrInvalidOption for the client), as the decorators do for
+// options that could never work, rather than fail every dead-letter send.
 func NewSink(client SendMessageAPI, queueURL string, opts ...SinkOption) *Sink {
+	if nilClient(client) {
+		refuse("sqsqueue.NewSink", "client", fmt.Errorf("%w: the SQS client is nil", lambdaidem.ErrInvalidOption))
+	}
+	if err := CheckQueueURL(queueURL); err != nil {
+		refuse("sqsqueue.NewSink", "queue URL", err)
+	}
 	s := &Sink{
 		client:     client,
 		queueURL:   queueURL,

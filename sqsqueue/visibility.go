@@ -67,10 +67,38 @@ func WithQueueURLFunc(f func(arn string) (string, error)) VisibilityOption {
 // client also has GetQueueUrl (*sqs.Client does; see QueueURLGetter), each
 // source queue's URL is asked of SQS once, by name and owner account, and
 // cached; otherwise it is derived from the ARN (see WithEndpoint).
+//
+// A nil client, a WithEndpoint that is not an http(s) URL, and a
+// WithQueueURLs entry whose key is not a queue ARN (ParseARN) or whose URL
+// is not that queue's URL (CheckQueueURL, naming the ARN's queue) are
+// refused at once: NewVisibilityChanger panics with a
+// *lambdaidem.ConfigError wrapping ErrInvalidARN, ErrInvalidQueueURL or
+// lambdaidem.ErrInvalidOption, rather than fail each message.
 func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityOption) *VisibilityChanger {
+	const handler = "sqsqueue.NewVisibilityChanger"
 	var c visibilityConfig
 	for _, o := range opts {
 		o(&c)
+	}
+	if nilClient(client) {
+		refuse(handler, "client", fmt.Errorf("%w: the SQS client is nil", lambdaidem.ErrInvalidOption))
+	}
+	if c.endpoint != "" {
+		if err := checkEndpoint(c.endpoint); err != nil {
+			refuse(handler, "WithEndpoint", err)
+		}
+	}
+	for arn, u := range c.urls {
+		a, err := ParseARN(arn)
+		if err == nil {
+			err = CheckQueueURL(u)
+		}
+		if err == nil && !urlNames(u, a) {
+			err = fmt.Errorf("%w: %q does not name the queue %s", ErrInvalidQueueURL, u, arn)
+		}
+		if err != nil {
+			refuse(handler, "WithQueueURLs", fmt.Errorf("%w: %w", lambdaidem.ErrInvalidOption, err))
+		}
 	}
 	return &VisibilityChanger{client: client, resolver: newResolver(client, c.endpoint, c.urls, c.fn)}
 }

@@ -65,13 +65,13 @@ func TestChangeVisibilityBringsMessageBack(t *testing.T) {
 			// Received with a long visibility: only our change can bring it
 			// back during the test.
 			msg := b.consume(t, src, "body", nil, "g")
-			if ms := b.receive(t, src.url, 300); len(ms) != 0 {
+			if ms := b.receiveWait(t, src.url, 300, 1); len(ms) != 0 {
 				t.Fatalf("message visible before the change")
 			}
 			if err := NewVisibilityChanger(b.client).ChangeVisibility(b.ctx, msg, 0); err != nil {
 				t.Fatalf("ChangeVisibility: %v", err)
 			}
-			ms := b.receive(t, src.url, 300)
+			ms := b.receiveSome(t, src.url, 300)
 			if len(ms) != 1 || deref(ms[0].MessageId) != msg.MessageId {
 				t.Fatalf("after ChangeVisibility(0) received %d messages, want %s back", len(ms), msg.MessageId)
 			}
@@ -90,14 +90,14 @@ func TestChangeVisibilityHidesMessage(t *testing.T) {
 	}
 	// Taken back by a new receive, then hidden for an hour with the new
 	// handle: the queue must answer empty.
-	ms := b.receive(t, src.url, 0)
+	ms := b.receiveSome(t, src.url, 0)
 	if len(ms) != 1 {
 		t.Fatalf("received %d messages, want 1", len(ms))
 	}
 	if err := ch.ChangeVisibility(b.ctx, toEvent(ms[0], src.arn), time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if ms := b.receive(t, src.url, 0); len(ms) != 0 {
+	if ms := b.receiveWait(t, src.url, 0, 1); len(ms) != 0 {
 		t.Errorf("message visible after ChangeVisibility(1h)")
 	}
 }
@@ -175,7 +175,7 @@ func TestChangeVisibilityOverride(t *testing.T) {
 	if err := ch.ChangeVisibility(b.ctx, msg, 0); err != nil {
 		t.Fatalf("ChangeVisibility with override: %v", err)
 	}
-	if ms := b.receive(t, src.url, 300); len(ms) != 1 {
+	if ms := b.receiveSome(t, src.url, 300); len(ms) != 1 {
 		t.Fatalf("received %d messages after the change, want 1", len(ms))
 	}
 }

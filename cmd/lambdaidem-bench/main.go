@@ -1,8 +1,10 @@
 // Command lambdaidem-bench runs lambdaidem's benchmarks against the local
 // services and prints Markdown tables for BENCHMARKS.md: DynamoDB Local
 // latency per path next to its floor and next to Powertools for AWS Lambda
-// (TypeScript), requests per message by path, and messages per second end
-// to end through the orders example's bootstrap under the local runner.
+// (TypeScript), requests per message by path, the requests of a call that
+// waits for a run in progress (WithWaitForCompletion), and messages per
+// second end to end through the orders example's bootstrap under the local
+// runner.
 //
 // It needs DynamoDB Local and an SQS emulator, found through the SDK's
 // endpoint variables; localstack/stack.sh provides both:
@@ -49,6 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	bootstrap := fs.String("bootstrap", "", "a prebuilt examples/orders `binary` (default: build it)")
 	withDynamo := fs.Bool("dynamodb", true, "run the DynamoDB Local latency and request benchmarks")
 	withRedis := fs.Bool("redis", true, "run the Redis store's benchmarks when LAMBDAIDEM_REDIS_ADDR is set")
+	waitN := fs.Int("wait-n", 10, "waiting `requests` per store and run length for the wait-for-completion benchmark; 0 skips it")
 	if code, ok := harness.Parse(fs, args); !ok {
 		return code
 	}
@@ -96,6 +99,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		})
 		if err != nil {
 			return fail(err)
+		}
+	}
+	var waitRes *bench.WaitResult
+	if *waitN > 0 {
+		// On every store the stack has, whatever -dynamodb and -redis say.
+		wc := bench.WaitConfig{DynamoDBEndpoint: ddbEndpoint, Region: region, RedisAddr: stack.RedisAddr, N: *waitN, Progress: progress}
+		if wc.DynamoDBEndpoint != "" || wc.RedisAddr != "" {
+			var err error
+			if waitRes, err = bench.RunWait(ctx, wc); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if *bootstrap == "" && (*cold > 0 || *e2e > 0) {
@@ -168,6 +182,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		redisRes.WriteTargets(w)
 		fmt.Fprintf(w, "\n## Redis commands per message, by path\n\n")
 		redisRes.WriteRequests(w)
+	}
+	if waitRes != nil {
+		fmt.Fprintf(w, "\n## Wait for completion: requests per waiting request (N=%d per store and run length)\n\n", waitRes.N)
+		waitRes.Write(w)
 	}
 	if coldRes != nil {
 		fmt.Fprintf(w, "\n## Cold start and memory (the orders job, under a local Runtime API)\n\n")

@@ -37,9 +37,8 @@ func TestDemo(t *testing.T) {
 	opts.Out = out
 	opts.FunctionLog = nil
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	s, err := Run(ctx, opts)
+	// The run waits as long as it makes progress; this only bounds a hang.
+	s, err := Run(testenv.Context(t), opts)
 	if err != nil {
 		t.Fatalf("Run: %v\noutput:\n%s", err, out)
 	}
@@ -70,17 +69,34 @@ func TestDemo(t *testing.T) {
 	if tx := s.PerMode[ModeTransactional]; tx.Orders != TransactionalOrders+1 {
 		t.Errorf("transactional orders = %d, want %d", tx.Orders, TransactionalOrders+1)
 	}
-	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got != 1 || len(s.DeadLettered) != 1 {
-		t.Errorf("DeadLettered = %v, want poison 1 only", s.DeadLettered)
+	// The DLQ holds the poison order only. Usually one copy; a second when
+	// the function sent it again, as any SQS producer may: its SDK retried
+	// a send whose response was lost, or a store call that timed out left
+	// the dead-letter mark unwritten and the next delivery sent a spare.
+	// PoisonDeadLettered (checked by OK) says the copies are the poison
+	// order's, with its reason.
+	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got < 1 || len(s.DeadLettered) != 1 {
+		t.Errorf("DeadLettered = %v, want poison only", s.DeadLettered)
 	}
-	// The crash phase waits for both crashes (before the effect in plain
-	// mode, after it in transactional mode), so they happened; each crashed
-	// claim and the one that took over are handler runs.
-	if s.Crashes < 2 {
-		t.Errorf("Crashes = %d, want at least 2", s.Crashes)
+	// Each crash order (before the effect in plain mode, after it in
+	// transactional mode) crashes on its first attempt, once. A loaded
+	// machine can end that attempt before its handler runs (a store call
+	// timed out, or the invocation did), and the order then completes on
+	// a later attempt without a crash: fewer crashes only with such an
+	// ending in the crash orders' outcomes or a timeout.
+	var crashStoreErrors bool
+	for _, r := range s.Rows {
+		if (r.Scenario == ScenarioCrash || r.Scenario == ScenarioCrashAfter) && strings.Contains(r.Outcomes, string(lambdaidem.OutcomeStoreError)) {
+			crashStoreErrors = true
+		}
 	}
-	if s.HandlerRuns < s.Effects+2+2 { // + the two crashed runs + the retry order's two failures
-		t.Errorf("HandlerRuns = %d, want at least %d", s.HandlerRuns, s.Effects+4)
+	if s.Crashes > 2 || s.Crashes < 2 && !crashStoreErrors && s.Timeouts == 0 {
+		t.Errorf("Crashes = %d, want 2 (fewer only after a store error or a timeout)", s.Crashes)
+	}
+	// Every claim is a handler run: each crashed one and the retry order's
+	// two failures come on top of one per effect.
+	if want := s.Effects + s.Crashes + 2; s.HandlerRuns < want {
+		t.Errorf("HandlerRuns = %d, want at least %d", s.HandlerRuns, want)
 	}
 	if !strings.Contains(summary.String(), "transactional") {
 		t.Error("the summary does not show the transactional function")

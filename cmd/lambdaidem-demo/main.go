@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opts.Keep, "keep", false, "keep the tables and queues after the run, for inspection")
 	verbose := fs.Bool("v", false, "show the function's log lines (JSON) on stderr")
 	plain := fs.Int("orders", 48, "`number` of plain-mode orders besides the four special ones")
-	fs.DurationVar(&opts.WaitTimeout, "wait", opts.WaitTimeout, "deadline for each wait for the queue to drain")
+	fs.DurationVar(&opts.WaitTimeout, "wait", opts.WaitTimeout, "give up a wait for a phase to end when nothing has moved for this long")
 	readme := fs.Bool("update-readme", false, "after a passing run, write its summary into README.md's demo sample and "+readmeSummaryFile+" (run from the repository root; `make demo-readme`)")
 	if code, ok := harness.Parse(fs, args); !ok {
 		return code

@@ -34,8 +34,10 @@ type Options struct {
 	BatchingWindow time.Duration
 	MaxConcurrency int
 
-	// WaitTimeout bounds each wait for a phase to end. It is a deadline,
-	// not an expectation.
+	// WaitTimeout is how long a wait for a phase to end goes on while
+	// nothing moves (no record received, no invocation ended, no process
+	// started): a bound on a stall. A run that keeps moving, however
+	// slowly, is waited for.
 	WaitTimeout time.Duration
 	// Progress is the interval of progress lines; 0 prints none.
 	Progress time.Duration

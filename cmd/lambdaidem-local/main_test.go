@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -72,14 +71,13 @@ func TestRunsBootstrapFromQueue(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"-bootstrap", bootstrap, "-queue-url", url, "-timeout", "5s"}, &stdout, &stderr)
 	}()
-	// Wait for the invocation report, an external process's doing.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "outcome=success deleted=1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no invocation reported; stderr:\n%s", stderr.String())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
+	// Wait for the invocation report, an external process's doing.
+	testenv.WaitFor(t, "the invocation's report", func() bool { return strings.Contains(stderr.String(), "outcome=success deleted=1") })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)

@@ -318,8 +318,14 @@ func firstOf(vs ...string) string {
 
 // needTable checks -table.
 func (c *common) needTable() error {
-	if c.table == "" && !c.isRedis() {
+	if c.isRedis() {
+		return nil
+	}
+	if c.table == "" {
 		return usagef("no table: set -table or LAMBDAIDEM_TABLE")
+	}
+	if err := dynamo.CheckTableName(c.table); err != nil {
+		return usagef("-table: %v", err)
 	}
 	return nil
 }

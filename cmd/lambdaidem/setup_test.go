@@ -37,8 +37,8 @@ func setup(t *testing.T) *bundle {
 	t.Helper()
 	client := testenv.DynamoDB(t)
 	table := testenv.Name("lambdaidem-cli")
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	// TTL off: DynamoDB Local would delete the records expired at its
 	// real clock, and the tests run on their own clock.
 	if err := dynamo.CreateTable(ctx, client, table, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -237,7 +238,7 @@ func start(t *testing.T, dir string, env []string, script string) *runner {
 // so the test polls, with a generous bound.
 func (r *runner) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for !strings.Contains(r.err.String(), s) {
 		select {
 		case err := <-r.done:
@@ -246,7 +247,7 @@ func (r *runner) waitFor(t *testing.T, s string) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lambdaidem-local did not report %q within 60s:\n%s\n%s", s, r.err.String(), r.stdout.String())
+			t.Fatalf("lambdaidem-local did not report %q within %s:\n%s\n%s", s, testenv.Patience, r.err.String(), r.stdout.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -264,8 +265,8 @@ func (r *runner) stop(t *testing.T) (stderr, stdout string) {
 		if err != nil {
 			t.Fatalf("lambdaidem-local after Ctrl-C: %v\n%s", err, r.err.String())
 		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("lambdaidem-local still running 60s after Ctrl-C:\n%s", r.err.String())
+	case <-time.After(testenv.Patience):
+		t.Fatalf("lambdaidem-local still running %s after Ctrl-C:\n%s", testenv.Patience, r.err.String())
 	}
 	return r.err.String(), r.stdout.String()
 }
@@ -274,7 +275,7 @@ func (r *runner) stop(t *testing.T) (stderr, stdout string) {
 func deadLettered(t *testing.T, dlqURL, orderID string) {
 	t.Helper()
 	client := testenv.SQS(t)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.Patience)
 	for time.Now().Before(deadline) {
 		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
@@ -324,6 +325,17 @@ func normalize(s string) string {
 	return s
 }
 
+// mergedStreams are the samples of a function's output, stdout and stderr
+// as lambdaidem-local passes them on: compared line by line, in any order.
+var mergedStreams = map[string]bool{"function": true, "redis-function": true}
+
+// sortedLines returns s with its lines sorted.
+func sortedLines(s string) string {
+	lines := strings.SplitAfter(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "")
+}
+
 // checkSamples compares each sample block of the guide with this run's
 // output, but for what differs between runs.
 func checkSamples(t *testing.T, guide []byte, samples map[string]string) {
@@ -339,7 +351,14 @@ func checkSamples(t *testing.T, guide []byte, samples map[string]string) {
 			continue
 		}
 		seen[name] = true
-		if normalize(shown) != normalize(got) {
+		want, have := normalize(shown), normalize(got)
+		if mergedStreams[name] {
+			// The function's log lines (stderr) and metric lines (stdout)
+			// reach the runner through two pipes: their order is the order
+			// the runner happened to read them in.
+			want, have = sortedLines(want), sortedLines(have)
+		}
+		if want != have {
 			t.Errorf("the guide's sample %q is not what this run printed (go test ./docs/guides -run TestLocalDevelopment -update writes it):\n--- guide\n%s--- run\n%s", name, shown, got)
 		}
 	}

@@ -45,6 +45,11 @@ func TestKitPoisonDoesNotBlockItsGroup(t *testing.T) {
 	if len(dl) != 1 || dl[0].Reason != lambdaidem.ReasonPoison || !strings.Contains(dl[0].Error, "marked poison") {
 		t.Errorf("dead letters %+v, want the poison seq 2 of A", dl)
 	}
+	// The key is the deduplication ID: on the kit's FIFO queue, the body.
+	k.ExpectDeadLetter(`{"seq":2,"poison":true}`, lambdaidem.ReasonPoison)
+	if err := k.Check(); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestKitFailureHoldsTheRestOfItsGroup(t *testing.T) {
@@ -52,6 +57,10 @@ func TestKitFailureHoldsTheRestOfItsGroup(t *testing.T) {
 	k.StopGroup("A", `{"seq":1}`, `{"seq":2,"fail_times":2}`, `{"seq":3}`)
 	if !slices.Equal(effects["A"], []int{1, 2, 3}) {
 		t.Errorf("effects %v, want A [1 2 3]: seq 3 must wait for seq 2's retries", effects)
+	}
+	k.ExpectFailure(`{"seq":2,"fail_times":2}`)
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }
 

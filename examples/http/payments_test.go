@@ -22,9 +22,9 @@ import (
 // returns the function's handler.
 func setup(t *testing.T) (httpidem.HTTPHandler, *dynamodb.Client, string) {
 	t.Helper()
-	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 2 * time.Second}))
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 10 * time.Second}))
+	// A bound for a hang, not for a slow machine.
+	ctx := testenv.Context(t)
 	cfg := Config{IdempotencyTable: testenv.Name("idem"), PaymentsTable: testenv.Name("payments"), Namespace: DefaultNamespace}
 	if err := dynamo.CreateTable(ctx, client, cfg.IdempotencyTable, dynamo.TableOptions{NoTTL: true, PollInterval: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
@@ -72,6 +73,10 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 			EnvNamespace+"="+b.cfg.Namespace,
 			EnvDLQURL+"="+b.cfg.DLQURL,
 			EnvEffectMode+"="+b.cfg.EffectMode,
+			// DynamoDB Local on a loaded machine can take longer than the
+			// default second: an attempt abandoned then ends before its
+			// handler runs, and the crash set for it never happens.
+			EnvStoreAttemptTimeout+"=10s",
 		),
 		Output: out,
 	})
@@ -87,7 +92,8 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 			return
 		}
 		stopped = true
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Stop waits for the invocation in flight: a bound for a hang.
+		ctx, cancel := context.WithTimeout(context.Background(), testenv.Patience)
 		defer cancel()
 		if err := r.Stop(ctx); err != nil {
 			t.Errorf("stop runner: %v", err)
@@ -98,14 +104,13 @@ func crashUnderTheRunner(t *testing.T, b *bundle, bin, crash string) {
 	}
 	t.Cleanup(stop)
 
-	// Wait for the external condition: both messages settled.
-	deadline := time.Now().Add(60 * time.Second)
-	for b.queue.Count(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("queue not drained by the runner: %+v", r.Stats())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runner: %+v", r.Stats())
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	})
+	// Wait for the external condition: both messages settled.
+	testenv.WaitFor(t, "the runner to drain the queue", func() bool { return b.queue.Count(t) == 0 })
 	stop()
 
 	eff := b.effects(t)

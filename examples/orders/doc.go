@@ -31,7 +31,11 @@
 //
 // Configuration comes from the environment (see ConfigFromEnv):
 // IDEMPOTENCY_TABLE, EFFECTS_TABLE, IDEMPOTENCY_NAMESPACE, DLQ_URL,
-// MAX_ATTEMPTS, EFFECT_MODE. The decorator's metrics are printed as
+// MAX_ATTEMPTS, EFFECT_MODE, DYNAMODB_ATTEMPT_TIMEOUT for a slow local
+// DynamoDB, and OpenTelemetry's OTEL_TRACES_EXPORTER:
+// unset or "none" traces nothing; "console" traces each invocation and
+// record (package otelidem), linked to the trace the message carries, and
+// prints the spans as JSON lines on standard output. The decorator's metrics are printed as
 // CloudWatch Embedded Metric Format lines (package emf) in the namespace
 // "lambdaidem" with the dimension FunctionName, which template.yaml's
 // alarms and dashboard read. Logging follows Lambda's AWS_LAMBDA_LOG_FORMAT and

@@ -9,7 +9,9 @@ import (
 
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 )
 
@@ -54,13 +56,31 @@ func TestKitDuplicatesHaveOneEffect(t *testing.T) {
 }
 
 // A crash between the plain-mode effect and the completion repeats the
-// effect: the gap EFFECT_MODE=transactional closes (orders_test.go shows
-// that on DynamoDB Local, where the transaction is real).
+// effect: the gap EFFECT_MODE=transactional closes (below on the kit's
+// in-memory tables; orders_test.go shows it on DynamoDB Local).
 func TestKitCrashAfterAPlainEffectRepeatsIt(t *testing.T) {
 	k, rows := kitFunction(t, 0)
 	k.CrashAfterEffect(`{"order_id":"o-1"}`)
 	if len(*rows) != 2 || k.Status("o-1") != lambdaidem.StatusCompleted {
 		t.Errorf("%d effect rows, o-1 %s: want 2 rows and COMPLETED", len(*rows), k.Status("o-1"))
+	}
+}
+
+// In transactional mode the row commits with the completion: on the kit's
+// in-memory tables, a crash after the handler leaves one row, although the
+// handler ran twice.
+func TestKitCrashAfterATransactionalEffectIsOnce(t *testing.T) {
+	db := dynamotest.New(dynamotest.Table{Name: "effects", HashKey: attrPK})
+	handle, opts := NewMessageHandler(Config{Namespace: DefaultNamespace, EffectMode: EffectModeTransactional, EffectsTable: "effects"}, Deps{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	k := lambdaidemtest.NewWithStore(memstore.New(memstore.WithCompletionWrites(db)), handle, opts...)
+	k.CrashAfterEffect(`{"order_id":"o-1"}`)
+	if rows := db.Items("effects"); len(rows) != 1 || k.Runs("o-1") != 2 || k.Status("o-1") != lambdaidem.StatusCompleted {
+		t.Errorf("%d effect rows in %d runs, o-1 %s: want 1 row after 2 runs, COMPLETED", len(rows), k.Runs("o-1"), k.Status("o-1"))
+	}
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -78,6 +98,11 @@ func TestKitPoisonGoesToDLQWithReason(t *testing.T) {
 	if dl[1].Reason != lambdaidem.ReasonMalformedBody {
 		t.Errorf("second copy %+v, want malformed_body", dl[1])
 	}
+	k.ExpectDeadLetter("o-1", lambdaidem.ReasonPoison)
+	k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody)
+	if err := k.Check(); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestKitFailuresThenSuccessHaveOneEffect(t *testing.T) {
@@ -86,6 +111,10 @@ func TestKitFailuresThenSuccessHaveOneEffect(t *testing.T) {
 	k.Run()
 	if len(*rows) != 1 || k.Runs("o-1") != 3 {
 		t.Errorf("%d rows in %d runs, want 1 row after 3 runs (outcomes %v)", len(*rows), k.Runs("o-1"), k.Outcomes("o-1"))
+	}
+	k.ExpectFailure("o-1")
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -96,5 +125,9 @@ func TestKitTooManyFailuresGoToDLQ(t *testing.T) {
 	dl := k.DeadLetters()
 	if len(dl) != 1 || dl[0].Reason != lambdaidem.ReasonMaxAttempts || dl[0].Attempts != 2 || len(*rows) != 0 {
 		t.Errorf("dead letters %+v, %d rows: want one max_attempts copy after 2 attempts", dl, len(*rows))
+	}
+	k.ExpectDeadLetter("o-1", lambdaidem.ReasonMaxAttempts)
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }

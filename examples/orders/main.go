@@ -32,10 +32,20 @@ func main() {
 	}
 	// ClientOptions also skips the response checksum check off AWS
 	// (DynamoDB Local's CRC32 does not match some error answers).
-	dbOpts := []func(*dynamodb.Options){dynamo.ClientOptions(dynamo.Tuning{})}
-	lambda.Start(NewHandler(cfg, Deps{
+	dbOpts := []func(*dynamodb.Options){dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: cfg.StoreAttemptTimeout})}
+	// Tracing is off unless OTEL_TRACES_EXPORTER asks for it.
+	tp, err := NewTracerProvider(cfg, os.Stdout)
+	if err != nil {
+		logger.Error("tracing", slog.Any("error", err))
+		os.Exit(1)
+	}
+	deps := Deps{
 		DynamoDB: dynamodb.NewFromConfig(awsCfg, dbOpts...),
 		SQS:      sqs.NewFromConfig(awsCfg),
 		Logger:   logger,
-	}))
+	}
+	if tp != nil { // spans are written as they end: nothing to flush
+		deps.TracerProvider = tp
+	}
+	lambda.Start(NewHandler(cfg, deps))
 }

@@ -19,10 +19,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/otelidem"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -34,6 +37,16 @@ const (
 	EnvDLQURL           = "DLQ_URL"               // optional: without it SQS's redrive policy is the only DLQ
 	EnvMaxAttempts      = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
 	EnvEffectMode       = "EFFECT_MODE"           // EffectModePlain (default) or EffectModeTransactional
+	// EnvStoreAttemptTimeout is the store's per-attempt timeout
+	// (dynamo.Tuning.AttemptTimeout), a Go duration; default
+	// dynamo.DefaultAttemptTimeout, which suits DynamoDB. A DynamoDB Local
+	// on a loaded machine can take longer to answer, and an attempt
+	// abandoned there is only retried against the same server.
+	EnvStoreAttemptTimeout = "DYNAMODB_ATTEMPT_TIMEOUT"
+	// EnvTracesExporter is OpenTelemetry's variable: "none" or unset (the
+	// default) traces nothing; TracesConsole prints each span as a JSON
+	// line on standard output (CloudWatch Logs, in Lambda).
+	EnvTracesExporter = "OTEL_TRACES_EXPORTER"
 	// EnvFunctionName is set by Lambda; it is the FunctionName dimension
 	// of the metrics, which template.yaml's alarms select on.
 	EnvFunctionName = "AWS_LAMBDA_FUNCTION_NAME"
@@ -95,7 +108,16 @@ type Config struct {
 	// FunctionName is the FunctionName dimension of the EMF metrics;
 	// empty publishes them without dimensions.
 	FunctionName string
+	// StoreAttemptTimeout is the DynamoDB client's per-attempt timeout;
+	// 0 keeps dynamo.DefaultAttemptTimeout.
+	StoreAttemptTimeout time.Duration
+	// TracesExporter is "" (no tracing) or TracesConsole.
+	TracesExporter string
 }
+
+// TracesConsole is the value of OTEL_TRACES_EXPORTER that turns tracing on,
+// printing spans on standard output.
+const TracesConsole = "console"
 
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in
 // main). Errors wrap ErrConfig.
@@ -125,6 +147,20 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	default:
 		errs = append(errs, fmt.Errorf("%w: %s=%q is neither %q nor %q", ErrConfig, EnvEffectMode, c.EffectMode, EffectModePlain, EffectModeTransactional))
 	}
+	if v := getenv(EnvStoreAttemptTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%w: %s=%q is not a positive duration", ErrConfig, EnvStoreAttemptTimeout, v))
+		}
+		c.StoreAttemptTimeout = d
+	}
+	switch v := getenv(EnvTracesExporter); v {
+	case "", "none":
+	case TracesConsole:
+		c.TracesExporter = v
+	default:
+		errs = append(errs, fmt.Errorf("%w: %s=%q is neither %q nor %q (this example prints spans; see docs/tracing.md for OTLP)", ErrConfig, EnvTracesExporter, v, "none", TracesConsole))
+	}
 	if v := getenv(EnvMaxAttempts); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -150,6 +186,11 @@ type Deps struct {
 	// Metrics receives the EMF metric lines; default os.Stdout, where
 	// Lambda ships them to CloudWatch Logs, which turns them into metrics.
 	Metrics io.Writer
+	// TracerProvider, when set, traces the function: a span per
+	// invocation and per record (package otelidem), linked to the
+	// producer's trace, and one for the effect's write under it. Nil: no
+	// tracing, at no cost.
+	TracerProvider trace.TracerProvider
 	// WriteEffect, when set, receives each plain-mode effect row instead
 	// of a PutItem into the effects table: unit tests run the handler
 	// without DynamoDB (see kit_test.go).
@@ -175,6 +216,10 @@ func NewMessageHandler(cfg Config, deps Deps) (lambdaidem.MessageHandler, []lamb
 	if f.exit == nil {
 		f.exit = os.Exit
 	}
+	f.tracer = noop.NewTracerProvider().Tracer("")
+	if deps.TracerProvider != nil {
+		f.tracer = deps.TracerProvider.Tracer("orders")
+	}
 	base := []lambdaidem.Option{
 		lambdaidem.WithNamespace(cfg.Namespace),
 		// The business key: a producer that sends an order twice gets
@@ -185,6 +230,9 @@ func NewMessageHandler(cfg Config, deps Deps) (lambdaidem.MessageHandler, []lamb
 	}
 	if cfg.MaxAttempts > 0 {
 		base = append(base, lambdaidem.WithMaxAttempts(cfg.MaxAttempts))
+	}
+	if deps.TracerProvider != nil {
+		base = append(base, lambdaidem.WithObserver(otelidem.New(otelidem.WithTracerProvider(deps.TracerProvider))))
 	}
 	if deps.SQS != nil {
 		// Brings a message whose key another instance holds back when
@@ -240,6 +288,7 @@ type function struct {
 	exit          func(int)
 	transactional bool
 	write         func(context.Context, map[string]types.AttributeValue) error
+	tracer        trace.Tracer
 }
 
 func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
@@ -336,11 +385,13 @@ func (f *function) writeEffect(ctx context.Context, o Order, msg events.SQSMessa
 			slog.String("order_id", o.OrderID), slog.String("effect_id", id), slog.Int("attempt", lease.Attempt))
 		return nil
 	}
+	ctx, span := f.tracer.Start(ctx, "write effect")
 	if f.write != nil {
 		err = f.write(ctx, item)
 	} else {
 		_, err = f.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
 	}
+	span.End()
 	if err != nil {
 		return fmt.Errorf("order %s: write effect: %w", o.OrderID, err)
 	}

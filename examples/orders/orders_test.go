@@ -382,13 +382,20 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{"defaults", env(full...), Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: DefaultNamespace, EffectMode: EffectModePlain}, false},
 		{"everything", env(append(full, EnvNamespace, "shop", EnvDLQURL, "http://q/dlq", EnvMaxAttempts, "7",
-			EnvEffectMode, "transactional", EnvFunctionName, "orders-fn")...),
+			EnvEffectMode, "transactional", EnvFunctionName, "orders-fn", EnvStoreAttemptTimeout, "10s")...),
 			Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: "shop", DLQURL: "http://q/dlq", MaxAttempts: 7,
-				EffectMode: EffectModeTransactional, FunctionName: "orders-fn"}, false},
+				EffectMode: EffectModeTransactional, FunctionName: "orders-fn", StoreAttemptTimeout: 10 * time.Second}, false},
+		{"traces", env(append(full, EnvTracesExporter, "console")...),
+			Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: DefaultNamespace, EffectMode: EffectModePlain, TracesExporter: TracesConsole}, false},
+		{"no traces", env(append(full, EnvTracesExporter, "none")...),
+			Config{IdempotencyTable: "idem", EffectsTable: "effects", Namespace: DefaultNamespace, EffectMode: EffectModePlain}, false},
+		{"unknown exporter", env(append(full, EnvTracesExporter, "zipkin")...), Config{}, true},
 		{"bad effect mode", env(append(full, EnvEffectMode, "atomic")...), Config{}, true},
 		{"no tables", env(), Config{}, true},
 		{"bad attempts", env(append(full, EnvMaxAttempts, "0")...), Config{}, true},
 		{"attempts not a number", env(append(full, EnvMaxAttempts, "five")...), Config{}, true},
+		{"attempt timeout not a duration", env(append(full, EnvStoreAttemptTimeout, "10")...), Config{}, true},
+		{"attempt timeout not positive", env(append(full, EnvStoreAttemptTimeout, "0s")...), Config{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

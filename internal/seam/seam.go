@@ -90,7 +90,9 @@ type DeadlineContext struct {
 // parent ends, or when the returned cancel is called.
 func WithDeadline(parent context.Context, clock Clock, deadline time.Time) (*DeadlineContext, context.CancelFunc) {
 	inner, cancel := context.WithCancelCause(parent)
-	c := &DeadlineContext{Context: inner, cancel: cancel, clock: clock}
+	// The deadline is kept even when the parent has ended already (Move
+	// then does nothing): Deadline never reports the zero time.
+	c := &DeadlineContext{Context: inner, cancel: cancel, clock: clock, deadline: deadline}
 	c.Move(deadline)
 	return c, func() {
 		c.mu.Lock()

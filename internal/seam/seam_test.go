@@ -86,3 +86,24 @@ func TestDeadlineContextCancelAndParent(t *testing.T) {
 		t.Fatal("With/From lost the Runtime")
 	}
 }
+
+// A context made under a parent that has ended reports the earlier of its
+// deadline and the parent's, never the zero time.
+func TestDeadlineContextUnderAnEndedParent(t *testing.T) {
+	m := &manual{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	parent, pcancel := seam.WithDeadline(context.Background(), m.clock(), m.now.Add(time.Second))
+	defer pcancel()
+	m.fire(m.now.Add(2 * time.Second))
+	if parent.Err() == nil {
+		t.Fatal("the parent did not end")
+	}
+	child, cancel := seam.WithDeadline(parent, m.clock(), m.now.Add(time.Minute))
+	defer cancel()
+	dl, ok := child.Deadline()
+	if !ok || !dl.Equal(m.now.Add(-time.Second)) {
+		t.Fatalf("deadline %v %v, want the parent's %v", dl, ok, m.now.Add(-time.Second))
+	}
+	if child.Err() == nil {
+		t.Fatal("a child of an ended parent is live")
+	}
+}

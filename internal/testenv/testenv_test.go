@@ -1,6 +1,9 @@
 package testenv
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestSkipOn(t *testing.T) {
 	d := Difference{Emulator: "fauxqs", Name: "example", Behaviour: "does otherwise"}
@@ -20,5 +23,27 @@ func TestSkipOn(t *testing.T) {
 				t.Errorf("%s=%q: skipped %v, want %v", SQSEmulatorVar, tc.emulator, skipped, tc.skipped)
 			}
 		})
+	}
+}
+
+func TestContextEndsBeforeTheBinary(t *testing.T) {
+	ctx := Context(t)
+	got, ok := ctx.Deadline()
+	if !ok {
+		t.Fatal("no deadline")
+	}
+	if d, ok := t.Deadline(); ok && !got.Before(d) {
+		t.Errorf("the context ends at %s, not before the test binary's deadline %s", got, d)
+	}
+	if time.Until(got) <= 0 {
+		t.Errorf("the context has already ended")
+	}
+}
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, "the third look", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Errorf("cond called %d times, want 3", n)
 	}
 }

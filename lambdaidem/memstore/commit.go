@@ -124,8 +124,8 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 		switch {
 		case validate(OpCompleteBatch, req.Lease.Namespace, req.Lease.Key) != nil:
 			errs[i] = validate(OpCompleteBatch, req.Lease.Namespace, req.Lease.Key)
-		case len(req.Writes) > 0:
-			errs[i] = fmt.Errorf("memstore: complete: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+		case len(req.Writes) > 0 && s.writes == nil:
+			errs[i] = fmt.Errorf("memstore: complete: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 		default:
 			valid = true
 		}
@@ -145,7 +145,14 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 	defer s.mu.Unlock()
 	for i, req := range reqs {
 		if errs[i] == nil {
-			errs[i] = s.writeLocked(OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, completion(req))
+			complete, writes := completion(req), req.Writes
+			errs[i] = s.writeLocked(OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
+				if len(writes) == 0 {
+					complete(r)
+					return nil
+				}
+				return s.writes.ApplyWrites(writes, func() { complete(r) })
+			})
 		}
 	}
 	return errs

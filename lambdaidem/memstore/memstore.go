@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -62,6 +63,46 @@ type Store struct {
 	records map[id]*lambdaidem.Record
 	stats   Stats
 	fault   func(op string) error
+	writes  WriteApplier
+}
+
+// WriteApplier commits the extra writes of a completion
+// (lambdaidem.CompleteRequest.Writes, added by the handler with
+// lambdaidem.AddCompletionWrite) to the effects it keeps: in-memory tables
+// a test reads. Package dynamotest's DB is one, for DynamoDB writes.
+type WriteApplier interface {
+	// ApplyWrites checks every write against the effects as they are and,
+	// only if all of them can apply, calls commit and applies them, as one
+	// step no reader of the effects can see half of. commit records the
+	// completion; the store calls ApplyWrites with its own lock held, and
+	// only while the caller's lease is valid, so the completion and its
+	// writes are one atomic step fenced by the lease.
+	//
+	// When a write's own condition fails, ApplyWrites returns an error
+	// matching lambdaidem.ErrWriteRefused; for a write it cannot apply (a
+	// type it does not know), one matching lambdaidem.ErrUnsupportedWrite.
+	// Either way commit is not called and nothing applies. It must not
+	// call the store.
+	ApplyWrites(writes []any, commit func()) error
+	// WriteTypes lists the types of write ApplyWrites commits (a type and
+	// its pointer are two entries), so the store can declare them before
+	// any completion.
+	WriteTypes() []reflect.Type
+}
+
+// Option configures a Store made by [New].
+type Option func(*Store)
+
+// WithCompletionWrites makes the store commit a completion's extra writes
+// through a, atomically with the completion and fenced by the lease, as
+// the DynamoDB store commits them in one transaction: nothing applies when
+// the lease was lost, and a write whose condition fails refuses the whole
+// completion. A completion retried after it applied (its answer lost) is
+// recognised and does not apply the writes again. Without this option the
+// store refuses every completion that carries writes, with
+// [lambdaidem.ErrUnsupportedWrite], and records nothing.
+func WithCompletionWrites(a WriteApplier) Option {
+	return func(s *Store) { s.writes = a }
 }
 
 type id struct{ namespace, key string }
@@ -69,8 +110,12 @@ type id struct{ namespace, key string }
 var _ lambdaidem.Store = (*Store)(nil)
 
 // New returns an empty Store.
-func New() *Store {
-	return &Store{records: make(map[id]*lambdaidem.Record)}
+func New(opts ...Option) *Store {
+	s := &Store{records: make(map[id]*lambdaidem.Record)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Stats returns the number of calls per operation so far.

@@ -95,6 +95,16 @@ func (s *Store) claimLocked(req lambdaidem.ClaimRequest) lambdaidem.ClaimResult 
 // success ("" for writes that keep the record IN_PROGRESS).
 func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
 	finished lambdaidem.Status, apply func(r *lambdaidem.Record)) error {
+	return s.writeOrRefuse(ctx, op, l, now, finished, func(r *lambdaidem.Record) error {
+		apply(r)
+		return nil
+	})
+}
+
+// writeOrRefuse is write with an apply that may refuse: then the record is
+// left as it was and the refusal returned.
+func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease, now time.Time,
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
 	if err := validate(op, l.Namespace, l.Key); err != nil {
 		return err
 	}
@@ -108,7 +118,7 @@ func (s *Store) write(ctx context.Context, op string, l lambdaidem.Lease, now ti
 
 // writeLocked is write's decision and write; the caller holds the lock.
 func (s *Store) writeLocked(op string, l lambdaidem.Lease, now time.Time,
-	finished lambdaidem.Status, apply func(r *lambdaidem.Record)) error {
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
 	r := s.live(id{l.Namespace, l.Key}, now)
 	ignoreToken := mutant.On("complete-ignores-lease-token") // the bug: a stale holder's completion applies
 	switch {
@@ -117,7 +127,9 @@ func (s *Store) writeLocked(op string, l lambdaidem.Lease, now time.Time,
 	case r.LeaseToken != l.Token && !(op == OpComplete && ignoreToken):
 		return fmt.Errorf("memstore: %s %s/%s: lease taken over: %w", op, l.Namespace, l.Key, lambdaidem.ErrLeaseLost)
 	case r.Status == lambdaidem.StatusInProgress:
-		apply(r)
+		if err := apply(r); err != nil {
+			return fmt.Errorf("memstore: %s %s/%s: %w", op, l.Namespace, l.Key, err)
+		}
 		r.UpdatedAt = now
 		return nil
 	case finished != "" && r.Status == finished:
@@ -127,17 +139,32 @@ func (s *Store) writeLocked(op string, l lambdaidem.Lease, now time.Time,
 	}
 }
 
-// Complete records success; see [lambdaidem.Store]. The in-memory store
-// commits no extra writes: any Writes fail with
-// [lambdaidem.ErrUnsupportedWrite] and nothing is recorded.
+// Complete records success; see [lambdaidem.Store]. Extra Writes are
+// committed with the completion through the store's [WriteApplier]
+// ([WithCompletionWrites]); a store without one refuses them with
+// [lambdaidem.ErrUnsupportedWrite] and records nothing.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	if len(req.Writes) > 0 {
+	if len(req.Writes) > 0 && s.writes == nil {
 		if err := validate(OpComplete, req.Lease.Namespace, req.Lease.Key); err != nil {
 			return err
 		}
-		return fmt.Errorf("memstore: complete: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+		return fmt.Errorf("memstore: complete: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
-	return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, completion(req))
+	complete := completion(req)
+	if len(req.Writes) == 0 {
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	writes := req.Writes
+	unfenced := mutant.On("completion-writes-unfenced") // the bug: a stale holder's or a retried completion's writes land
+	if unfenced {
+		if err := s.writes.ApplyWrites(writes, func() {}); err != nil {
+			return err
+		}
+		return s.write(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, complete)
+	}
+	return s.writeOrRefuse(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
+		return s.writes.ApplyWrites(writes, func() { complete(r) })
+	})
 }
 
 // completion is what a completion sets on the record.
@@ -183,7 +210,11 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 // Extend moves the end of a lease the caller still holds; see
 // [lambdaidem.Store].
 func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+	moveBack := mutant.On("late-extension-moves-lease-back") // the bug: a late extension shortens the lease
 	return s.write(ctx, OpExtend, req.Lease, req.Now, "", func(r *lambdaidem.Record) {
+		if r.LeaseUntil.After(req.LeaseUntil) && !moveBack {
+			return // a later extension applied first; this one lands late
+		}
 		r.LeaseUntil = req.LeaseUntil
 		if !req.ExpiresAt.IsZero() {
 			r.ExpiresAt = req.ExpiresAt

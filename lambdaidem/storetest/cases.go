@@ -41,6 +41,7 @@ var cases = []testCase{
 	{"ExtendMovesLease", testExtendMovesLease},
 	{"DeadLetterPendingConfirmsLease", testDeadLetterPendingConfirmsLease},
 	{"ExtendMovesExpiry", testExtendMovesExpiry},
+	{"LateExtendNeverShortensLease", testLateExtendNeverShortensLease},
 	{"Delete", testDelete},
 	{"ConcurrentClaims", testConcurrentClaims},
 	{"ConcurrentTakeovers", testConcurrentTakeovers},
@@ -935,5 +936,26 @@ func testExtendMovesExpiry(t *testing.T, f *fixture) {
 	f.ok("Extend", f.extend(c.Lease, 30, 90))
 	if got := f.get("k", f.at(30)); !got.ExpiresAt.Equal(f.at(200)) {
 		t.Errorf("Extend without ExpiresAt moved the expiry to %v", got.ExpiresAt)
+	}
+}
+
+// testLateExtendNeverShortensLease: a heartbeat's extension held in the
+// network lands after a later one. It must not move the lease's end (or
+// the expiry) back, or another claimer could take the key over while its
+// holder runs under the later end.
+func testLateExtendNeverShortensLease(t *testing.T, f *fixture) {
+	c := f.mustClaim(f.claimReq("k", 0))
+	f.ok("Extend", f.store.Extend(f.ctx, lambdaidem.ExtendRequest{Lease: c.Lease, Now: f.at(20), LeaseUntil: f.at(100), ExpiresAt: f.at(300)}))
+	f.ok("late Extend", f.store.Extend(f.ctx, lambdaidem.ExtendRequest{Lease: c.Lease, Now: f.at(10), LeaseUntil: f.at(50), ExpiresAt: f.at(200)}))
+	got := f.get("k", f.at(30))
+	if !got.LeaseUntil.Equal(f.at(100)) || !got.ExpiresAt.Equal(f.at(300)) || got.LeaseToken != c.Lease.Token || got.Status != lambdaidem.StatusInProgress {
+		t.Errorf("after a late Extend: lease until %v (want %v), expires %v (want %v), %s", got.LeaseUntil, f.at(100), got.ExpiresAt, f.at(300), got.Status)
+	}
+	f.mustRefuse(f.claimReq("k", 50+graceSecs+1))
+	// A late extension of a lease that was taken over is still refused.
+	c2 := f.mustClaim(f.claimReq("k", 100+graceSecs+1))
+	f.leaseLost("late Extend of a lease taken over", f.extend(c.Lease, 10, 50))
+	if got := f.get("k", f.at(100+graceSecs+2)); got.LeaseToken != c2.Lease.Token || !got.LeaseUntil.Equal(c2.Lease.Until) {
+		t.Errorf("a late Extend of the old lease changed the new one: %+v", got)
 	}
 }

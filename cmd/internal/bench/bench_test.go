@@ -186,3 +186,42 @@ func checkRequests(t *testing.T, res *bench.DynamoResult) {
 		}
 	}
 }
+
+// TestWaitSmoke runs the wait-for-completion benchmark with a tiny N on
+// the stores the stack has, so the harness cannot rot: every waiting
+// request returned the first run's result (RunWait fails otherwise) and
+// its requests were counted.
+func TestWaitSmoke(t *testing.T) {
+	t.Parallel()
+	cfg := bench.WaitConfig{DynamoDBEndpoint: testenv.Endpoint(t, testenv.DynamoDBEndpointVar), RedisAddr: testenv.RedisAddr(t),
+		N: 2, Lengths: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}}
+	res, err := bench.RunWait(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 4 {
+		t.Fatalf("%d rows, want 2 stores × 2 lengths", len(res.Rows))
+	}
+	for _, row := range res.Rows {
+		if row.Waiters != 2 || row.PerWaiter() < 2 || row.After.N() != 2 {
+			t.Errorf("%s, %s: %d waiters, %.2f requests each, %d latencies; want 2 waiters of a claim and reads each",
+				row.Store, row.Length, row.Waiters, row.PerWaiter(), row.After.N())
+		}
+	}
+	var buf bytes.Buffer
+	res.Write(&buf)
+	t.Logf("\n%s", buf.String())
+}
+
+func TestWaitCeiling(t *testing.T) {
+	t.Parallel()
+	// The shortest pauses: 25, 50, 100, 200, 400, then 500 ms.
+	for _, c := range []struct {
+		d    time.Duration
+		want int
+	}{{0, 2}, {25 * time.Millisecond, 2}, {26 * time.Millisecond, 3}, {1500 * time.Millisecond, 8}, {5 * time.Second, 15}} {
+		if got := bench.WaitCeiling(c.d); got != c.want {
+			t.Errorf("WaitCeiling(%s) = %d, want %d", c.d, got, c.want)
+		}
+	}
+}

@@ -113,6 +113,7 @@ func RunColdStart(ctx context.Context, cfg ColdConfig) (*ColdResult, error) {
 	env := []string{
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=" + cfg.Region,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + cfg.DynamoDBEndpoint,
+		harness.StoreAttemptTimeoutVar + "=" + harness.StoreAttemptTimeout.String(),
 		"EFFECTS_TABLE=" + tables["effects"],
 		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512",
 	}

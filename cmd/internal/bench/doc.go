@@ -12,7 +12,9 @@
 // the requests per message of every path through a counting proxy. RunRedis
 // does the same for the first delivery and the duplicate on the Redis
 // store, in the same order, next to the store's own scripts and to
-// Powertools' cache layer. RunColdStart measures
+// Powertools' cache layer. RunWait counts the requests of a call that
+// waits for a run in progress (lambdaidem.WithWaitForCompletion) on both
+// stores, and how long after the run it returns. RunColdStart measures
 // the orders bootstrap's cold start and memory next to the same job on
 // Powertools. RunE2E pushes messages through the orders example's real
 // bootstrap under package localrun and reports messages per second. Both

@@ -28,8 +28,9 @@ type E2EConfig struct {
 	// Defaults 10 and 4.
 	BatchSize      int
 	MaxConcurrency int
-	// Timeout bounds the whole run after the queue is filled. Default 10
-	// minutes.
+	// Timeout is how long the run, after the queue is filled, may go
+	// without any progress (harness.WaitFor) before it gives up. Default
+	// 10 minutes.
 	Timeout time.Duration
 	// Progress receives one line per phase. Default: discarded.
 	Progress io.Writer
@@ -181,7 +182,7 @@ func RunE2E(ctx context.Context, cfg E2EConfig) (*E2EResult, error) {
 	stopProgress()
 	if errors.Is(runErr, harness.ErrWaitTimeout) {
 		mu.Lock()
-		runErr = fmt.Errorf("bench: %d of %d messages deleted within %s; function errors: %v", h.Obs.Deleted(), cfg.Messages, cfg.Timeout, fnErrors)
+		runErr = fmt.Errorf("bench: %d of %d messages deleted, then nothing moved for %s; function errors: %v", h.Obs.Deleted(), cfg.Messages, cfg.Timeout, fnErrors)
 		mu.Unlock()
 	}
 	stopErr := h.Stop(ctx)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -37,11 +38,26 @@ type facts struct {
 // collect reads the run's results and builds the report's observations.
 func (r *run) collect(ctx context.Context) (Report, error) {
 	f := facts{effects: map[string][]effectRow{}}
-	err := harness.ScanTable(ctx, r.h.DynamoDB, r.h.EffectsTable(""), 4, func(it harness.Item) {
-		row := effectRow{key: harness.Str(it["key"]), requestID: harness.Str(it["request_id"])}
-		row.attempt, _ = strconv.Atoi(harness.Num(it["attempt"]))
-		f.effects[row.key] = append(f.effects[row.key], row)
-	})
+	var redisStore *redisstore.Store
+	if r.cfg.Store == StoreRedis {
+		client := redis.NewClient(&redis.Options{Addr: r.cfg.RedisAddr})
+		defer client.Close()
+		redisStore = redisstore.New(client, redisstore.Options{Prefix: r.h.Prefix})
+	}
+	var err error
+	if redisStore != nil && r.cfg.Mode == ModeTx {
+		err = redisEffects(ctx, redisStore, func(h map[string]string) {
+			row := effectRow{key: h["key"], requestID: h["request_id"]}
+			row.attempt, _ = strconv.Atoi(h["attempt"])
+			f.effects[row.key] = append(f.effects[row.key], row)
+		})
+	} else {
+		err = harness.ScanTable(ctx, r.h.DynamoDB, r.h.EffectsTable(""), 4, func(it harness.Item) {
+			row := effectRow{key: harness.Str(it["key"]), requestID: harness.Str(it["request_id"])}
+			row.attempt, _ = strconv.Atoi(harness.Num(it["attempt"]))
+			f.effects[row.key] = append(f.effects[row.key], row)
+		})
+	}
 	if err != nil {
 		return Report{}, err
 	}
@@ -57,13 +73,30 @@ func (r *run) collect(ctx context.Context) (Report, error) {
 		f.dlq = append(f.dlq, dlqEntry{key: d.Key, reason: d.Reason, attempts: d.Attempts, parsed: true})
 	}
 	store := r.h.Store()
-	if r.cfg.Store == StoreRedis {
-		client := redis.NewClient(&redis.Options{Addr: r.cfg.RedisAddr})
-		defer client.Close()
-		store = redisstore.New(client, redisstore.Options{Prefix: r.h.Prefix})
+	if redisStore != nil {
+		store = redisStore
 	}
 	if f.records, err = harness.ReadRecords(ctx, store, Namespace, r.workload.Keys()); err != nil {
 		return Report{}, err
 	}
 	return r.report(f), nil
+}
+
+// redisEffects reads the effects tx mode committed on the Redis store:
+// one hash per effect, named by the function's Store.Key(Namespace,
+// "fx:KEY#ID"), read with SCAN and HGETALL.
+func redisEffects(ctx context.Context, store *redisstore.Store, row func(map[string]string)) error {
+	client := store.Client()
+	iter := client.Scan(ctx, 0, store.Key(Namespace, "fx:*"), 1000).Iterator()
+	for iter.Next(ctx) {
+		h, err := client.HGetAll(ctx, iter.Val()).Result()
+		if err != nil {
+			return fmt.Errorf("chaos: read effect %s: %w", iter.Val(), err)
+		}
+		row(h)
+	}
+	if err := iter.Err(); err != nil {
+		return fmt.Errorf("chaos: list the effects on redis: %w", err)
+	}
+	return nil
 }

@@ -22,8 +22,9 @@ const (
 	// StoreDynamoDB: the DynamoDB store on DynamoDB Local (the default).
 	StoreDynamoDB Store = "dynamodb"
 	// StoreRedis: the Redis store on the local redis-server (RedisAddr),
-	// through a RESP fault proxy. Plain mode only: tx mode's completion
-	// writes are DynamoDB transactions, which the Redis store refuses.
+	// through a RESP fault proxy. In tx mode each effect is a hash written
+	// by a redisstore.Command of the completion's own script; in plain
+	// mode it is a PutItem to the effects table, as on DynamoDB.
 	StoreRedis Store = "redis"
 )
 
@@ -37,7 +38,9 @@ const (
 	// was never recorded, and each must show as a re-run in the logs.
 	ModePlain Mode = "plain"
 	// ModeTx: the effect is committed with the completion
-	// (lambdaidem.AddCompletionWrite); exactly once, no duplicate allowed.
+	// (lambdaidem.AddCompletionWrite): a DynamoDB transaction write, or on
+	// the Redis store a completion command; exactly once, no duplicate
+	// allowed.
 	ModeTx Mode = "tx"
 )
 
@@ -125,10 +128,10 @@ type Config struct {
 	// Region of the services. Default us-east-1.
 	Region string
 
-	// DrainTimeout bounds the wait for the queue to drain once everything
-	// was sent, and, while sending, how long the backlog may go without a
-	// single deletion. It is a deadline, not an expectation. Default 10
-	// minutes.
+	// DrainTimeout is how long the wait for the queue to drain, once
+	// everything was sent, may go without any progress (harness.WaitFor),
+	// and, while sending, how long the backlog may go without a single
+	// deletion: a bound on a stall, not on the run. Default 10 minutes.
 	DrainTimeout time.Duration
 	// Progress receives a line every ProgressEvery while the run waits.
 	// Default: none.
@@ -214,8 +217,6 @@ func (c *Config) validate() error {
 		return bad("store %q is neither %q nor %q", c.Store, StoreDynamoDB, StoreRedis)
 	case c.Store == StoreRedis && c.RedisAddr == "":
 		return bad("the redis store needs the redis-server's address")
-	case c.Store == StoreRedis && c.Mode == ModeTx:
-		return bad("mode %q needs DynamoDB transactions; the redis store refuses completion writes", ModeTx)
 	case c.Messages < 1:
 		return bad("messages %d below 1", c.Messages)
 	case c.DynamoDBEndpoint == "" || c.SQSEndpoint == "":

@@ -24,8 +24,9 @@
 //
 // When the queue has drained, Run reads what the run left behind — the
 // effects table (one row per execution of the effect, written by the
-// function and never deduplicated), the DLQ (through sqsqueue.Parse) and
-// the idempotency records — and checks:
+// function and never deduplicated; in ModeTx on the Redis store, one hash
+// per effect, written by a command of the completion's script), the DLQ
+// (through sqsqueue.Parse) and the idempotency records — and checks:
 //
 //   - lost = 0: every key has an effect or a DLQ entry with a reason;
 //   - ModeTx (effect committed with the completion): no duplicate effect,

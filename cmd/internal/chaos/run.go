@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	env := []string{
 		harness.DynamoDBEndpointVar + "=" + proxy.URL(),
 		"CHAOS_MODE=" + string(cfg.Mode),
-		"CHAOS_NAMESPACE=" + Namespace,
+		"IDEMPOTENCY_NAMESPACE=" + Namespace,
 		"MAX_ATTEMPTS=" + strconv.Itoa(cfg.MaxAttempts),
 	}
 	var resp *faultproxy.RESP
@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		defer resp.Close()
 		r.plan.installRESP(resp)
-		env = append(env, "CHAOS_STORE=redis", "REDIS_ADDR="+resp.Addr(), "REDIS_PREFIX="+h.Prefix)
+		env = append(env, "CHAOS_STORE=redis", "REDIS_ENDPOINT="+resp.Addr(), "REDIS_PREFIX="+h.Prefix)
 		if !cfg.Keep {
 			h.OnClose(func() error { return deleteRedisKeys(cfg.RedisAddr, h.Prefix) })
 		}

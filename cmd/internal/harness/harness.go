@@ -37,8 +37,10 @@ type Config struct {
 	// FunctionLog, when set, receives every line the function processes
 	// write.
 	FunctionLog io.Writer
-	// WaitTimeout bounds each wait (for a phase to end, for a stalled
-	// send to move on): a deadline, not an expectation. Default 60s.
+	// WaitTimeout is how long a wait (for a phase to end, for a stalled
+	// send to move on) goes on while nothing moves: a bound on a stall,
+	// not on a run, which may take as long as it keeps making progress.
+	// Default 60s.
 	WaitTimeout time.Duration
 	// Keep leaves the tables and queues in place after the run.
 	Keep bool

@@ -2,7 +2,10 @@ package harness_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 	"github.com/lambdaidem/go-lambdaidem/producer"
 )
@@ -345,11 +349,21 @@ func TestScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if recs["h-crash"].Attempts != 2 || recs["h-1"].Attempts != 1 {
-		t.Errorf("attempts: h-crash %d (crashed once), h-1 %d", recs["h-crash"].Attempts, recs["h-1"].Attempts)
+	// h-crash crashes on attempt 1 and completes on attempt 2; h-1
+	// completes on attempt 1. On a loaded machine a store call of the
+	// function can time out and end an attempt before its handler runs
+	// (store_error), or an invocation can reach its timeout; the next
+	// attempt claims again, and h-crash then completes without its crash.
+	// Only the lower bounds hold then.
+	obs := h.Obs.Snapshot()
+	slow := obs.ByKey["h-crash"][string(lambdaidem.OutcomeStoreError)]+obs.ByKey["h-1"][string(lambdaidem.OutcomeStoreError)] > 0 || h.Stats().Timeouts > 0
+	crashed := h.Stats().Crashes >= 1 && h.Obs.Crashed("h-crash")
+	if !slow && (recs["h-crash"].Attempts != 2 || recs["h-1"].Attempts != 1 || !crashed) ||
+		recs["h-crash"].Attempts < 2 || recs["h-1"].Attempts < 1 {
+		t.Errorf("attempts: h-crash %d (crashed: %v), h-1 %d; store errors or timeouts: %v", recs["h-crash"].Attempts, crashed, recs["h-1"].Attempts, slow)
 	}
-	if h.Sent() != 10 || h.Stats().Crashes < 1 || !h.Obs.Crashed("h-crash") {
-		t.Errorf("sent %d, crashes %d", h.Sent(), h.Stats().Crashes)
+	if h.Sent() != 10 {
+		t.Errorf("sent %d, want 10", h.Sent())
 	}
 	if !strings.Contains(log.String(), "crash first") || !strings.Contains(log.String(), "built bootstrap in") {
 		t.Errorf("log lacks the phase's line or the build's:\n%s", log.String())
@@ -370,5 +384,32 @@ func TestFIFORedriveRefused(t *testing.T) {
 	}
 	if err := h.Close(); err != nil {
 		t.Errorf("Close after a refused Start: %v", err)
+	}
+}
+
+// A wait goes on as long as the run makes progress, past WaitTimeout, and
+// gives up only after WaitTimeout without any.
+func TestWaitForFollowsProgress(t *testing.T) {
+	t.Parallel()
+	const stall = 100 * time.Millisecond
+	h, err := harness.New(harness.Config{Stack: harness.Stack{DynamoDBEndpoint: "http://127.0.0.1:1"}, WaitTimeout: stall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	n := 0
+	// Every look sees an invocation end, so the run always moves; the
+	// condition holds only once three stall bounds have passed.
+	err = h.WaitFor(t.Context(), "a slow run", func(context.Context) (bool, error) {
+		n++
+		h.Obs.Invoke(localrun.Invocation{RequestID: fmt.Sprint(n)})
+		return time.Since(start) > 3*stall, nil
+	})
+	if err != nil {
+		t.Fatalf("a run that kept moving: %v", err)
+	}
+	err = h.WaitFor(t.Context(), "a stalled run", func(context.Context) (bool, error) { return false, nil })
+	if !errors.Is(err, harness.ErrWaitTimeout) || !strings.Contains(err.Error(), "a stalled run") {
+		t.Fatalf("a run that never moved: %v, want ErrWaitTimeout naming what it waited for", err)
 	}
 }

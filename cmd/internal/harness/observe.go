@@ -41,6 +41,10 @@ type Observer struct {
 	OnProcess func(localrun.ProcessEvent)
 
 	received atomic.Int64 // records ReceiveMessage handed to the runners
+	// progress counts what was seen happen: records received,
+	// invocations ended, processes started or exited, the library's
+	// record lines.
+	progress atomic.Int64
 	settled  atomic.Int64 // records of finished invocations
 	// deleted counts distinct messages deleted: a message delivered twice
 	// (its visibility ran out) may be deleted twice and counts once.
@@ -86,6 +90,12 @@ func (o *Observer) nudge() {
 	}
 }
 
+// Progress counts what the observer has seen happen so far: records
+// received, invocations ended, processes started or exited, the library's
+// record lines. A wait that sees it move knows the run is alive, however
+// slowly the machine runs it.
+func (o *Observer) Progress() int64 { return o.progress.Load() }
+
 // Received is the number of records the runners received.
 func (o *Observer) Received() int64 { return o.received.Load() }
 
@@ -112,6 +122,15 @@ func (o *Observer) sent(messageID, key string) {
 	o.mu.Lock()
 	o.keyOf[messageID] = key
 	o.mu.Unlock()
+}
+
+// Processed reports whether the library logged a record of the key as
+// processed: its handler ran to the end and the completion was written.
+// (The line is logged at debug: a Function with Debug set shows it.)
+func (o *Observer) Processed(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.byKey[key]["processed"] > 0
 }
 
 // Crashed reports whether a message of the key was in an invocation that
@@ -175,6 +194,7 @@ func (o *Observer) Receive(msgs []types.Message) {
 		o.OnReceive(msgs)
 	}
 	o.received.Add(int64(len(msgs)))
+	o.progress.Add(int64(len(msgs)))
 }
 
 // Invoke takes an invocation's report: localrun's OnInvoke hook.
@@ -203,6 +223,7 @@ func (o *Observer) Invoke(inv localrun.Invocation) {
 	}
 	// Settled last: once the counters meet, the invocation is recorded.
 	o.settled.Add(int64(len(inv.MessageIDs)))
+	o.progress.Add(1)
 	o.nudge()
 }
 
@@ -213,6 +234,7 @@ func (o *Observer) Process(ev localrun.ProcessEvent) {
 		o.restarts++
 		o.mu.Unlock()
 	}
+	o.progress.Add(1)
 	if o.OnProcess != nil {
 		o.OnProcess(ev)
 	}
@@ -272,6 +294,7 @@ func (o *Observer) line(b []byte) {
 		}
 		o.byKey[l.Key][l.Outcome]++
 		o.mu.Unlock()
+		o.progress.Add(1)
 	}
 	if o.OnLine != nil {
 		o.OnLine(l)

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -10,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 )
 
 // The variables localstack/stack.sh exports for the commands it runs.
@@ -84,26 +86,48 @@ func (s Stack) Config() aws.Config {
 
 // DynamoDB returns a client for DynamoDB Local, response checksums checked
 // only against AWS (dynamo.ChecksumsOnAWSOnly); opts apply after those.
+// Its HTTP client, whichever opts choose, goes through testenv.HTTPClient:
+// on a loaded machine the SDK alone may retry a request the local service
+// already carried out.
 func (s Stack) DynamoDB(opts ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.NewFromConfig(s.Config(), append([]func(*dynamodb.Options){
+	opts = append([]func(*dynamodb.Options){
 		func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(s.DynamoDBEndpoint) },
 		dynamo.ChecksumsOnAWSOnly(),
-	}, opts...)...)
+	}, opts...)
+	opts = append(opts, func(o *dynamodb.Options) { o.HTTPClient = testenv.HTTPClient(o.HTTPClient) })
+	return dynamodb.NewFromConfig(s.Config(), opts...)
 }
 
-// SQS returns a client for the SQS emulator.
+// SQS returns a client for the SQS emulator, through testenv.HTTPClient as
+// DynamoDB's.
 func (s Stack) SQS() *sqs.Client {
-	return sqs.NewFromConfig(s.Config(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(s.SQSEndpoint) })
+	return sqs.NewFromConfig(s.Config(), func(o *sqs.Options) {
+		o.BaseEndpoint = aws.String(s.SQSEndpoint)
+		o.HTTPClient = testenv.HTTPClient(o.HTTPClient)
+	})
 }
 
 // FunctionEnv is what a function process needs to reach the stack: test
-// credentials and the endpoints, as "NAME=VALUE". (localrun passes the
-// region itself.)
+// credentials and the endpoints, as "NAME=VALUE", and
+// DYNAMODB_ATTEMPT_TIMEOUT (read by examples/orders) of
+// StoreAttemptTimeout. (localrun passes the region itself.)
 func (s Stack) FunctionEnv() []string {
 	return []string{
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		DynamoDBEndpointVar + "=" + s.DynamoDBEndpoint,
 		SQSEndpointVar + "=" + s.SQSEndpoint,
+		StoreAttemptTimeoutVar + "=" + StoreAttemptTimeout.String(),
 	}
 }
+
+// StoreAttemptTimeoutVar is the orders example's per-attempt timeout of
+// its DynamoDB client. Its default, a second, suits DynamoDB; DynamoDB
+// Local on a loaded two-core machine answers later than that now and then,
+// and the function then reports a store error for a store that is only
+// slow: an attempt ends before its handler runs, a crash set for it never
+// happens, a batch fails. StoreAttemptTimeout only bounds a hang.
+const (
+	StoreAttemptTimeoutVar = "DYNAMODB_ATTEMPT_TIMEOUT"
+	StoreAttemptTimeout    = 10 * time.Second
+)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -78,7 +79,7 @@ func main() {
 		}
 		return "", fmt.Errorf("%s is not set", name)
 	}
-	f := &function{log: logger, namespace: os.Getenv("CHAOS_NAMESPACE")}
+	f := &function{log: logger, namespace: os.Getenv("IDEMPOTENCY_NAMESPACE")}
 	if f.namespace == "" {
 		f.namespace = defaultNamespace
 	}
@@ -123,7 +124,7 @@ func main() {
 	}
 	var store lambdaidem.Store = dynamo.New(f.db, idemTable)
 	if os.Getenv("CHAOS_STORE") == "redis" {
-		addr, err := getenv("REDIS_ADDR")
+		addr, err := getenv("REDIS_ENDPOINT")
 		if err != nil {
 			fail("configuration", err)
 		}
@@ -134,13 +135,25 @@ func main() {
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		})
 		client.AddHook(f.crasher)
-		store = redisstore.New(client, redisstore.Options{Prefix: os.Getenv("REDIS_PREFIX")})
+		f.redis = redisstore.New(client, redisstore.Options{Prefix: os.Getenv("REDIS_PREFIX")})
+		store = f.redis
+	}
+	if f.mode == modeTx {
+		// The effects commit with the completion: a DynamoDB transaction
+		// write, or on Redis a command of the completion's script. A store
+		// that could not commit them is refused here, at start.
+		if f.redis != nil {
+			opts = append(opts, lambdaidem.WithCompletionWrites[redisstore.Command]())
+		} else {
+			opts = append(opts, lambdaidem.WithCompletionWrites[types.TransactWriteItem]())
+		}
 	}
 	lambda.Start(lambdaidem.SQS(store, f.handle, opts...))
 }
 
 type function struct {
 	db        *dynamodb.Client
+	redis     *redisstore.Store // the Redis store, when CHAOS_STORE=redis
 	effects   string
 	namespace string
 	mode      string
@@ -205,8 +218,12 @@ func (f *function) effect(ctx context.Context, key, messageID string, lease lamb
 	}
 	attrs := []slog.Attr{slog.String("key", key), slog.Int("attempt", lease.Attempt), slog.String("effect_id", id)}
 	if f.mode == modeTx {
-		// Committed with the completion, in one transaction, or not at all.
-		w := types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.effects), Item: item}}
+		// Committed with the completion, in one transaction (DynamoDB) or
+		// one script (Redis), or not at all.
+		var w any = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.effects), Item: item}}
+		if f.redis != nil {
+			w = redisstore.HSet(f.redis.Key(f.namespace, RedisEffectPrefix+key+"#"+id), redisFields(item)...)
+		}
 		if err := lambdaidem.AddCompletionWrite(ctx, w); err != nil {
 			return err
 		}
@@ -309,13 +326,39 @@ func (c *completionCrasher) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// The Redis store's completion is its fenced-write script with target
-// COMPLETED; its arguments after the script's SHA are: the number of keys
-// (4), the four keys, now, token, target status, member (the key).
-const (
-	redisTargetArg = 9
-	redisMemberArg = 10
-)
+// RedisEffectPrefix starts the name (Store.Key) of each effect's hash in
+// tx mode on the Redis store: fx:KEY#EFFECT_ID. The run reads them back.
+const RedisEffectPrefix = "fx:"
+
+// redisFields are an effect row's attributes as HSET's field/value pairs.
+func redisFields(item map[string]types.AttributeValue) []string {
+	var fv []string
+	for _, name := range slices.Sorted(maps.Keys(item)) {
+		switch v := item[name].(type) {
+		case *types.AttributeValueMemberS:
+			fv = append(fv, name, v.Value)
+		case *types.AttributeValueMemberN:
+			fv = append(fv, name, v.Value)
+		}
+	}
+	return fv
+}
+
+// redisCompletion finds, in the arguments of an EVALSHA or EVAL, those of
+// the Redis store's completion: its fenced-write script with target
+// COMPLETED, whose arguments after the script are the number of keys, the
+// keys, then now, token, target status and member (the key).
+func redisCompletion(args []any) (member string, ok bool) {
+	if len(args) < 3 {
+		return "", false
+	}
+	n, err := strconv.Atoi(fmt.Sprint(args[2]))
+	target, memberAt := 3+n+2, 3+n+3
+	if err != nil || len(args) <= memberAt || fmt.Sprint(args[target]) != string(lambdaidem.StatusCompleted) {
+		return "", false
+	}
+	return fmt.Sprint(args[memberAt]), true
+}
 
 // DialHook implements redis.Hook.
 func (c *completionCrasher) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -330,11 +373,8 @@ func (c *completionCrasher) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 // when it applied, 0 when it failed), before the library sees the answer.
 func (c *completionCrasher) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
 		var hit *armed
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && len(args) > redisMemberArg &&
-			fmt.Sprint(args[redisTargetArg]) == string(lambdaidem.StatusCompleted) {
-			member := fmt.Sprint(args[redisMemberArg])
+		if member, ok := redisCompletion(cmd.Args()); ok && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
 			c.mu.Lock()
 			for pk, a := range c.armed {
 				if a.key == member {

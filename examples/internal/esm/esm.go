@@ -116,21 +116,19 @@ func (q Queue) ReceiveRaw(t testing.TB, n int, wait int32) []types.Message {
 	return out.Messages
 }
 
-// Collect receives until it holds want messages, then once more to catch
-// extras, and returns them all. A message sent a moment ago may not be
-// visible to the emulator's first receive, so it polls with a deadline.
+// Collect receives until it holds want messages, then long-polls once more
+// to catch extras, and returns them all. A message sent a moment ago may
+// not be visible to the emulator's first receive, so it polls, up to
+// testenv.Patience for messages that never come.
 func (q Queue) Collect(t testing.TB, want int) []types.Message {
 	t.Helper()
 	var got []types.Message
-	deadline := time.Now().Add(collectDeadline)
+	deadline := time.Now().Add(testenv.Patience)
 	for len(got) < want && time.Now().Before(deadline) {
 		got = append(got, q.ReceiveRaw(t, 10, 1)...)
 	}
-	return append(got, q.ReceiveRaw(t, 10, 0)...)
+	return append(got, q.ReceiveRaw(t, 10, 1)...)
 }
-
-// collectDeadline bounds Collect's wait for messages that never come.
-const collectDeadline = 10 * time.Second
 
 // Receive receives up to n messages as the event Lambda would build,
 // waiting up to wait seconds for the first.
@@ -219,19 +217,19 @@ func (q Queue) makeVisible(t testing.TB, receipt string) {
 }
 
 // ReceiveSome is Receive for a test that has just sent messages: an
-// emulator under load may answer a receive empty although they are there,
-// so it asks again until at least one arrives, failing the test after
-// collectDeadline.
+// emulator may answer a receive empty although they are there, so it asks
+// again until at least one arrives, failing the test after
+// testenv.Patience.
 func (q Queue) ReceiveSome(t testing.TB, n int) events.SQSEvent {
 	t.Helper()
-	deadline := time.Now().Add(collectDeadline)
+	deadline := time.Now().Add(testenv.Patience)
 	for {
 		ev := q.Receive(t, n, 1)
 		if len(ev.Records) > 0 {
 			return ev
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no message arrived in %s within %s", q.URL, collectDeadline)
+			t.Fatalf("no message arrived in %s within %s", q.URL, testenv.Patience)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -24,6 +23,10 @@ type request struct {
 	// Caller is who sends it through httpidem ("": no identity, an
 	// anonymous caller); it is not part of the payload.
 	Caller string `json:"-"`
+	// Late fails the key's first run after its slow part (a downstream
+	// that answers an error after a while), while a waiting request may
+	// wait for it.
+	Late bool `json:"late,omitempty"`
 }
 
 // id names the request among every caller's: the caller and the key.
@@ -71,10 +74,19 @@ func (s *Scenario) clients() {
 		case w.rng.Float64() < c.Slow:
 			rq.Slow = 1 + w.rng.IntN(int(c.Timeout/time.Second)*2)
 			rq.Honour = w.rng.Float64() < c.Honour
+		case c.Wait > 0 && w.rng.Float64() < c.LateFail:
+			rq.Slow, rq.Late = 1+w.rng.IntN(int(c.Timeout/time.Second)), true
 		}
 		at := time.Duration(w.rng.Int64N(int64(c.SendOver) + 1))
 		s.sent++
 		w.At(at, nil, func() { w.Spawn("client-"+strconv.Itoa(i), nil, func() { s.client(call, rq) }) })
+		if c.Wait > 0 && w.rng.Float64() < c.Twins {
+			// The same request again a moment later (a double click, a
+			// second tab): it meets the first one's run in progress.
+			s.sent++
+			twin := at + time.Duration(w.rng.Int64N(int64(2*time.Second)))
+			w.At(twin, nil, func() { w.Spawn("client-"+strconv.Itoa(i)+"-twin", nil, func() { s.client(call, rq) }) })
+		}
 	}
 }
 
@@ -86,7 +98,6 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		lambdaidem.WithNamespace(s.ns + "-wrap"),
 		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
 		lambdaidem.WithClock(s.w.Now),
-		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
 	}
@@ -110,8 +121,16 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.LargeResult {
 		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
 	}
+	store := lambdaidem.Store(s.store)
+	if c.Wait > 0 {
+		opts = append(opts, lambdaidem.WithWaitForCompletion(c.Wait))
+		store = s.watchWaits()
+	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
+	}
 	if !c.HTTP {
-		f := lambdaidem.Wrap(s.store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
+		f := lambdaidem.Wrap(store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
 		return f
 	}
 	hopts := []httpidem.Option{httpidem.WithWrapOptions(opts...),
@@ -120,13 +139,14 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.Callers > 1 {
 		hopts = append(hopts, httpidem.WithAnonymousCallers())
 	}
-	h := httpidem.HTTP(s.store, func(ctx context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := httpidem.HTTP(store, func(ctx context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		var rq request
 		rq.Key = strings.Trim(r.Headers["idempotency-key"], `"`)
 		rq.Fail, _ = strconv.Atoi(r.Headers["x-fail"])
 		rq.Slow, _ = strconv.Atoi(r.Headers["x-slow"])
 		rq.Honour = r.Headers["x-honour"] == "1"
 		rq.Caller = r.Headers["x-caller"]
+		rq.Late = r.Headers["x-late"] == "1"
 		out, err := s.wrapped(ctx, rq)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
@@ -145,13 +165,19 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 				"x-slow": strconv.Itoa(rq.Slow), "x-honour": map[bool]string{true: "1", false: "0"}[rq.Honour],
 			},
 		}
+		if rq.Late {
+			req.Headers["x-late"] = "1"
+		}
 		req.RequestContext.HTTP.Method = "POST"
 		resp, err := h(ctx, req)
+		if err == nil {
+			s.waiterAnswer(s.w.cur.owner, rq, nil, &resp, nil)
+		}
 		switch {
 		case err != nil:
 			return nil, err
 		case resp.StatusCode/100 != 2:
-			return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, resp.Body)
+			return nil, &httpError{status: resp.StatusCode, body: resp.Body}
 		}
 		who, n, _ := strings.Cut(resp.Body, "|")
 		if who != rq.Caller {
@@ -168,10 +194,14 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
 	k := lease.Key
 	s.reqStored[rq.id()] = k
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, "", k)
+	}
 	f := s.key(k)
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.id(), token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
+	s.ranHere()
 	f.runs++
 	if f.runs <= rq.Fail {
 		return nil, errTransient
@@ -182,6 +212,9 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 		if rq.Honour && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+	}
+	if rq.Late && f.runs == 1 {
+		return nil, errTransient
 	}
 	if err := s.effect(ctx, f, k, lease, "request "+rq.id(), ""); err != nil {
 		return nil, err
@@ -222,8 +255,15 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 					w.Ready(me)
 				}
 			}()
-			out, err = call(ctx, rq)
+			cctx, observed := s.obs.Call(ctx)
+			out, err = call(cctx, rq)
 			finished = true
+			if !s.Cfg.HTTP {
+				s.waiterAnswer(p, rq, out, nil, err)
+			}
+			if s.Cfg.Observe {
+				s.obs.Done(observed, "request "+rq.id(), err, !s.Cfg.HTTP)
+			}
 			s.answered(rq, out, err)
 		})
 		w.At(s.Cfg.Timeout, nil, func() {
@@ -242,8 +282,7 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 		if finished && err == nil {
 			return
 		}
-		var ae *lambdaidem.InProgressError
-		if finished && err != nil && !errors.As(err, &ae) && !errors.Is(err, lambdaidem.ErrStoreUnavailable) && !errors.Is(err, errTransient) {
+		if finished && err != nil && !retryable(err) {
 			w.Logf("client %s: final error %v", rq.Key, err)
 			return
 		}

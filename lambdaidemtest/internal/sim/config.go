@@ -91,8 +91,18 @@ type Config struct {
 	HashFields bool
 	// NoAllFailedError turns WithAllFailedError off.
 	NoAllFailedError bool
+	// Observe gives every decorator an observer (ObserverCheck), so
+	// records run under contexts of their own.
+	Observe bool
 	// Known are the known-bug knobs turned on (see Known).
 	Known []string `json:",omitempty"`
+	// Wait is the bound of lambdaidem.WithWaitForCompletion for the
+	// request streams (0: off). Twins is then the chance a request is
+	// sent twice within two seconds, LateFail the chance a request's key
+	// fails its first run after a slow part.
+	Wait     time.Duration `json:",omitempty"`
+	Twins    float64       `json:",omitempty"`
+	LateFail float64       `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -129,6 +139,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"late", "store requests held in the network, landing after their retries"},
 	{"marks", "final dead-letter marks failing (the store gone between the send and the mark)"},
 	{"wrap", "Wrap or httpidem request streams"},
+	{"wait", "request streams that wait for a run in progress (WithWaitForCompletion), with requests sent twice at once and runs that fail after a slow part"},
 	{"http", "httpidem request streams"},
 	{"callers", "httpidem with several callers, one named anonymous, and anonymous requests"},
 	{"keyfield", "WithKeyJSONField"},
@@ -137,6 +148,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"hashfields", "WithHashJSONFields"},
 	{"unfinished", "a short WithUnfinishedRetention"},
 	{"noallfailed", "WithAllFailedError(false)"},
+	{"observe", "an observer on every decorator (the Observer contract checked)"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -274,7 +286,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if c.Tx {
 		c.TxRefuse = frac(0.2)
 	}
-	if p(0.5) || want("wrap") {
+	if p(0.5) || want("wrap") || want("wait") {
 		c.Requests = 1 + r.IntN(20)
 		c.HTTP = p(0.5)
 		c.ClientTimeout = dur(time.Second, c.Timeout+10*time.Second)
@@ -302,6 +314,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 	if c.Store != (StoreFaults{}) && p(0.3) {
 		c.Store.MarkErr = 0.5 + 0.5*r.Float64()
 	}
+	c.Observe = p(0.5) || want("observe")
 	c.Known = known
 
 	switch {
@@ -375,6 +388,29 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Store.Late = 0.2 + frac(0.3)
 		c.Store.LateBy = dur(100*time.Millisecond, 5*time.Second)
 		c.MaxAttempts, c.Sink = 1, true
+	}
+	if c.Requests > 0 {
+		// Waiting requests draw from a stream of their own, so every
+		// other setting of a seed stays what it was before they existed.
+		rw := rand.New(rand.NewPCG(seed, 0x3a17))
+		if rw.Float64() < 0.5 || want("wait") {
+			c.Wait = time.Duration(rw.Int64N(int64(c.Timeout+30*time.Second))) + time.Second
+			c.Twins = rw.Float64() * 0.6
+			c.LateFail = rw.Float64() * 0.4
+			if want("wait") {
+				c.Twins, c.LateFail = 0.3+c.Twins, 0.2+c.LateFail
+				if c.Heartbeat > 0 && c.Store.Late > 0 {
+					// Heartbeat extensions held in the network for longer
+					// than a lease: they land after later ones, while
+					// waiters watch the lease's end.
+					lease := c.Timeout
+					if c.Lease > 0 {
+						lease = min(lease, c.Lease)
+					}
+					c.Store.LateBy = max(c.Store.LateBy, lease+c.Grace+time.Duration(rw.Int64N(int64(10*time.Second))))
+				}
+			}
+		}
 	}
 	return c
 }

@@ -27,7 +27,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 // Local, deleted when t ends; t skips without an endpoint.
 func dynamoStore(t *testing.T) lambdaidem.Store {
 	t.Helper()
-	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 2 * time.Second, MaxBackoff: 20 * time.Millisecond}))
+	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}))
 	table := testenv.Name("sim")
 	// TTL off: DynamoDB Local would delete records the simulated clock
 	// still needs.

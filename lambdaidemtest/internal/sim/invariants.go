@@ -12,6 +12,7 @@ const (
 	InvLost         Invariant = "nothing lost"
 	InvTwoHandlers  Invariant = "never two live handlers on one key"
 	InvTxOnce       Invariant = "transactional effects exactly once"
+	InvStaleOutcome Invariant = "a holder whose lease was taken over records no outcome"
 	InvAMO          Invariant = "at-most-once never twice"
 	InvRepeats      Invariant = "at-least-once repeats only after an abandoned attempt"
 	InvUnrecorded   Invariant = "an unrecorded completion is written, not re-run"
@@ -27,6 +28,8 @@ const (
 	InvFIFO         Invariant = "FIFO order within a group"
 	InvWhose        Invariant = "whose effect: the payload of the generation's first claim"
 	InvCallers      Invariant = "one caller's stored response never reaches another"
+	InvWaiters      Invariant = "a waiter returns only what the store holds"
+	InvObserver     Invariant = "observers see each record once, in its context"
 )
 
 // InvariantOf returns the invariant a violation names ("" for none).

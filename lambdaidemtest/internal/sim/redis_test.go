@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"flag"
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,7 +54,71 @@ func redisStore(t *testing.T) lambdaidem.Store {
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	return store
+	return &redisEffects{Store: store, client: client}
+}
+
+// redisEffects runs a scenario's transactional effects as the Redis
+// store's completion commands: each Effect is an RPUSH of the message
+// that had it onto a list of its key, in the record's slot, run by the
+// completion's script; a refusal the scenario draws is a guard that does
+// not hold. After every completion the ledger is read back from Redis, so
+// the invariants judge what the store committed.
+type redisEffects struct {
+	*redisstore.Store
+	client *redis.Client
+}
+
+// WithLedger implements EffectStore.
+func (r *redisEffects) WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store {
+	return &redisLedger{redisEffects: r, ledger: l, refuse: refuse, lists: map[string]map[string][]string{}}
+}
+
+type redisLedger struct {
+	*redisEffects
+	ledger *Ledger
+	refuse func() bool
+	// lists holds, per effect key, each namespace's list as last read.
+	lists map[string]map[string][]string
+}
+
+func (r *redisLedger) list(ns, key string) string { return r.Key(ns, "fx:"+key) }
+
+// Complete implements lambdaidem.Store.
+func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+	ns := req.Lease.Namespace
+	var keys []string
+	writes := make([]any, 0, len(req.Writes)+1)
+	for _, w := range req.Writes {
+		e, ok := w.(Effect)
+		if !ok {
+			writes = append(writes, w)
+			continue
+		}
+		keys = append(keys, e.Key)
+		writes = append(writes, redisstore.RPush(r.list(ns, e.Key), e.By))
+	}
+	if len(keys) > 0 && r.refuse != nil && r.refuse() {
+		// The effect's own condition fails, as a balance check would.
+		writes = append(writes, redisstore.Set(r.Key(ns, "refusal"), "x").If(redisstore.Guard{Key: r.Key(ns, "never"), Test: redisstore.TestExists}))
+	}
+	req.Writes = writes
+	err := r.Store.Complete(ctx, req)
+	for _, k := range keys {
+		got, rerr := r.client.LRange(context.WithoutCancel(ctx), r.list(ns, k), 0, -1).Result()
+		if rerr != nil {
+			panic(fmt.Sprintf("sim: read the effects of %s back from Redis: %v", k, rerr))
+		}
+		if r.lists[k] == nil {
+			r.lists[k] = map[string][]string{}
+		}
+		r.lists[k][ns] = got
+		var all []string
+		for _, ns := range slices.Sorted(maps.Keys(r.lists[k])) {
+			all = append(all, r.lists[k][ns]...)
+		}
+		r.ledger.Tx[k] = all
+	}
+	return err
 }
 
 // exploreStore runs the generator against one real store for budget (at

@@ -47,6 +47,10 @@ type Result struct {
 	// GroupStops the FIFO records held back after an unacknowledged one,
 	// Conflicts the copies dead-lettered as key conflicts.
 	Revoked, Refused, GroupStops, Conflicts int
+	// Waiters counts requests that waited for a run in progress;
+	// WaiterReplays and WaiterFailures their answers the checker held to
+	// the store (stored results, failures of the runs they waited for).
+	Waiters, WaiterReplays, WaiterFailures int
 }
 
 // Failed reports whether an invariant broke.
@@ -84,6 +88,8 @@ type keyFacts struct {
 	// its result expires (zero: never).
 	completions []time.Time
 	runs        int
+	// token is the lease token of the key's latest claim.
+	token string
 	// genHash and genBody are, per generation of the record, the payload
 	// hash of its first claim and that claimant's body (SQS messages).
 	genHash, genBody map[string]string
@@ -164,7 +170,10 @@ type Scenario struct {
 	reqStored map[string]string // request key -> stored key
 	sqsKeys   map[string]bool   // keys of SQS messages
 	answers   map[string]string // request key -> first answer
+	waits     *waits            // requests that wait for a run in progress (Config.Wait)
 	viol      []string
+	// obs checks the Observer contract when Cfg.Observe.
+	obs *ObserverCheck
 }
 
 // Run runs the scenario to its end and checks it.
@@ -230,21 +239,27 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.reqStored = map[string]string{}
 	s.sqsKeys = map[string]bool{}
 	s.answers = map[string]string{}
+	s.obs = &ObserverCheck{Violate: func(format string, args ...any) { s.violate(InvObserver, format, args...) }}
 	s.inv = map[*Process]*invocation{}
 	s.tokens = map[string]claimFacts{}
 	s.refused = map[string]bool{}
 
+	var refuse func() bool
+	if c.TxRefuse > 0 {
+		refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	}
 	s.raw = s.Store
 	if s.raw == nil {
-		s.raw = memstore.New()
+		// The in-memory store commits the effects itself.
+		s.raw = memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: s.ledger, Refuse: refuse}))
 	}
 	var inner lambdaidem.Store = s.raw
-	if c.Tx {
-		tx := &TxStore{Store: inner, Ledger: s.ledger}
-		if c.TxRefuse > 0 {
-			tx.Refuse = func() bool { return w.rng.Float64() < c.TxRefuse }
+	if c.Tx && s.Store != nil {
+		if es, ok := inner.(EffectStore); ok {
+			inner = es.WithLedger(s.ledger, refuse)
+		} else {
+			inner = &TxStore{Store: inner, Ledger: s.ledger, Refuse: refuse}
 		}
-		inner = tx
 	}
 	s.store = &FaultStore{Store: inner, W: w, Faults: c.Store}
 	if c.Kill > 0 {
@@ -253,6 +268,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnClaim = s.onClaim
 	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
 		f := s.key(req.Lease.Key)
+		if f.token != "" && req.Lease.Token != f.token {
+			s.violate(InvStaleOutcome, "key %s: a completion under attempt %d's lease applied after the key was claimed again", req.Lease.Key, req.Lease.Attempt)
+		}
 		until := req.ExpiresAt
 		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
 			until = req.ResultUntil
@@ -305,6 +323,9 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
+	if s.waits != nil {
+		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
+	}
 	if tracing {
 		res.Trace = w.trace.String()
 	}
@@ -445,7 +466,8 @@ func (s *Scenario) function() SQSHandler {
 	if c.FailOnAny {
 		opts = append(opts, lambdaidem.WithFailBatchOnAnyFailure())
 	}
-	if c.Backoff {
+	if c.Backoff && c.Visibility2 {
+		// (WithBackoff without WithVisibility is refused when built.)
 		opts = append(opts, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
 	}
 	if c.Visibility2 {
@@ -470,6 +492,9 @@ func (s *Scenario) function() SQSHandler {
 	}
 	if c.NoAllFailedError {
 		opts = append(opts, lambdaidem.WithAllFailedError(false))
+	}
+	if c.Observe {
+		opts = append(opts, lambdaidem.WithObserver(s.obs))
 	}
 	return s.build(opts)
 }
@@ -539,6 +564,9 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	k := lease.Key
 	f := s.key(k)
 	s.bodyOf[msg.MessageId] = msg.Body
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, msg.MessageId, "")
+	}
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
@@ -718,6 +746,7 @@ func (f *keyFacts) completedUntilAfter(t time.Time) bool {
 func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
+	f.token = res.Lease.Token
 	s.claimAt[res.Lease.Token] = req.Now
 	if req.Namespace == s.ns {
 		s.sqsKeys[req.Key] = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
@@ -210,7 +211,7 @@ type Effect struct {
 }
 
 // TxStore models "effects committed with the completion" on a store that
-// cannot commit foreign writes (the in-memory store refuses them): it takes
+// cannot commit these writes (the DynamoDB and Redis stores): it takes
 // every Effect out of a Complete's writes, and applies them to the ledger
 // in the same step as the completion, once per lease token, only when the
 // completion applied. The world is single-threaded and the store call does
@@ -252,6 +253,55 @@ func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) 
 		}
 	}
 	return nil
+}
+
+// LedgerWrites commits Effects for the in-memory store
+// (memstore.WithCompletionWrites): the store itself applies them with the
+// completion, under its lock, fenced by the lease and once per completion,
+// so the simulation checks the store's own transactional path rather than
+// a model of it.
+type LedgerWrites struct {
+	Ledger *Ledger
+	// Refuse, when set, is asked per completion carrying effects whether
+	// the effects' own condition fails: the completion is then refused
+	// with lambdaidem.ErrWriteRefused and nothing of it applies.
+	Refuse func() bool
+}
+
+// WriteTypes implements memstore.WriteApplier: Effect values.
+func (a *LedgerWrites) WriteTypes() []reflect.Type { return []reflect.Type{reflect.TypeFor[Effect]()} }
+
+// ApplyWrites implements memstore.WriteApplier.
+func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {
+	fx := make([]Effect, 0, len(writes))
+	for _, w := range writes {
+		e, ok := w.(Effect)
+		if !ok {
+			return fmt.Errorf("sim: %T: %w", w, lambdaidem.ErrUnsupportedWrite)
+		}
+		fx = append(fx, e)
+	}
+	if a.Refuse != nil && a.Refuse() {
+		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+	}
+	commit()
+	for _, e := range fx {
+		a.Ledger.Tx[e.Key] = append(a.Ledger.Tx[e.Key], e.By)
+	}
+	return nil
+}
+
+// EffectStore is a store that commits Effects itself, in its own atomic
+// completion step (the Redis store's run, with Redis commands): when the
+// scenario's store implements it, a scenario with Tx uses the store
+// WithLedger returns instead of wrapping it in a TxStore, so the checker
+// judges what the store committed. The store it returns must keep
+// Ledger.Tx equal to the effects the store holds, and refuse a completion
+// with lambdaidem.ErrWriteRefused, applying nothing, when refuse (if not
+// nil) says so.
+type EffectStore interface {
+	lambdaidem.Store
+	WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store
 }
 
 // Ledger is where handlers' effects land; the checker reads it.

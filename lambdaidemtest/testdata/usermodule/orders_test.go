@@ -66,10 +66,14 @@ func TestHandlerRefusesWhatIsNotAnOrder(t *testing.T) {
 
 func TestNotAnOrderIsDeadLettered(t *testing.T) {
 	k := lambdaidemtest.New(ChargeOrders(newFakes(), newFakes()), options...)
+	k.ExpectDeadLetter("o-2", lambdaidem.ReasonPoison)
 	k.Poison(`{"order":"o-2","cents":-5}`)
 	dl := k.DeadLetters()
 	if len(dl) != 1 || dl[0].Reason != lambdaidem.ReasonPoison || k.Runs("o-2") != 1 {
 		t.Fatalf("dead letters %+v after %d runs, want one poison copy after one run", dl, k.Runs("o-2"))
+	}
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -77,6 +81,7 @@ func TestDeclinedCardHoldsTheCustomersLaterOrders(t *testing.T) {
 	f := newFakes()
 	f.decline["o-2"] = true
 	k := lambdaidemtest.New(ChargeOrders(f, f), options...)
+	k.ExpectDeadLetter("o-2", lambdaidem.ReasonMaxAttempts)
 	k.StopGroup("alice", `{"order":"o-1","cents":1}`, `{"order":"o-2","cents":1}`, `{"order":"o-3","cents":1}`)
 	if got := k.RunOrder(); len(got) != 5 || got[4] != "o-3" {
 		t.Errorf("runs %v: o-3 ran before o-2 was given up on", got)
@@ -84,6 +89,9 @@ func TestDeclinedCardHoldsTheCustomersLaterOrders(t *testing.T) {
 	f.decline["o-2"] = false
 	if _, err := k.Redrive(); err != nil || k.Status("o-2") != lambdaidem.StatusCompleted {
 		t.Errorf("after the redrive o-2 is %s (%v), want COMPLETED", k.Status("o-2"), err)
+	}
+	if err := k.Check(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -95,5 +103,7 @@ func TestChargesAtMostOnceUnderAnyFailure(t *testing.T) {
 			f := newFakes()
 			return ChargeOrders(f, f), lambdaidemtest.AtMostOnce(&f.charges)
 		},
+		// The body that is not JSON is dead-lettered as malformed.
+		Expect: func(k *lambdaidemtest.Kit) { k.ExpectDeadLetter("", lambdaidem.ReasonMalformedBody) },
 	})
 }

@@ -1,0 +1,313 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/httpidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
+)
+
+var update = flag.Bool("update", false, "write docs/compatibility.md from the matrix")
+
+const document = "../compatibility.md"
+
+// setting is a setting, other than a feature, that a constructor checks
+// when it is called.
+type setting struct {
+	constructor, setting string
+	build                func()
+	want                 error
+}
+
+var (
+	sqsClient   = sqs.New(sqs.Options{Region: "us-east-1"})
+	dynamoDB    = dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	redisClient = redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	noop        = func(context.Context, events.SQSMessage) error { return nil }
+	wrapped     = func(context.Context, string) (string, error) { return "", nil }
+)
+
+var settings = []setting{
+	{"dynamo.New", "table name: empty (an unset variable), not 3 to 255 of `[A-Za-z0-9_.-]`, not a table ARN", func() { dynamo.New(dynamoDB, "") }, dynamo.ErrInvalidTableName},
+	{"dynamo.New", "a nil client", func() { dynamo.New(nil, "idempotency") }, lambdaidem.ErrInvalidOption},
+	{"redisstore.New", "a nil client; `Options.Prefix` with `{` or `}`", func() { redisstore.New(redisClient, redisstore.Options{Prefix: "a{b}"}) }, lambdaidem.ErrInvalidOption},
+	{"sqsqueue.NewSink", "DLQ URL: empty, not `https://HOST/ACCOUNT/NAME` (an ARN, a name)", func() { sqsqueue.NewSink(sqsClient, "orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
+	{"sqsqueue.NewVisibilityChanger", "`WithQueueURLs`: a key that is not a queue ARN, a URL of another queue", func() {
+		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/111122223333/orders"}))
+	}, sqsqueue.ErrInvalidARN},
+	{"sqsqueue.NewVisibilityChanger", "`WithEndpoint` that is not an http(s) URL", func() { sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithEndpoint("localhost:4566")) }, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.SQS, lambdaidem.Wrap", "`WithNamespace`: empty, over 256 bytes, not UTF-8, a control character, or what the store cannot keep (`#` DynamoDB, `{` `}` Redis)", func() {
+		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace(""))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.SQS", "`WithBackoff` without `WithVisibility`", func() {
+		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.SQS, lambdaidem.Wrap", "two options that set the key; `WithPayloadHash` with `WithHashJSONFields`", func() {
+		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithKeyJSONField("id"), lambdaidem.WithKeyAttribute("id"))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.SQS, lambdaidem.Wrap", "values that could never work: `WithMaxAttempts(0)`, `WithConcurrency(0)`, `WithLease(0)`, a negative grace or margin, `WithCache(0, ttl)`, nil functions, sinks and changers", func() {
+		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithMaxAttempts(0))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.SQS, lambdaidem.Wrap", "`WithDeadlineMargin` not shorter than `WithLease`; `WithHeartbeat` not shorter than the lease less the margin", func() {
+		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithLease(time.Second), lambdaidem.WithDeadlineMargin(time.Second))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidem.Wrap", "an SQS option (`WithMaxAttempts`, `WithConcurrency`, `WithVisibility`, `WithInvocationHook`, the SQS key options, ...)", func() {
+		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithMaxAttempts(3))
+	}, lambdaidem.ErrUnsupportedOption},
+	{"lambdaidem.SQS", "a Wrap option (`WithWrapKey`, `WithMaxResultBytes`)", func() {
+		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithWrapKey(func(string) (string, error) { return "", nil }))
+	}, lambdaidem.ErrUnsupportedOption},
+	{"httpidem.HTTP, httpidem.REST", "a key option in `WithWrapOptions` (the key is the header's)", func() {
+		httpidem.HTTP(memstore.New(), nil2xx, httpidem.WithWrapOptions(lambdaidem.WithKeyJSONField("id")))
+	}, lambdaidem.ErrUnsupportedOption},
+	{"httpidem.HTTP, httpidem.REST", "`WithWriteRefusedStatus` outside 400-599, `WithUnavailableRetryAfter` or `WithMaxKeyLength` not positive, an empty `WithProblemType`", func() {
+		httpidem.HTTP(memstore.New(), nil2xx, httpidem.WithWriteRefusedStatus(200))
+	}, lambdaidem.ErrInvalidOption},
+	{"lambdaidemtest.New", "whatever `lambdaidem.SQS` refuses, when the kit is made", func() {
+		lambdaidemtest.New(noop, lambdaidem.WithNamespace("a\x00b"))
+	}, lambdaidem.ErrInvalidOption},
+}
+
+func nil2xx(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
+}
+
+// TestSettings asserts every row of the settings table.
+func TestSettings(t *testing.T) {
+	for _, s := range settings {
+		err := lambdaidem.Check(s.build)
+		var ce *lambdaidem.ConfigError
+		if !errors.As(err, &ce) || !errors.Is(err, s.want) {
+			t.Errorf("%s, %s: %v, want a ConfigError matching %v", s.constructor, s.setting, err, s.want)
+		}
+	}
+}
+
+// errName is how the document names a named error.
+func errName(err error) string {
+	for name, e := range map[string]error{
+		"lambdaidem.ErrInvalidOption":     lambdaidem.ErrInvalidOption,
+		"lambdaidem.ErrUnsupportedOption": lambdaidem.ErrUnsupportedOption,
+		"lambdaidem.ErrUnsupportedWrite":  lambdaidem.ErrUnsupportedWrite,
+		"dynamo.ErrInvalidTableName":      dynamo.ErrInvalidTableName,
+		"sqsqueue.ErrInvalidQueueURL":     sqsqueue.ErrInvalidQueueURL,
+		"sqsqueue.ErrInvalidARN":          sqsqueue.ErrInvalidARN,
+	} {
+		if e == err {
+			return "`" + name + "`"
+		}
+	}
+	panic(fmt.Sprintf("no name for %v", err))
+}
+
+// render writes the document.
+func render() []byte {
+	var b bytes.Buffer
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p(`# Compatibility
+
+<!-- Generated by go test ./docs/compat -run TestDocument -update from the
+table TestCompatibility runs; edit docs/compat, not this file. -->
+
+Every feature with every store and every entry point. A cell is either
+**supported**, and run by the test named below on that store, or **refused
+when the handler is built**: the constructor (`+"`lambdaidem.SQS`, `lambdaidem.Wrap`, `httpidem.HTTP`, `httpidem.REST`, the kit's `lambdaidemtest.New`"+`)
+panics with a `+"`*lambdaidem.ConfigError`"+` that names the option, the store when the
+store is the reason, and wraps a named error. No combination fails one message
+at a time. `+"`lambdaidem.Check(func() { ... })`"+` returns the refusal as an error
+instead, for tools that build handlers from their flags.
+
+This page is the table of `+"[`docs/compat`](compat)"+`, which `+"`make test`"+` runs:
+`+"`TestCompatibility`"+` runs every supported cell on the in-memory store, on
+DynamoDB Local and on redis-server, and asserts every refusal; `+"`TestDocument`"+`
+fails when this page is not the table as it renders. One cell runs alone with
+`+"`go test ./docs/compat -run 'TestCompatibility/STORE/FEATURE/ENTRY'`"+` (spaces in
+names as underscores) on the local stack (`+"`localstack/stack.sh run -- ...`"+`).
+
+## Features by entry point
+
+`)
+	p("| feature | turned on by | %s |\n|---|---|%s\n", strings.Join(entryNames(), " | "), strings.Repeat("---|", len(entries)))
+	for _, f := range features {
+		p("| %s | %s |", f.name, f.enable)
+		for _, en := range entries {
+			p(" %s |", cellText(f, en))
+		}
+		p("\n")
+	}
+	p(`
+A refused cell's option is refused with the error named; "supported" is run
+on every store unless the cell names some.
+
+## What each store declares
+
+Stores declare what they can do (`+"`lambdaidem.Capabilities`"+`); the decorators read
+it when they are built. A store of your own that does not declare anything is
+not checked.
+
+| | %s |
+|---|%s
+`, storeNames(), strings.Repeat("---|", len(stores)))
+	p("| completion writes (`WithCompletionWrites[W]`) |")
+	for _, s := range stores {
+		w := s.writes
+		if w == "" {
+			w = "none: refused (`lambdaidem.ErrUnsupportedWrite`)"
+		}
+		p(" %s |", w)
+	}
+	p("\n| largest result (`WithMaxResultBytes` above it is refused) | any | `dynamo.MaxResultBytes` (%d KiB) | `Options.MaxResultBytes` (default %d KiB) |\n",
+		dynamo.MaxResultBytes>>10, redisstore.DefaultMaxResultBytes>>10)
+	p("| namespaces it cannot keep (refused by `WithNamespace`) | none beyond every store's rules | containing `#` | containing `{` or `}` |\n")
+	p("| redrive's reset (`lambdaidem.DeadLetterResetter`) | yes | yes | yes |\n")
+	p(`
+## The kit and the simulator
+
+The kit (`+"[`lambdaidemtest`](../lambdaidemtest)"+`) runs SQS handlers: every option of
+the SQS column works in it (`+"`TestKit`"+` builds each into a kit and runs a message
+and its duplicate), and whatever the SQS handler refuses, `+"`lambdaidemtest.New`"+`
+refuses when the kit is made. The simulator (`+"[`lambdaidemtest/internal/sim`](../lambdaidemtest/internal/sim)"+`)
+draws each feature under its invariants, on every store, with the knobs of its
+`+"`Config`"+` named here.
+
+| feature | the kit | the simulator's knobs |
+|---|---|---|
+`)
+	for _, f := range features {
+		p("| %s | %s | %s |\n", f.name, f.kit, "`"+strings.ReplaceAll(f.sim, ", ", "`, `")+"`")
+	}
+	p(`
+## Settings checked when built
+
+Besides the features, the constructors refuse settings that could only fail
+later, message by message:
+
+| constructor | refused | named error |
+|---|---|---|
+`)
+	for _, s := range settings {
+		p("| `%s` | %s | %s |\n", strings.ReplaceAll(s.constructor, ", ", "`, `"), s.setting, errName(s.want))
+	}
+	p(`
+## What a refusal says
+
+Each line is the refusal of a run of the table (`+"`err.Error()`"+` of the
+`+"`*lambdaidem.ConfigError`"+`):
+
+`+"```text\n")
+	for _, sample := range samples() {
+		p("%s\n", sample)
+	}
+	p("```\n")
+	return b.Bytes()
+}
+
+// samples are refusals as they read, from real constructors.
+func samples() []string {
+	redis := redisstore.New(redisClient, redisstore.Options{})
+	builds := []func(){
+		func() { lambdaidem.SQS(redis, noop, lambdaidem.WithCompletionWrites[foreignWrite]()) },
+		func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithCache(10, time.Minute)) },
+		func() { lambdaidem.SQS(redis, noop, lambdaidem.WithNamespace("orders{eu}")) },
+		settings[0].build,
+		settings[3].build,
+		settings[7].build,
+	}
+	var out []string
+	for _, b := range builds {
+		out = append(out, "panic: "+lambdaidem.Check(b).Error())
+	}
+	return out
+}
+
+func entryNames() []string {
+	var n []string
+	for _, e := range entries {
+		n = append(n, e.name)
+	}
+	return n
+}
+
+func storeNames() string {
+	var n []string
+	for _, s := range stores {
+		n = append(n, s.name)
+	}
+	return strings.Join(n, " | ")
+}
+
+// cellText is a cell of the features table.
+func cellText(f feature, en entry) string {
+	var sup, ref []string
+	var refusal cell
+	for _, s := range stores {
+		c := cellOf(f, en, s)
+		if c.supported {
+			sup = append(sup, s.name)
+		} else {
+			ref, refusal = append(ref, s.name), c
+		}
+	}
+	switch {
+	case len(ref) == 0:
+		return "supported"
+	case len(sup) == 0:
+		return "refused: " + refusal.why + " (" + errName(refusal.refused) + ")"
+	}
+	return strings.Join(sup, ", ") + ": supported; " + strings.Join(ref, ", ") + ": refused, " + refusal.why + " (" + errName(refusal.refused) + ")"
+}
+
+// TestDocument checks docs/compatibility.md against the table; with
+// -update it writes it.
+func TestDocument(t *testing.T) {
+	got := render()
+	if *update {
+		if err := os.WriteFile(document, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	have, err := os.ReadFile(document)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(have, got) {
+		t.Fatalf("%s is not the matrix as it renders: run go test ./docs/compat -run TestDocument -update", filepath.Base(document))
+	}
+}
+
+// TestSimulatorKnobs: every knob the document names is a field of the
+// simulator's Config.
+func TestSimulatorKnobs(t *testing.T) {
+	src, err := os.ReadFile("../../lambdaidemtest/internal/sim/config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range features {
+		for _, knob := range strings.Split(f.sim, ", ") {
+			if !regexp.MustCompile(`(?m)^\s+` + knob + `\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*` + knob + `(, \w+)*\s`).Match(src) {
+				t.Errorf("%s: the simulator's Config has no field %s", f.name, knob)
+			}
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// waits is what the checker of waiting requests (Config.Wait: Wrap and
+// httpidem with lambdaidem.WithWaitForCompletion) saw: per invocation,
+// the key and payload hash it claimed with, whether it read the record
+// (Wrap reads a record only while it waits for a run in progress) and
+// whether it ran the function; per stored key, every result a completion
+// stored and every failure Wrap asked the store to record, each with the
+// payload hash of the claim it was written under.
+type waits struct {
+	claimKey  map[*Process]string
+	claimHash map[*Process]string
+	waited    map[*Process]bool
+	ran       map[*Process]bool
+	tokenHash map[string]string
+	results   map[string][]stored
+	failures  map[string][]stored
+	// Waiters counts invocations that waited; Replays and Failures the
+	// answers of waiters the checker held to the store: stored results,
+	// and failures of the runs they waited for.
+	Waiters, Replays, Failures int
+}
+
+// stored is one result or failure of a key, with its payload hash.
+type stored struct {
+	hash string
+	data []byte
+}
+
+func newWaits() *waits {
+	return &waits{
+		claimKey: map[*Process]string{}, claimHash: map[*Process]string{},
+		waited: map[*Process]bool{}, ran: map[*Process]bool{},
+		tokenHash: map[string]string{}, results: map[string][]stored{}, failures: map[string][]stored{},
+	}
+}
+
+// watchWaits starts the checker: it sees every claim and completion that
+// applies through the fault layer, and returns the store the request
+// streams use.
+func (s *Scenario) watchWaits() lambdaidem.Store {
+	s.waits = newWaits()
+	ws := s.waits
+	onClaim, onComplete := s.store.OnClaim, s.store.OnComplete
+	s.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
+		if onClaim != nil {
+			onClaim(req, res)
+		}
+		ws.tokenHash[res.Lease.Token] = req.PayloadHash
+	}
+	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
+		if onComplete != nil {
+			onComplete(req)
+		}
+		k := req.Lease.Key
+		ws.results[k] = append(ws.results[k], stored{hash: ws.tokenHash[req.Lease.Token], data: req.Result})
+	}
+	return &waitWatch{Store: s.store, s: s}
+}
+
+// waitWatch is the store behind the request streams' Wrap and httpidem.
+type waitWatch struct {
+	lambdaidem.Store
+	s *Scenario
+}
+
+func (ww *waitWatch) proc() *Process {
+	if c := ww.s.w.cur; c != nil {
+		return c.owner
+	}
+	return nil
+}
+
+// Claim implements lambdaidem.Store.
+func (ww *waitWatch) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+	if p := ww.proc(); p != nil {
+		ww.s.waits.claimKey[p], ww.s.waits.claimHash[p] = req.Key, req.PayloadHash
+	}
+	return ww.Store.Claim(ctx, req)
+}
+
+// Get implements lambdaidem.Store.
+func (ww *waitWatch) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+	if p := ww.proc(); p != nil && !ww.s.waits.waited[p] {
+		ww.s.waits.waited[p] = true
+		ww.s.waits.Waiters++
+		ww.s.w.Logf("%s waits for the run of %s in progress", p.Name, req.Key)
+	}
+	return ww.Store.Get(ctx, req)
+}
+
+// Fail implements lambdaidem.Store. A failure is noted as asked for: its
+// answer may be lost, or it may land late, and still be what a waiter
+// reads.
+func (ww *waitWatch) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+	ws := ww.s.waits
+	k := req.Lease.Key
+	ws.failures[k] = append(ws.failures[k], stored{hash: ws.tokenHash[req.Lease.Token], data: []byte(req.Error)})
+	return ww.Store.Fail(ctx, req)
+}
+
+// ranHere notes that the running invocation ran the wrapped function: its
+// answer is its own run's, not one it waited for.
+func (s *Scenario) ranHere() {
+	if s.waits == nil || s.w.cur == nil || s.w.cur.owner == nil {
+		return
+	}
+	s.waits.ran[s.w.cur.owner] = true
+}
+
+// waiterAnswer holds the answer of an invocation that waited for a run in
+// progress and did not run the function itself to the store: a success
+// must be the stored result of a completion of the key under the same
+// payload, a failure of the run it waited for the failure recorded for
+// that key and payload. Wrap gives the success as the reply and the
+// failure as a *lambdaidem.RunFailedError; httpidem as a replayed
+// response and as 503 idempotency-original-failed.
+func (s *Scenario) waiterAnswer(p *Process, rq request, out reply, resp *events.APIGatewayV2HTTPResponse, err error) {
+	ws := s.waits
+	if ws == nil || p == nil || !ws.waited[p] || ws.ran[p] {
+		return
+	}
+	k, hash := ws.claimKey[p], ws.claimHash[p]
+	var rf *lambdaidem.RunFailedError
+	switch {
+	case resp != nil && resp.Headers["Idempotent-Replayed"] == "true":
+		ws.Replays++
+		if !slices.ContainsFunc(ws.results[k], func(r stored) bool { return r.hash == hash && sameResponse(r.data, resp) }) {
+			s.violate(InvWaiters, "waiting request %s (%s) answered %d %q, which no completion of key %s with its payload stored",
+				rq.Key, p.Name, resp.StatusCode, resp.Body, k)
+		}
+	case resp != nil && resp.StatusCode == 503 && bytes.Contains([]byte(resp.Body), []byte(`"idempotency-original-failed"`)):
+		ws.Failures++
+		if !slices.ContainsFunc(ws.failures[k], func(f stored) bool { return f.hash == hash }) {
+			s.violate(InvWaiters, "waiting request %s (%s) answered that the request it waited for failed, but no failure of key %s with its payload was recorded",
+				rq.Key, p.Name, k)
+		}
+	case resp != nil:
+	case err == nil:
+		ws.Replays++
+		got, merr := json.Marshal(out)
+		if merr != nil || !slices.ContainsFunc(ws.results[k], func(r stored) bool { return r.hash == hash && bytes.Equal(r.data, got) }) {
+			s.violate(InvWaiters, "waiting call %s (%s) returned %s, which no completion of key %s with its payload stored",
+				rq.Key, p.Name, got, k)
+		}
+	case errors.As(err, &rf):
+		ws.Failures++
+		if !slices.ContainsFunc(ws.failures[k], func(f stored) bool { return f.hash == hash && string(f.data) == rf.Message }) {
+			s.violate(InvWaiters, "waiting call %s (%s) returned the failure %q, which no failure of key %s with its payload recorded", rq.Key, p.Name, rf.Message, k)
+		}
+	}
+}
+
+// sameResponse reports whether a replayed response is the one stored
+// (Wrap's JSON of the response): its status and body.
+func sameResponse(data []byte, resp *events.APIGatewayV2HTTPResponse) bool {
+	var st events.APIGatewayV2HTTPResponse
+	if err := json.Unmarshal(data, &st); err != nil {
+		return false
+	}
+	return st.StatusCode == resp.StatusCode && st.Body == resp.Body
+}
+
+// httpError is an HTTP answer the simulated client did not take as a
+// success.
+type httpError struct {
+	status int
+	body   string
+}
+
+func (e *httpError) Error() string { return "HTTP " + strconv.Itoa(e.status) + ": " + e.body }
+
+// retryable reports whether a client sends the request again after err:
+// the key is busy, the store or the run failed for now.
+func retryable(err error) bool {
+	var ip *lambdaidem.InProgressError
+	var he *httpError
+	switch {
+	case errors.As(err, &ip), errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, errTransient), errors.Is(err, lambdaidem.ErrRunFailed):
+		return true
+	case errors.As(err, &he):
+		return he.status == 409 || he.status == 503
+	}
+	return false
+}

@@ -1,0 +1,35 @@
+package redisstore
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// Capabilities declares what the store can do, so SQS, Wrap and httpidem
+// refuse at construction what it cannot: it commits Command and *Command
+// completion writes in the completion's script, keeps results up to
+// Options.MaxResultBytes and reserves '{' and '}' in namespaces (the
+// namespace is the cluster hash tag). AddCompletionWrite checks each
+// command as the handler adds it (ErrInvalidCommand, ErrCrossSlot).
+func (s *Store) Capabilities() lambdaidem.Capabilities {
+	return lambdaidem.Capabilities{
+		Store:            "Redis",
+		CompletionWrites: []reflect.Type{reflect.TypeFor[Command](), reflect.TypeFor[*Command]()},
+		MaxResultBytes:   s.maxRes,
+		CheckNamespace:   checkNamespace,
+		CheckWrite:       s.checkWrite,
+	}
+}
+
+// checkNamespace refuses a namespace that would break the hash tag.
+func checkNamespace(ns string) error {
+	if strings.ContainsAny(ns, "{}") {
+		return errors.New("it contains '{' or '}', which delimit the cluster hash tag")
+	}
+	return nil
+}
+
+var _ lambdaidem.Capable = (*Store)(nil)

@@ -128,7 +128,7 @@ func TestWrapLargeResultOnDynamoDB(t *testing.T) {
 	f := lambdaidem.Wrap(b.store, func(_ context.Context, n int) (string, error) {
 		runs++
 		return string(bytes.Repeat([]byte("z"), n)), nil
-	}, lambdaidem.WithNamespace(b.ns), quiet, lambdaidem.WithMaxResultBytes(1<<20))
+	}, lambdaidem.WithNamespace(b.ns), quiet, lambdaidem.WithMaxResultBytes(dynamo.MaxResultBytes))
 	for _, n := range []int{300 * 1024, 500 * 1024} {
 		first, err := f(t.Context(), n)
 		if err != nil || len(first) != n {

@@ -56,8 +56,8 @@
 // X-Ray header SQS delivers in the AWSTraceHeader system attribute when
 // the sender was traced by X-Ray ([ParseAWSTraceHeader]), and the W3C
 // traceparent message attribute, which the producer package writes when
-// given a propagator (producer.WithPropagator). Another propagator reads
-// other fields ([WithPropagator]). The links follow the messaging
+// given an injector (producer.WithTraceContext([TraceInjector](nil))).
+// Another propagator reads other fields ([WithPropagator]). The links follow the messaging
 // conventions: a consumer's span links to, rather than continues, the
 // producer's trace, as one batch holds messages of many traces.
 //

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"go.opentelemetry.io/otel/propagation"
 )
 
 // DefaultKeyAttribute is the message attribute carrying the key: what a
@@ -87,18 +86,23 @@ type Option func(*Producer)
 // DefaultKeyAttribute). Consumers must read the same name.
 func WithKeyAttribute(name string) Option { return func(p *Producer) { p.attr = name } }
 
-// WithPropagator adds the trace context of the context Send is given to
-// each message, as String message attributes written by prop:
-// propagation.TraceContext writes traceparent (and tracestate when there
-// is one), which package otelidem reads on the consuming side to link the
-// record's span to the sender's. The fields take only the attributes SQS
-// has left (MaxAttributes, the key's and the message's own counted first;
-// traceparent before the others):
-// a message whose attributes leave no room is sent without them, never
-// refused, and a field never replaces an attribute of the message's own.
-// A context without a span adds nothing.
-func WithPropagator(prop propagation.TextMapPropagator) Option {
-	return func(p *Producer) { p.prop = prop }
+// TraceInjector writes the trace context of ctx as fields, by calling set
+// once per field (name, value). otelidem.TraceInjector makes one from an
+// OpenTelemetry propagator; this package has no tracing dependency.
+type TraceInjector func(ctx context.Context, set func(field, value string))
+
+// WithTraceContext adds the trace context of the context Send is given to
+// each message, as String message attributes written by inject:
+// otelidem.TraceInjector(propagation.TraceContext{}) writes traceparent
+// (and tracestate when there is one), which package otelidem reads on the
+// consuming side to link the record's span to the sender's. The fields
+// take only the attributes SQS has left (MaxAttributes, the key's and the
+// message's own counted first; traceparent before the others): a message
+// whose attributes leave no room is sent without them, never refused, and
+// a field never replaces an attribute of the message's own. A context
+// without a span adds nothing.
+func WithTraceContext(inject TraceInjector) Option {
+	return func(p *Producer) { p.inject = inject }
 }
 
 // Producer sends messages to one queue with a stable idempotency key. It
@@ -108,7 +112,7 @@ type Producer struct {
 	queueURL string
 	fifo     bool
 	attr     string
-	prop     propagation.TextMapPropagator
+	inject   TraceInjector
 }
 
 // New returns a Producer for the queue at queueURL. A URL ending in ".fifo"
@@ -318,9 +322,9 @@ func (p *Producer) entry(ctx context.Context, m Message) (types.SendMessageBatch
 		attrs[k] = v
 	}
 	attrs[p.attr] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(m.Key)}
-	if p.prop != nil {
+	if p.inject != nil {
 		c := &traceFields{}
-		p.prop.Inject(ctx, c)
+		p.inject(ctx, c.set)
 		// traceparent, which names the span, before what qualifies it.
 		slices.SortStableFunc(c.fields, func(a, b [2]string) int {
 			return cmp.Compare(rank(a[0]), rank(b[0]))
@@ -353,8 +357,8 @@ func (p *Producer) entry(ctx context.Context, m Message) (types.SendMessageBatch
 	return e, nil
 }
 
-// rank orders a propagator's fields for the attributes left: the W3C
-// traceparent first, then the rest in the propagator's order.
+// rank orders the trace fields for the attributes left: the W3C
+// traceparent first, then the rest in the order written.
 func rank(field string) int {
 	if field == "traceparent" {
 		return 0
@@ -362,19 +366,10 @@ func rank(field string) int {
 	return 1
 }
 
-// traceFields collects what a propagator injects, in its order.
+// traceFields collects what an injector writes, in its order.
 type traceFields struct{ fields [][2]string }
 
-func (c *traceFields) Get(key string) string {
-	for _, f := range c.fields {
-		if f[0] == key {
-			return f[1]
-		}
-	}
-	return ""
-}
-
-func (c *traceFields) Set(key, value string) {
+func (c *traceFields) set(key, value string) {
 	for i, f := range c.fields {
 		if f[0] == key {
 			c.fields[i][1] = value
@@ -382,12 +377,4 @@ func (c *traceFields) Set(key, value string) {
 		}
 	}
 	c.fields = append(c.fields, [2]string{key, value})
-}
-
-func (c *traceFields) Keys() []string {
-	keys := make([]string, len(c.fields))
-	for i, f := range c.fields {
-		keys[i] = f[0]
-	}
-	return keys
 }

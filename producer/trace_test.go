@@ -33,7 +33,7 @@ func TestTraceContextReachesTheConsumer(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 
-	p := producer.New(client, url, producer.WithPropagator(propagation.TraceContext{}))
+	p := producer.New(client, url, producer.WithTraceContext(otelidem.TraceInjector(propagation.TraceContext{})))
 	ctx, send := tp.Tracer("checkout").Start(t.Context(), "place order")
 	if _, err := p.Send(ctx, producer.Message{Key: "order-42", Body: `{"order_id":"42"}`}); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestTraceContextFitsTheAttributeLimit(t *testing.T) {
 			"traceparent": {DataType: aws.String("String"), StringValue: aws.String("mine")}}, []string{"traceparent", "tracestate"}, 3},
 	} {
 		api := &captureAPI{}
-		p := producer.New(api, "https://sqs.us-east-1.example/1/orders", producer.WithPropagator(propagation.TraceContext{}))
+		p := producer.New(api, "https://sqs.us-east-1.example/1/orders", producer.WithTraceContext(otelidem.TraceInjector(propagation.TraceContext{})))
 		if _, err := p.Send(tc.ctx, producer.Message{Key: "k", Body: "b", Attributes: tc.attrs}); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/examples/internal/esm"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
+	"github.com/lambdaidem/go-lambdaidem/otelidem"
 	"github.com/lambdaidem/go-lambdaidem/producer"
 )
 
@@ -77,7 +78,7 @@ func TestTracedUnderTheRunner(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	p := producer.New(b.queue.Client, b.queue.URL, producer.WithPropagator(propagation.TraceContext{}))
+	p := producer.New(b.queue.Client, b.queue.URL, producer.WithTraceContext(otelidem.TraceInjector(propagation.TraceContext{})))
 	ctx, send := tp.Tracer("checkout").Start(t.Context(), "place order")
 	sent, err := p.Send(ctx, producer.Message{Key: "t-1", Body: `{"order_id":"t-1"}`})
 	send.End()

@@ -25,15 +25,22 @@ func init() { allScripts = append(allScripts, commitScript) }
 //	      expires at ms ('' none), key expiry ms ('' none), schema
 //	      version, member, max attempts (0 none), result apart ('set',
 //	      'del'), the apart result's key expiry ms ('' none), the apart
-//	      result, number of field pairs to set n, n field/value pairs,
-//	      fields to delete...
+//	      result, number of field pairs to set n, number of fields to
+//	      delete d, n field/value pairs, d fields, then a completion's
+//	      commands (see commands; 0 for none)
+//
+// KEYS beyond the record's five are those of the commands. The commands
+// run, as the completion script runs them, only when the commit applies:
+// a commit and its effects are one step.
 //
 // It returns {outcome, record as HGETALL}: 'committed'; 'own' (our token
-// with our status already: a retry whose first reply was lost); 'limit'
-// (a failure that would be attempt max attempts or later, nothing
-// written; the record is empty when absent); or 'refused' (with the
-// record that refused it).
-var commitScript = redis.NewScript(prelude + `
+// with our status already: a retry whose first reply was lost, whose
+// commands applied with it and are not run again); 'limit' (a failure
+// that would be attempt max attempts or later, nothing written; the
+// record is empty when absent); 'refused' (with the record that refused
+// it); or {'write-refused', record, index, reason} when a command refused
+// the commit (nothing applied).
+var commitScript = redis.NewScript(prelude + commands + `
 local now = tonumber(ARGV[1])
 local token, status, hash, member = ARGV[2], ARGV[3], ARGV[4], ARGV[10]
 for i = 2, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
@@ -56,6 +63,11 @@ else
 end
 local max = tonumber(ARGV[11])
 if status == 'FAILED' and max > 0 and attempts + 1 >= max then return {'limit', flat} end
+local n, d = tonumber(ARGV[15]), tonumber(ARGV[16])
+local cmds = parse(17 + 2 * n + d)
+local no = refusal(cmds)
+if no ~= nil then return {'write-refused', flat, tostring(no[1]), no[2]} end
+run(cmds)
 
 if not live then
   redis.call('DEL', res)
@@ -70,9 +82,8 @@ redis.call('HINCRBY', rec, 'a', 1)
 redis.call('HINCRBY', rec, 'c', 1)
 local ea = ARGV[7]
 redis.call('HSET', rec, 's', status, 't', token, 'lu', ARGV[1], 'h', hash, 'm', ARGV[5], 'ea', ea, 'ua', ARGV[1], 'ps', '')
-local n = tonumber(ARGV[15])
-if n > 0 then redis.call('HSET', rec, unpack(ARGV, 16, 15 + 2 * n)) end
-if #ARGV >= 16 + 2 * n then redis.call('HDEL', rec, unpack(ARGV, 16 + 2 * n)) end
+if n > 0 then redis.call('HSET', rec, unpack(ARGV, 17, 16 + 2 * n)) end
+if d > 0 then redis.call('HDEL', rec, unpack(ARGV, 17 + 2 * n, 16 + 2 * n + d)) end
 redis.call('DEL', res)
 if ARGV[12] == 'set' then
   redis.call('HSET', res, 't', token, 'r', ARGV[14])
@@ -86,8 +97,10 @@ return {'committed', redis.call('HGETALL', rec)}
 // Commit records the outcome of a run that held no lease, in one script
 // call; see [lambdaidem.Committer]. A result larger than
 // Options.InlineResultBytes is kept apart by the same script. Extra
-// Writes are refused with lambdaidem.ErrUnsupportedWrite, as Complete
-// refuses them.
+// Writes are Commands, checked and run as Complete runs them: in the same
+// step as the commit, and only when it applies; a command that refuses
+// the commit yields a *CommandError (lambdaidem.ErrWriteRefused) and
+// nothing is recorded.
 func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
 	if err := lambdaidem.CheckCommit(req); err != nil {
 		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore: %w", err)
@@ -96,8 +109,9 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 	if err != nil {
 		return lambdaidem.CommitResult{}, err
 	}
-	if len(req.Writes) > 0 {
-		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %T: %w", k.record, req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+	cmds, err := s.commandsOf(k, req.Writes)
+	if err != nil {
+		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, err)
 	}
 	if len(req.Result) > s.maxRes {
 		return lambdaidem.CommitResult{}, fmt.Errorf("%w: redisstore commit %q: result of %d bytes, over the store's %d",
@@ -126,17 +140,18 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 			set = append(set, fResultUntil, msArg(req.ResultUntil))
 		}
 	}
-	args := make([]any, 0, 15+len(set)+len(del))
+	args := make([]any, 0, 17+len(set)+len(del))
 	args = append(args, strconv.FormatInt(ceilMillis(req.Now), 10), req.Token, string(req.Status), req.PayloadHash, req.MessageID,
 		req.Grace.Milliseconds(), msArg(req.ExpiresAt), s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
-		req.MaxAttempts, apart, apartUntil, apartResult, len(set)/2)
+		req.MaxAttempts, apart, apartUntil, apartResult, len(set)/2, len(del))
 	args = append(args, set...)
 	args = append(args, del...)
-	v, err := commitScript.Run(ctx, s.client, k.all(), args...).Slice()
+	scriptKeys, args := encodeCommands(cmds, k.all(), args)
+	v, err := commitScript.Run(ctx, s.client, scriptKeys, args...).Slice()
 	if err != nil {
 		return lambdaidem.CommitResult{}, unavailable("commit", k.record, err)
 	}
-	if len(v) != 2 {
+	if len(v) != 2 && (len(v) != 4 || v[0] != "write-refused") {
 		return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
 	}
 	h, err := fromFlat(v[1])
@@ -148,6 +163,13 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 		rec = decode(req.Namespace, req.Key, h)
 	}
 	switch v[0] {
+	case "write-refused":
+		i, _ := strconv.Atoi(fmt.Sprint(v[2]))
+		if i < 1 || i > len(cmds) {
+			return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected refusal %q", v))
+		}
+		c := cmds[i-1]
+		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, &CommandError{Index: i - 1, Op: c.Op, Key: c.Key, Reason: fmt.Sprint(v[3])})
 	case "committed", "own":
 		return lambdaidem.CommitResult{Committed: true, Record: rec}, nil
 	case "limit":

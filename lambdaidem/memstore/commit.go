@@ -14,25 +14,31 @@ var (
 )
 
 // Commit records the outcome of a run that held no lease, in one step;
-// see [lambdaidem.Committer]. Extra Writes are refused as Complete refuses
-// them.
+// see [lambdaidem.Committer]. Extra Writes are committed through the
+// store's [WriteApplier] in the same step, only when the commit applies;
+// a store without one refuses them as Complete does.
 func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
 	if err := lambdaidem.CheckCommit(req); err != nil {
 		return lambdaidem.CommitResult{}, fmt.Errorf("memstore: %w", err)
 	}
-	if len(req.Writes) > 0 {
-		return lambdaidem.CommitResult{}, fmt.Errorf("memstore: commit: %T: %w", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
+	if len(req.Writes) > 0 && s.writes == nil {
+		return lambdaidem.CommitResult{}, fmt.Errorf("memstore: commit: %T: %w (a store made without WithCompletionWrites commits none)", req.Writes[0], lambdaidem.ErrUnsupportedWrite)
 	}
 	if err := s.begin(ctx, OpCommit); err != nil {
 		return lambdaidem.CommitResult{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.commitLocked(req), nil
+	res, err := s.commitLocked(req)
+	if err != nil {
+		return lambdaidem.CommitResult{}, fmt.Errorf("memstore: commit %s/%s: %w", req.Namespace, req.Key, err)
+	}
+	return res, nil
 }
 
-// commitLocked is Commit's decision and write; the caller holds the lock.
-func (s *Store) commitLocked(req lambdaidem.CommitRequest) lambdaidem.CommitResult {
+// commitLocked is Commit's decision and write, with its writes; the
+// caller holds the lock.
+func (s *Store) commitLocked(req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
 	apply, atLimit, own, takeover := lambdaidem.CommitRefusal(r, req)
@@ -42,16 +48,29 @@ func (s *Store) commitLocked(req lambdaidem.CommitRequest) lambdaidem.CommitResu
 	}
 	switch {
 	case own:
-		return lambdaidem.CommitResult{Committed: true, Record: copyRecord(r)}
+		return lambdaidem.CommitResult{Committed: true, Record: copyRecord(r)}, nil
 	case atLimit:
 		var rec lambdaidem.Record
 		if r != nil {
 			rec = copyRecord(r)
 		}
-		return lambdaidem.CommitResult{AtLimit: true, Record: rec}
+		return lambdaidem.CommitResult{AtLimit: true, Record: rec}, nil
 	case !apply:
-		return lambdaidem.CommitResult{Record: copyRecord(r)}
+		return lambdaidem.CommitResult{Record: copyRecord(r)}, nil
 	}
+	if len(req.Writes) > 0 {
+		if err := s.writes.ApplyWrites(req.Writes, func() { r = s.commitApply(k, r, takeover, req) }); err != nil {
+			return lambdaidem.CommitResult{}, err
+		}
+	} else {
+		r = s.commitApply(k, r, takeover, req)
+	}
+	return lambdaidem.CommitResult{Committed: true, Record: copyRecord(r)}, nil
+}
+
+// commitApply writes an applying commit to the record r of k (nil: absent
+// or expired) and returns the record.
+func (s *Store) commitApply(k id, r *lambdaidem.Record, takeover bool, req lambdaidem.CommitRequest) *lambdaidem.Record {
 	if r == nil {
 		// Absent or expired: a fresh generation, whatever was there before.
 		r = &lambdaidem.Record{
@@ -81,7 +100,7 @@ func (s *Store) commitLocked(req lambdaidem.CommitRequest) lambdaidem.CommitResu
 	} else {
 		r.LastError = req.Error
 	}
-	return lambdaidem.CommitResult{Committed: true, Record: copyRecord(r)}
+	return r
 }
 
 // ClaimBatch claims each request as Claim would, in one call that counts

@@ -33,7 +33,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return "", cause
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Millisecond))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithHeartbeat(10*time.Millisecond))...)
 	done := make(chan error)
 	go func() {
 		_, err := owner(context.Background(), payment{ID: "job-1"})
@@ -54,7 +54,7 @@ func TestHeartbeatOnDynamoDB(t *testing.T) {
 	thief := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
 		runs.inc()
 		return "done by the thief", nil
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock.Now))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithClock(thiefClock.Now))...)
 	if got, err := thief(context.Background(), payment{ID: "job-1"}); err != nil || got != "done by the thief" {
 		t.Fatalf("takeover: %q, %v", got, err)
 	}

@@ -30,7 +30,7 @@ func TestTwoRetentionWindowsWithWrap(t *testing.T) {
 	pay := lambdaidem.Wrap(e.store, func(_ context.Context, p payment) (string, error) {
 		runs.inc()
 		return "receipt-" + p.ID, nil
-	}, e.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))...)
+	}, e.wrapOpts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithRetention(24*time.Hour), lambdaidem.WithResultRetention(time.Hour))...)
 	call := func() (string, error) { return pay(context.Background(), payment{ID: "p1", Amount: 10}) }
 
 	t0 := e.clock.Now()

@@ -139,6 +139,16 @@ func (e *env) opts(more ...lambdaidem.Option) []lambdaidem.Option {
 	}, more...)
 }
 
+// wrapOpts are opts for Wrap: no SQS key function, which Wrap refuses.
+func (e *env) wrapOpts(more ...lambdaidem.Option) []lambdaidem.Option {
+	return append([]lambdaidem.Option{
+		lambdaidem.WithNamespace(e.ns),
+		lambdaidem.WithClock(e.clock.Now),
+		lambdaidem.WithLease(time.Minute),
+		lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+	}, more...)
+}
+
 // record reads a key's record at the fake clock's time.
 func (e *env) record(t *testing.T, key string) lambdaidem.Record {
 	t.Helper()

@@ -105,7 +105,7 @@ func TestRefusedWhenBuilt(t *testing.T) {
 	for _, build := range []func(){
 		sqs(writer, lambdaidem.WithCompletionWrites[ledgerWrite]()),
 		wrap(redisLike, lambdaidem.WithMaxResultBytes(1000), lambdaidem.WithNamespace("plain")),
-		sqs(plain, lambdaidem.WithCompletionWrites[otherWrite]()), // a store that declares nothing is not checked
+		sqs(struct{ lambdaidem.Store }{plain}, lambdaidem.WithCompletionWrites[otherWrite]()), // a store that declares nothing is not checked
 	} {
 		if err := lambdaidem.Check(build); err != nil {
 			t.Errorf("refused: %v", err)
@@ -133,7 +133,7 @@ func TestAddCompletionWriteChecksTheType(t *testing.T) {
 	}
 
 	// A store that declares nothing: the types the handler declared.
-	h = lambdaidem.SQS(memstore.New(), func(ctx context.Context, _ events.SQSMessage) error {
+	h = lambdaidem.SQS(struct{ lambdaidem.Store }{memstore.New()}, func(ctx context.Context, _ events.SQSMessage) error {
 		added = lambdaidem.AddCompletionWrite(ctx, otherWrite{})
 		refused = lambdaidem.AddCompletionWrite(ctx, &ledgerWrite{})
 		return errors.New("drop the writes")

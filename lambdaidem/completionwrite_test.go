@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 // A completion write added after the handler returned is refused, not
@@ -35,8 +34,8 @@ func TestAddCompletionWriteAfterReturnIsAnError(t *testing.T) {
 // completion with err when set: a stand-in for a store whose transaction
 // was cancelled.
 type txStore struct {
-	*memstore.Store
-	err error
+	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
+	err              error
 }
 
 func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {

@@ -301,7 +301,7 @@ func TestPanickingObserverChangesNoOutcome(t *testing.T) {
 	o2 := newRecorder("w")
 	o2.panics = true
 	f := lambdaidem.Wrap(b.store, func(ctx context.Context, in string) (string, error) { return in + "!", nil },
-		b.opts(lambdaidem.WithObserver(o2))...)
+		b.wrapOpts(lambdaidem.WithObserver(o2))...)
 	if out, err := f(context.Background(), "hi"); err != nil || out != "hi!" {
 		t.Fatalf("Wrap with a panicking observer returned %q, %v", out, err)
 	}
@@ -435,7 +435,7 @@ func TestWrapObserved(t *testing.T) {
 			return 0, errors.New("downstream says no")
 		}
 		return x.N * 2, nil
-	}, b.opts(lambdaidem.WithObserver(o), lambdaidem.WithKeyJSONField("id"))...)
+	}, b.wrapOpts(lambdaidem.WithObserver(o), lambdaidem.WithKeyJSONField("id"))...)
 	ctx := context.Background()
 	steps := []struct {
 		in      in
@@ -476,7 +476,7 @@ func TestWrapObserved(t *testing.T) {
 
 	// An adapter names its entry point.
 	g := lambdaidem.Wrap(b.store, func(ctx context.Context, x string) (string, error) { return x, nil },
-		b.opts(lambdaidem.WithObserver(o), lambdaidem.WithEntryPoint("grpc"), lambdaidem.WithWrapKey(func(x string) (string, error) { return x, nil }))...)
+		b.wrapOpts(lambdaidem.WithObserver(o), lambdaidem.WithEntryPoint("grpc"), lambdaidem.WithWrapKey(func(x string) (string, error) { return x, nil }))...)
 	if _, err := g(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
 // slowStore takes d of the world's time per Complete and answers
@@ -63,7 +62,7 @@ func TestCompletionRetriesFitBeforeTheDeadline(t *testing.T) {
 // condition); land delivers the held completion afterwards, as a request
 // that outlived its client's timeout does.
 type lateStore struct {
-	*memstore.Store
+	lambdaidem.Store // an in-memory store; its own declarations hidden: this double commits what it likes
 	// refusal answers the second try; nil means the debit's condition
 	// failed (ErrWriteRefused). Later tries reach the store.
 	refusal error

@@ -168,9 +168,9 @@ func TestChangeVisibilityOverride(t *testing.T) {
 	b := setup(t)
 	src := b.newQueue(t, "src", false, nil)
 	msg := b.consume(t, src, "body", nil, "")
-	// The record names a queue the emulator does not know; the override
-	// points at the real one.
-	msg.EventSourceARN = "arn:aws:sqs:eu-west-1:999999999999:elsewhere"
+	// The record names the queue in a region the emulator does not serve;
+	// the override points at the real one.
+	msg.EventSourceARN = "arn:aws:sqs:eu-west-9:123456789012:" + src.url[strings.LastIndex(src.url, "/")+1:]
 	ch := NewVisibilityChanger(b.client, WithQueueURLs(map[string]string{msg.EventSourceARN: src.url}))
 	if err := ch.ChangeVisibility(b.ctx, msg, 0); err != nil {
 		t.Fatalf("ChangeVisibility with override: %v", err)

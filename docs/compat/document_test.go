@@ -131,18 +131,18 @@ table TestCompatibility runs; edit docs/compat, not this file. -->
 
 Every feature with every store and every entry point. A cell is either
 **supported**, and run by the test named below on that store, or **refused
-when the handler is built**: the constructor (`+"`lambdaidem.SQS`, `lambdaidem.Wrap`, `httpidem.HTTP`, `httpidem.REST`, the kit's `lambdaidemtest.New`"+`)
-panics with a `+"`*lambdaidem.ConfigError`"+` that names the option, the store when the
+when the handler is built**: the constructor (` + "`lambdaidem.SQS`, `lambdaidem.Wrap`, `httpidem.HTTP`, `httpidem.REST`, the kit's `lambdaidemtest.New`" + `)
+panics with a ` + "`*lambdaidem.ConfigError`" + ` that names the option, the store when the
 store is the reason, and wraps a named error. No combination fails one message
-at a time. `+"`lambdaidem.Check(func() { ... })`"+` returns the refusal as an error
+at a time. ` + "`lambdaidem.Check(func() { ... })`" + ` returns the refusal as an error
 instead, for tools that build handlers from their flags.
 
-This page is the table of `+"[`docs/compat`](compat)"+`, which `+"`make test`"+` runs:
-`+"`TestCompatibility`"+` runs every supported cell on the in-memory store, on
-DynamoDB Local and on redis-server, and asserts every refusal; `+"`TestDocument`"+`
+This page is the table of ` + "[`docs/compat`](compat)" + `, which ` + "`make test`" + ` runs:
+` + "`TestCompatibility`" + ` runs every supported cell on the in-memory store, on
+DynamoDB Local and on redis-server, and asserts every refusal; ` + "`TestDocument`" + `
 fails when this page is not the table as it renders. One cell runs alone with
-`+"`go test ./docs/compat -run 'TestCompatibility/STORE/FEATURE/ENTRY'`"+` (spaces in
-names as underscores) on the local stack (`+"`localstack/stack.sh run -- ...`"+`).
+` + "`go test ./docs/compat -run 'TestCompatibility/STORE/FEATURE/ENTRY'`" + ` (spaces in
+names as underscores) on the local stack (` + "`localstack/stack.sh run -- ...`" + `).
 
 ## Features by entry point
 
@@ -183,12 +183,12 @@ not checked.
 	p(`
 ## The kit and the simulator
 
-The kit (`+"[`lambdaidemtest`](../lambdaidemtest)"+`) runs SQS handlers: every option of
-the SQS column works in it (`+"`TestKit`"+` builds each into a kit and runs a message
-and its duplicate), and whatever the SQS handler refuses, `+"`lambdaidemtest.New`"+`
-refuses when the kit is made. The simulator (`+"[`lambdaidemtest/internal/sim`](../lambdaidemtest/internal/sim)"+`)
+The kit (` + "[`lambdaidemtest`](../lambdaidemtest)" + `) runs SQS handlers: every option of
+the SQS column works in it (` + "`TestKit`" + ` builds each into a kit and runs a message
+and its duplicate), and whatever the SQS handler refuses, ` + "`lambdaidemtest.New`" + `
+refuses when the kit is made. The simulator (` + "[`lambdaidemtest/internal/sim`](../lambdaidemtest/internal/sim)" + `)
 draws each feature under its invariants, on every store, with the knobs of its
-`+"`Config`"+` named here.
+` + "`Config`" + ` named here.
 
 | feature | the kit | the simulator's knobs |
 |---|---|---|
@@ -211,10 +211,10 @@ later, message by message:
 	p(`
 ## What a refusal says
 
-Each line is the refusal of a run of the table (`+"`err.Error()`"+` of the
-`+"`*lambdaidem.ConfigError`"+`):
+Each line is the refusal of a run of the table (` + "`err.Error()`" + ` of the
+` + "`*lambdaidem.ConfigError`" + `):
 
-`+"```text\n")
+` + "```text\n")
 	for _, sample := range samples() {
 		p("%s\n", sample)
 	}
@@ -305,7 +305,7 @@ func TestSimulatorKnobs(t *testing.T) {
 	}
 	for _, f := range features {
 		for _, knob := range strings.Split(f.sim, ", ") {
-			if !regexp.MustCompile(`(?m)^\s+` + knob + `\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*` + knob + `(, \w+)*\s`).Match(src) {
+			if !regexp.MustCompile(`(?m)^\s+`+knob+`\s`).Match(src) && !regexp.MustCompile(`(?m)^\s+(\w+, )*`+knob+`(, \w+)*\s`).Match(src) {
 				t.Errorf("%s: the simulator's Config has no field %s", f.name, knob)
 			}
 		}

@@ -197,7 +197,7 @@ func buildHTTP(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...
 		ran.Store(false)
 		req := events.APIGatewayV2HTTPRequest{
 			RouteKey: "POST /compat", RawPath: "/compat", Body: payload,
-			Headers: map[string]string{"idempotency-key": `"` + key + `"`},
+			Headers:        map[string]string{"idempotency-key": `"` + key + `"`},
 			RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/compat"}},
 		}
 		resp, err := handler(ctx, req)

@@ -242,6 +242,11 @@ var ErrInvalidRequest = errors.New("lambdaidem: invalid store request")
 // the pair when it is built.
 var ErrNeedsLease = errors.New("lambdaidem: the option needs a lease, and WithOptimisticCommit takes none")
 
+// ErrCommitUnsupported: WithOptimisticCommit given with a store that
+// cannot commit a run's outcome without a lease (it does not implement
+// Committer). SQS refuses it when built.
+var ErrCommitUnsupported = errors.New("lambdaidem: the store cannot commit a run without a lease, as WithOptimisticCommit needs")
+
 // Errors of construction. SQS, Wrap and the handlers built on them (the
 // httpidem handlers, the test kit) check their options, and their options
 // against the store, when they are built: a refusal panics with a

@@ -50,38 +50,55 @@ import (
 //   - No heartbeat, no at-most-once mode, no fencing number:
 //     LeaseFromContext reports no lease during a first delivery.
 //
-// SQS and Wrap refuse, when built, what this mode cannot keep (a
-// *ConfigError wrapping ErrNeedsLease or ErrUnsupportedOption):
-// WithAtMostOnce, WithHeartbeat, Wrap and httpidem (a request's caller
-// waits on its one run), and a store that cannot commit a run's outcome
-// without a lease together with its completion writes (one that does
-// not implement Committer, or declares no completion writes). The
-// in-memory store with completion writes, the DynamoDB store and the Redis
-// store with completion commands can. Lease-mode and optimistic consumers
+// SQS and Wrap refuse, when built, what this mode cannot keep, with a
+// *ConfigError: WithAtMostOnce and WithHeartbeat (ErrNeedsLease, with
+// ErrInvalidOption); Wrap and httpidem, whose caller waits on its one
+// run, and with them WithWaitForCompletion (ErrUnsupportedOption); a
+// store that cannot commit a run's outcome without a lease, one that does
+// not implement Committer (ErrCommitUnsupported, with
+// ErrUnsupportedOption); and completion writes of a type the store does
+// not commit (WithCompletionWrites). The in-memory store, the DynamoDB
+// store and the Redis store commit; their completion writes (the
+// in-memory store's applier's, DynamoDB's transaction items, Redis's
+// commands) commit in the same step. Lease-mode and optimistic consumers
 // may share one table: a commit and a lease exclude each other, so the two
 // never both commit an effect for one key.
 func WithOptimisticCommit() Option {
-	return func(c *config) { c.optimistic = true }
+	return func(c *config) {
+		c.note("WithOptimisticCommit")
+		c.optimistic = true
+	}
 }
 
-// errUnsupportedStore stands for the construction checks' error for an
-// option the store cannot serve.
-var errUnsupportedStore = errors.New("lambdaidem: option not supported")
-
 // checkOptimistic refuses, when SQS is built, an optimistic mode that
-// could not keep its promise.
-func checkOptimistic(store Store, c *config) error {
+// could not keep its promise: an option only a lease can serve, or a store
+// that cannot commit a run's outcome without one. Wrap refuses the option
+// itself (it is in sqsOnly). It returns nil when nothing is refused.
+func (c *config) checkOptimistic(store Store) *ConfigError {
 	if !c.optimistic {
 		return nil
 	}
+	needsLease := func(option, why string) *ConfigError {
+		return &ConfigError{Option: "WithOptimisticCommit and " + option, Err: &reason{
+			text:  fmt.Sprintf("%v: %s", ErrNeedsLease, why),
+			named: []error{ErrNeedsLease, ErrInvalidOption},
+		}}
+	}
 	switch {
 	case c.atMostOnce:
-		return fmt.Errorf("%w: WithAtMostOnce dead-letters an attempt whose outcome is unknown, which only a lease taken before the handler runs can tell; WithOptimisticCommit takes none", ErrNeedsLease)
+		return needsLease("WithAtMostOnce", "WithAtMostOnce dead-letters an attempt whose outcome is unknown, which only a lease taken before the handler runs can tell")
 	case c.heartbeat > 0:
-		return fmt.Errorf("%w: WithHeartbeat extends a lease, and WithOptimisticCommit holds none while the handler runs", ErrNeedsLease)
+		return needsLease("WithHeartbeat", "WithHeartbeat extends a lease, and no lease is held while the handler runs")
 	}
 	if _, ok := store.(Committer); !ok {
-		return fmt.Errorf("%w: WithOptimisticCommit needs a store that commits a run's outcome without a lease (lambdaidem.Committer); %T does not", errUnsupportedStore, store)
+		name := fmt.Sprintf("%T", store)
+		if caps, ok := CapabilitiesOf(store); ok && caps.Store != "" {
+			name = caps.Store
+		}
+		return &ConfigError{Option: "WithOptimisticCommit", Store: name, Err: &reason{
+			text:  fmt.Sprintf("%v: %s does not implement lambdaidem.Committer", ErrCommitUnsupported, name),
+			named: []error{ErrCommitUnsupported, ErrUnsupportedOption},
+		}}
 	}
 	return nil
 }

@@ -274,43 +274,57 @@ func TestOptimisticRefusalAfterAnUnknownTryIsUnknown(t *testing.T) {
 
 func TestOptimisticRefusedWhenBuilt(t *testing.T) {
 	b := setup(t)
-	refused := func(name string, build func()) error {
-		t.Helper()
-		var err error
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					err, _ = v.(error)
-					if err == nil {
-						err = fmt.Errorf("%v", v)
-					}
-				}
-			}()
-			build()
-		}()
-		if err == nil {
-			t.Errorf("%s: built, want refused", name)
+	wrap := func(opts ...lambdaidem.Option) func() {
+		return func() {
+			lambdaidem.Wrap(b.store, func(context.Context, string) (string, error) { return "", nil }, b.wrapOpts(opts...)...)
 		}
-		return err
 	}
-	err := refused("with WithAtMostOnce", func() {
-		lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithOptimisticCommit(), lambdaidem.WithAtMostOnce())...)
-	})
-	if !errors.Is(err, lambdaidem.ErrNeedsLease) {
-		t.Errorf("WithAtMostOnce: %v, want ErrNeedsLease", err)
+	sqs := func(store lambdaidem.Store, opts ...lambdaidem.Option) func() {
+		return func() { lambdaidem.SQS(store, ok, b.opts(opts...)...) }
 	}
-	err = refused("with WithHeartbeat", func() {
-		lambdaidem.SQS(b.store, ok, b.opts(lambdaidem.WithOptimisticCommit(), lambdaidem.WithHeartbeat(time.Second))...)
-	})
-	if !errors.Is(err, lambdaidem.ErrNeedsLease) {
-		t.Errorf("WithHeartbeat: %v, want ErrNeedsLease", err)
+	opt := lambdaidem.WithOptimisticCommit()
+	for _, c := range []struct {
+		name   string
+		build  func()
+		option string
+		want   []error
+	}{
+		{"with WithAtMostOnce", sqs(b.store, opt, lambdaidem.WithAtMostOnce()), "WithOptimisticCommit and WithAtMostOnce",
+			[]error{lambdaidem.ErrNeedsLease, lambdaidem.ErrInvalidOption}},
+		{"with WithHeartbeat", sqs(b.store, opt, lambdaidem.WithHeartbeat(time.Second)), "WithOptimisticCommit and WithHeartbeat",
+			[]error{lambdaidem.ErrNeedsLease, lambdaidem.ErrInvalidOption}},
+		{"on a store without commits", sqs(struct{ lambdaidem.Store }{b.store}, opt), "WithOptimisticCommit",
+			[]error{lambdaidem.ErrCommitUnsupported, lambdaidem.ErrUnsupportedOption}},
+		{"on Wrap", wrap(opt), "WithOptimisticCommit", []error{lambdaidem.ErrUnsupportedOption}},
+		{"with WithWaitForCompletion", sqs(b.store, opt, lambdaidem.WithWaitForCompletion(time.Second)), "WithWaitForCompletion",
+			[]error{lambdaidem.ErrUnsupportedOption}},
+	} {
+		err := lambdaidem.Check(c.build)
+		var ce *lambdaidem.ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("%s: %v, want a *ConfigError", c.name, err)
+			continue
+		}
+		if ce.Option != c.option {
+			t.Errorf("%s: refused option %q, want %q (%v)", c.name, ce.Option, c.option, err)
+		}
+		for _, w := range c.want {
+			if !errors.Is(err, w) {
+				t.Errorf("%s: %v, want it to match %v", c.name, err, w)
+			}
+		}
 	}
-	refused("on a store without commits", func() {
-		lambdaidem.SQS(struct{ lambdaidem.Store }{b.store}, ok, b.opts(lambdaidem.WithOptimisticCommit())...)
-	})
-	refused("on Wrap", func() {
-		lambdaidem.Wrap(b.store, func(context.Context, string) (string, error) { return "", nil }, b.opts(lambdaidem.WithOptimisticCommit())...)
-	})
+	// What the mode keeps is built.
+	for name, build := range map[string]func(){
+		"alone":                       sqs(b.store, opt),
+		"with WithCache":              sqs(b.store, opt, lambdaidem.WithCache(10, time.Minute)),
+		"with WithMaxAttempts":        sqs(b.store, opt, lambdaidem.WithMaxAttempts(3)),
+		"with WithFailBatchOnFailure": sqs(b.store, opt, lambdaidem.WithFailBatchOnAnyFailure()),
+	} {
+		if err := lambdaidem.Check(build); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
 }
 
 // handleFailing runs h on ev, in which every record may fail (the

@@ -30,9 +30,6 @@ func SQS(store Store, handler MessageHandler, opts ...Option) func(context.Conte
 	c := newConfig(opts)
 	c.check(handlerSQS, store)
 	c.useHash(true)
-	if err := checkOptimistic(store, c); err != nil {
-		panic(err)
-	}
 	p := &sqsProcessor{engine: newEngine(store, c), handler: handler}
 	return p.handle
 }

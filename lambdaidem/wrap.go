@@ -89,9 +89,6 @@ func Wrap[In, Out any](store Store, fn func(context.Context, In) (Out, error), o
 	c := newConfig(opts)
 	c.check(handlerWrap, store)
 	c.useHash(false)
-	if c.optimistic {
-		panic(fmt.Errorf("%w: WithOptimisticCommit is an SQS option: a Wrap caller waits on its one run, which a lease keeps single", errUnsupportedStore))
-	}
 	w := &wrapper[In, Out]{engine: newEngine(store, c), fn: fn}
 	switch k := c.wrapKey.(type) {
 	case nil:

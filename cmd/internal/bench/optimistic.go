@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -11,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/lambdaidem/go-lambdaidem/dynamo"
+	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -158,4 +162,108 @@ func (b *dynamoBench) txVariants() []variant {
 		floor(VariantFloor, b.flr.txFirst),
 		floor(VariantOneTx, b.flr.oneTx),
 	}
+}
+
+// writeUnits adds up the write capacity units of the requests a proxy
+// forwards, from the requests themselves, for items of at most 1 KB (every
+// item of the benchmarks is): a standard write (PutItem, UpdateItem,
+// DeleteItem, one PartiQL statement) 1, refused by its condition or not; a
+// transactional write 2 per item in the transaction (DynamoDB prepares and
+// commits each); reads none.
+type writeUnits struct {
+	mu    sync.Mutex
+	units int
+}
+
+func (w *writeUnits) watch(p *faultproxy.Proxy) {
+	p.Inject(faultproxy.Fault{Action: faultproxy.Forward, Match: func(r faultproxy.Request) bool {
+		n := 0
+		switch r.Operation() {
+		case "PutItem", "UpdateItem", "DeleteItem", "ExecuteStatement":
+			n = 1
+		case "TransactWriteItems":
+			var in struct{ TransactItems []json.RawMessage }
+			_ = json.Unmarshal(r.Body, &in)
+			n = 2 * len(in.TransactItems)
+		case "BatchExecuteStatement":
+			var in struct{ Statements []json.RawMessage }
+			_ = json.Unmarshal(r.Body, &in)
+			n = len(in.Statements)
+		case "BatchWriteItem":
+			var in struct{ RequestItems map[string][]json.RawMessage }
+			_ = json.Unmarshal(r.Body, &in)
+			for _, items := range in.RequestItems {
+				n += len(items)
+			}
+		}
+		w.mu.Lock()
+		w.units += n
+		w.mu.Unlock()
+		return false // never applies: the request is only counted
+	}})
+}
+
+// take returns the units counted since the last take.
+func (w *writeUnits) take() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	u := w.units
+	w.units = 0
+	return u
+}
+
+// unitsText formats write units per message.
+func unitsText(units, messages int) string {
+	if messages == 0 {
+		return ""
+	}
+	return num(float64(units) / float64(messages))
+}
+
+// PathBatchedClaims is a 10-record batch claimed with one request and
+// completed with one more, through the store's batched calls
+// (lambdaidem.Batcher): the floor batched claims reach. The SQS handler
+// does not batch its claims yet; this row measures what the store offers.
+const PathBatchedClaims = PathBatch + ", the store's batched claim and completion (per message)"
+
+// batchedRequests counts a 10-record batch claimed and completed through
+// the store's batched calls.
+func (b *dynamoBench) batchedRequests(ctx context.Context, p *faultproxy.Proxy, store *dynamo.Store, units *writeUnits) (RequestRow, error) {
+	row := RequestRow{Impl: VariantLambdaidem, Path: PathBatchedClaims, Want: 2.0 / batchSize, Ops: map[string]int{}}
+	for range b.cfg.CountRuns {
+		ids := freshIDs(batchSize)
+		now := time.Now()
+		claims := make([]lambdaidem.ClaimRequest, len(ids))
+		for i, id := range ids {
+			claims[i] = lambdaidem.ClaimRequest{
+				Namespace: Namespace, Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
+				Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+			}
+		}
+		p.ResetCounts()
+		units.take()
+		ictx, cancel := invocation(ctx)
+		got := store.ClaimBatch(ictx, claims)
+		completes := make([]lambdaidem.CompleteRequest, 0, len(got))
+		for i, c := range got {
+			if c.Err != nil || !c.Result.Claimed {
+				cancel()
+				return row, fmt.Errorf("%s: claim of %s: %v (claimed %v)", PathBatchedClaims, ids[i], c.Err, c.Result.Claimed)
+			}
+			completes = append(completes, lambdaidem.CompleteRequest{Lease: c.Result.Lease, Now: now, ExpiresAt: now.Add(24 * time.Hour)})
+		}
+		for i, err := range store.CompleteBatch(ictx, completes) {
+			if err != nil {
+				cancel()
+				return row, fmt.Errorf("%s: completion of %s: %w", PathBatchedClaims, ids[i], err)
+			}
+		}
+		cancel()
+		for op, c := range opCounts(p) {
+			row.Ops[op] += c
+		}
+		row.Units += units.take()
+		row.Messages += batchSize
+	}
+	return row, nil
 }

@@ -248,7 +248,7 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate},
 		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate},
 	} {
-		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}}
+		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}, Units: -1}
 		for range b.cfg.CountRuns {
 			id := newID()
 			if pth.setup != nil {
@@ -269,7 +269,7 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	}
 	if b.node != nil {
 		for _, pth := range []struct{ name, op string }{{PathFirst, "first"}, {PathDuplicate, "duplicate"}} {
-			row := RequestRow{Impl: VariantPowertoolsRedis, Path: pth.name, Want: -1, Ops: map[string]int{}}
+			row := RequestRow{Impl: VariantPowertoolsRedis, Path: pth.name, Want: -1, Ops: map[string]int{}, Units: -1}
 			for range b.cfg.CountRuns {
 				if pth.op == "duplicate" {
 					if _, err := b.node.call(map[string]any{"op": "prepare-duplicate"}); err != nil {

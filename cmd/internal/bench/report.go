@@ -173,7 +173,7 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 
 // WriteRequests writes the requests-per-message table.
 func (r *DynamoResult) WriteRequests(w io.Writer) {
-	fmt.Fprintf(w, "| implementation | path | requests / message | by operation | target |\n|---|---|---:|---|---|\n")
+	fmt.Fprintf(w, "| implementation | path | requests / message | by operation | target | write units / message |\n|---|---|---:|---|---|---:|\n")
 	for _, row := range r.Requests {
 		want := ""
 		if row.Want >= 0 {
@@ -184,7 +184,7 @@ func (r *DynamoResult) WriteRequests(w io.Writer) {
 				want += " **missed**"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", row.Impl, row.Path, num(row.PerMessage()), row.OpsText(), want)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", row.Impl, row.Path, num(row.PerMessage()), row.OpsText(), want, row.UnitsPerMessage())
 	}
 }
 

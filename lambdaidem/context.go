@@ -53,6 +53,18 @@ func LeaseFromContext(ctx context.Context) (lease Lease, ok bool) {
 	return st.lease, true
 }
 
+// KeyFromContext returns the stored key of the record the handler runs
+// for (see StoredKey): the lease's key in lease mode, and the key of a
+// first delivery of the optimistic mode (WithOptimisticCommit), which runs
+// without a lease. ok is false outside a decorated handler.
+func KeyFromContext(ctx context.Context) (key string, ok bool) {
+	st, ok := ctx.Value(recordStateKey{}).(*recordState)
+	if !ok {
+		return "", false
+	}
+	return st.lease.Key, true
+}
+
 // AddCompletionWrite adds a write the Store commits atomically with this
 // record's completion (for the DynamoDB store, a types.TransactWriteItem):
 // the effect and the "done" mark happen together or not at all. It fails

@@ -338,3 +338,33 @@ func handleFailing(t *testing.T, h func(context.Context, events.SQSEvent) (event
 	}
 	return resp
 }
+
+// A handler learns its record's key from KeyFromContext in both modes,
+// and on Wrap; LeaseFromContext has no lease to give an optimistic run.
+func TestKeyFromContext(t *testing.T) {
+	b := setup(t)
+	var keys []string
+	record := func(ctx context.Context) {
+		k, ok := lambdaidem.KeyFromContext(ctx)
+		if !ok {
+			t.Error("KeyFromContext in a decorated handler: not ok")
+		}
+		keys = append(keys, k)
+	}
+	for _, opts := range [][]lambdaidem.Option{nil, {lambdaidem.WithOptimisticCommit()}} {
+		h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error { record(ctx); return nil },
+			b.opts(append(opts, lambdaidem.WithConcurrency(1))...)...)
+		mustHandle(t, h, t.Context(), batch(msg(fmt.Sprintf("m%d", len(keys)+1), "a")))
+	}
+	w := lambdaidem.Wrap(b.store, func(ctx context.Context, in string) (string, error) { record(ctx); return in, nil }, b.wrapOpts()...)
+	if _, err := w(t.Context(), "w1"); err != nil {
+		t.Fatal(err)
+	}
+	// Wrap's default key is a hash of its input.
+	if len(keys) != 3 || keys[0] != "m1" || keys[1] != "m2" || keys[2] == "" {
+		t.Errorf("keys = %q, want m1, m2 and Wrap's key", keys)
+	}
+	if _, ok := lambdaidem.KeyFromContext(t.Context()); ok {
+		t.Error("KeyFromContext outside a handler: ok")
+	}
+}

@@ -436,8 +436,14 @@ func (s *Scenario) unkeyable(kind string) bool {
 // keyOfMessage is the stored key of a queued message under the scenario's
 // key option.
 func (s *Scenario) keyOfMessage(m *Message) string {
-	if s.Cfg.KeyBy == "id" {
+	switch s.Cfg.KeyBy {
+	case "id":
 		return m.ID
+	case "attr":
+		// The attribute keys even a body that does not parse.
+		if a, ok := m.Attributes[keyAttribute]; ok && a.StringValue != nil {
+			return *a.StringValue
+		}
 	}
 	return s.body(m.Body).Key
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 )
 
 // WithOptimisticCommit runs a message's first delivery without a lease:
@@ -205,8 +203,7 @@ func (p *sqsProcessor) commit(ctx context.Context, r *RecordReport, req CommitRe
 		}
 		return err
 	})
-	trustRefusal := mutant.On("commit-refusal-after-timeout-trusted") // the bug: a try held in the network may land after the refusal was acted on
-	if err == nil && unknown && !res.Committed && !trustRefusal {
+	if err == nil && unknown && !res.Committed {
 		return CommitResult{}, fmt.Errorf("%w: commit of %q: an earlier try's outcome is unknown and it may still apply; a later try was refused", ErrStoreUnavailable, req.Key)
 	}
 	return res, err

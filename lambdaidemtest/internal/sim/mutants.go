@@ -26,8 +26,6 @@ type Mutant struct {
 var Mutants = []Mutant{
 	{Name: "commit-over-live-lease", Where: "lambdaidem/memstore/commit.go", Filter: "optimistic",
 		What: "a commit without a lease (WithOptimisticCommit) replaces a record held under a live lease"},
-	{Name: "commit-refusal-after-timeout-trusted", Where: "lambdaidem/optimistic.go", Filter: "optimistic,late",
-		What: "the optimistic mode acts on a commit's refusal although an earlier try of it, held in the network, may still apply"},
 	{Name: "complete-ignores-lease-token", Where: "lambdaidem/memstore/store.go",
 		What: "Complete applies without the lease-token condition"},
 	{Name: "claim-takes-live-lease", Where: "lambdaidem/memstore/store.go",
@@ -143,8 +141,8 @@ var Promises = []Promise{
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
 		[]string{"lease-margin-unchecked", "key-panic-crashes-batch"}},
-	{"The optimistic mode (WithOptimisticCommit): a commit without a lease applies only where a claim would (never over a live lease, a finished key or another payload), so lease-mode and optimistic consumers on one table never both commit an effect; a refused commit is acted on only once no earlier try of it can still apply", InvCommit,
-		[]string{"commit-over-live-lease", "commit-refusal-after-timeout-trusted"}},
+	{"The optimistic mode (WithOptimisticCommit): a commit without a lease applies only where a claim would (never over a live lease, a finished key or another payload), so lease-mode and optimistic consumers on one table never both commit an effect", InvCommit,
+		[]string{"commit-over-live-lease"}},
 	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
 		[]string{"observed-handler-shares-invocation-context"}},
 }

@@ -24,6 +24,9 @@ type recordState struct {
 	accept *engine
 	// returned is set once the handler returned: later writes are refused.
 	returned bool
+	// unleased is set for a run of the optimistic mode: lease only bounds
+	// its context, no claim took it.
+	unleased bool
 	// ctxEnded is set when the handler returned an error after its context
 	// had ended (deadline, cancellation, lost lease): its outcome is unknown.
 	ctxEnded bool
@@ -68,13 +71,26 @@ func (st *recordState) String() string {
 
 // LeaseFromContext returns the lease the handler runs under: its token, its
 // attempt number (1 on first delivery) and its fencing number. ok is false
-// outside a decorated handler.
+// outside a decorated handler, and during a first delivery of the
+// optimistic mode (WithOptimisticCommit), which runs without a lease.
 func LeaseFromContext(ctx context.Context) (lease Lease, ok bool) {
 	st, ok := ctx.Value(recordStateKey{}).(*recordState)
-	if !ok {
+	if !ok || st.unleased {
 		return Lease{}, false
 	}
 	return st.lease, true
+}
+
+// KeyFromContext returns the stored key of the record the handler runs
+// for (see StoredKey): the lease's key in lease mode, and the key of a
+// first delivery of the optimistic mode (WithOptimisticCommit), which runs
+// without a lease. ok is false outside a decorated handler.
+func KeyFromContext(ctx context.Context) (key string, ok bool) {
+	st, ok := ctx.Value(recordStateKey{}).(*recordState)
+	if !ok {
+		return "", false
+	}
+	return st.lease.Key, true
 }
 
 // AddCompletionWrite adds a write the Store commits atomically with this

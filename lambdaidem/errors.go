@@ -230,6 +230,23 @@ var (
 	ErrNamespaceRequired = errors.New("lambdaidem: a namespace is required")
 )
 
+// ErrInvalidRequest: a store request the store cannot act on whatever the
+// record holds (a commit without a token, a status a commit cannot
+// write); nothing was sent. It is a caller's bug, never
+// ErrStoreUnavailable.
+var ErrInvalidRequest = errors.New("lambdaidem: invalid store request")
+
+// ErrNeedsLease: an option that only a lease taken before the handler runs
+// can serve (WithAtMostOnce, WithHeartbeat) given together with
+// WithOptimisticCommit, which takes none for a first delivery. SQS refuses
+// the pair when it is built.
+var ErrNeedsLease = errors.New("lambdaidem: the option needs a lease, and WithOptimisticCommit takes none")
+
+// ErrCommitUnsupported: WithOptimisticCommit given with a store that
+// cannot commit a run's outcome without a lease (it does not implement
+// Committer). SQS refuses it when built.
+var ErrCommitUnsupported = errors.New("lambdaidem: the store cannot commit a run without a lease, as WithOptimisticCommit needs")
+
 // Errors of construction. SQS, Wrap and the handlers built on them (the
 // httpidem handlers, the test kit) check their options, and their options
 // against the store, when they are built: a refusal panics with a

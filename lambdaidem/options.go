@@ -85,6 +85,7 @@ type config struct {
 	entry               EntryPoint // what Wrap reports to observers
 	atMostOnce          bool
 	heartbeat           time.Duration
+	optimistic          bool // WithOptimisticCommit
 	wait                time.Duration  // WithWaitForCompletion; 0: off
 	writeKinds          []reflect.Type // WithCompletionWrites
 	// given names the options given, in order, for the checks of
@@ -158,6 +159,7 @@ var sqsOnly = map[string]string{
 	"WithVisibility":            "Wrap has no message whose visibility could change",
 	"WithBackoff":               "Wrap has no message whose visibility could change",
 	"WithInvocationHook":        "Wrap has no SQS invocation to report",
+	"WithOptimisticCommit":      "a Wrap caller waits on its one run, which only a lease taken before it keeps single",
 }
 
 // wrapOnly are the options only Wrap uses: SQS refuses them.
@@ -274,6 +276,10 @@ func (c *config) check(handler string, store Store) {
 		if room := lease - c.leaseMargin(c.margin, lease); c.heartbeat >= room {
 			invalid(fmt.Sprintf("WithHeartbeat(%s)", c.heartbeat), "it cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", lease, room)
 		}
+	}
+
+	if e := c.checkOptimistic(store); e != nil {
+		fail(e)
 	}
 
 	caps, ok := CapabilitiesOf(store)

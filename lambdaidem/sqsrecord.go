@@ -47,6 +47,9 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 			return rep
 		}
 	}
+	if p.unclaimedFirst(msg) {
+		return p.optimistic(ctx, t, msg, hash, r)
+	}
 	r.StoreCalls++
 	cr, err := p.store.Claim(ctx, p.claimRequest(t, r.Key, hash, msg.MessageId, now))
 	if err != nil {

@@ -183,6 +183,13 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 	// transactional handler), or its handler's effect happened and the
 	// completion could not be written (OutcomeUnrecorded, see hook).
 	k.store.OnComplete = func(req lambdaidem.CompleteRequest) { k.succeeded[req.Lease.Key] = true }
+	// A commit of the optimistic mode (WithOptimisticCommit) is a claim
+	// and a completion in one.
+	k.store.OnCommit = func(req lambdaidem.CommitRequest, res lambdaidem.CommitResult, _ lambdaidem.Record, _ error) {
+		if res.Committed && req.Status == lambdaidem.StatusCompleted {
+			k.succeeded[req.Key] = true
+		}
+	}
 	k.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
 		if res.Previous == lambdaidem.StatusInProgress {
 			k.takeovers++
@@ -352,7 +359,7 @@ func (k *Kit) sendDeadLetter(ctx context.Context, dl lambdaidem.DeadLetter) (str
 func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	w := k.w
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
-	key := lease.Key
+	key, _ := lambdaidem.KeyFromContext(ctx) // the lease's, or an optimistic run's without one
 	p := k.plans[msg.MessageId]
 	if p != nil && p.used {
 		p = nil

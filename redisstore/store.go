@@ -141,9 +141,26 @@ func unavailable(op, key string, err error) error {
 // kept apart comes with it only when the claim is a replay (the record is
 // COMPLETED with the claim's payload hash and its result has not expired).
 func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
-	k, err := s.keysOf("claim", req.Namespace, req.Key)
+	c, err := s.claimCall(req)
 	if err != nil {
 		return lambdaidem.ClaimResult{}, err
+	}
+	return c.reply(c.script.Run(ctx, s.client, c.keys.all(), c.args...).Slice())
+}
+
+// claimCall is one claim's script call, and how to read its reply.
+type claimCall struct {
+	req    lambdaidem.ClaimRequest
+	keys   keys
+	script *redis.Script
+	args   []any
+}
+
+// claimCall validates a claim and builds its script call.
+func (s *Store) claimCall(req lambdaidem.ClaimRequest) (*claimCall, error) {
+	k, err := s.keysOf("claim", req.Namespace, req.Key)
+	if err != nil {
+		return nil, err
 	}
 	noTakeover := "0"
 	if req.NoTakeover {
@@ -154,11 +171,16 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	if mutant.On("redis-failed-reclaimed-by-other-payload") {
 		script = redis.NewScript(strings.Replace(claimSource, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1))
 	}
-	v, err := script.Run(ctx, s.client, k.all(),
+	return &claimCall{req: req, keys: k, script: script, args: []any{
 		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
 		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
 		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
-	).Slice()
+	}}, nil
+}
+
+// reply reads the claim script's reply.
+func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
+	req, k := c.req, c.keys
 	if err != nil {
 		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
 	}
@@ -238,9 +260,28 @@ type apartOp struct {
 
 // finish runs the fenced write script.
 func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now time.Time, w write) error {
-	k, err := s.keysOf(op, l.Namespace, l.Key)
+	c, err := s.finishCall(op, l, now, w)
 	if err != nil {
 		return err
+	}
+	return c.reply(finishScript.Run(ctx, s.client, c.scriptKeys, c.args...).StringSlice())
+}
+
+// finishCall is one fenced write's script call, and how to read its
+// reply.
+type finishCall struct {
+	op         string
+	keys       keys
+	scriptKeys []string // keys, then the keys of the commands
+	args       []any
+	cmds       []Command
+}
+
+// finishCall validates a fenced write and builds its script call.
+func (s *Store) finishCall(op string, l lambdaidem.Lease, now time.Time, w write) (*finishCall, error) {
+	k, err := s.keysOf(op, l.Namespace, l.Key)
+	if err != nil {
+		return nil, err
 	}
 	ea, exp := "-", "-"
 	if !w.keep {
@@ -252,7 +293,12 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 	args = append(args, w.set...)
 	args = append(args, w.del...)
 	scriptKeys, args := encodeCommands(w.cmds, k.all(), args)
-	v, err := finishScript.Run(ctx, s.client, scriptKeys, args...).StringSlice()
+	return &finishCall{op: op, keys: k, scriptKeys: scriptKeys, args: args, cmds: w.cmds}, nil
+}
+
+// reply reads the fenced write script's reply.
+func (c *finishCall) reply(v []string, err error) error {
+	op, k := c.op, c.keys
 	if err != nil {
 		return unavailable(op, k.record, err)
 	}
@@ -267,11 +313,11 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 		return nil
 	case "refused":
 		i, _ := strconv.Atoi(v[1])
-		if i < 1 || i > len(w.cmds) || len(v) != 3 {
+		if i < 1 || i > len(c.cmds) || len(v) != 3 {
 			return unavailable(op, k.record, fmt.Errorf("unexpected refusal %q", v))
 		}
-		c := w.cmds[i-1]
-		return fmt.Errorf("redisstore %s %q: %w", op, k.record, &CommandError{Index: i - 1, Op: c.Op, Key: c.Key, Reason: v[2]})
+		cmd := c.cmds[i-1]
+		return fmt.Errorf("redisstore %s %q: %w", op, k.record, &CommandError{Index: i - 1, Op: cmd.Op, Key: cmd.Key, Reason: v[2]})
 	case "gone":
 		why = "the record is gone"
 	case "expired":
@@ -298,16 +344,26 @@ func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now t
 // ErrInvalidCommand, a key outside the record's slot with ErrCrossSlot,
 // all before anything is sent.
 func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
-	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
+	w, err := s.completeWrite(req)
 	if err != nil {
 		return err
 	}
+	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+}
+
+// completeWrite is the fenced write of a completion, its commands
+// checked.
+func (s *Store) completeWrite(req lambdaidem.CompleteRequest) (write, error) {
+	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
+	if err != nil {
+		return write{}, err
+	}
 	cmds, err := s.commandsOf(k, req.Writes)
 	if err != nil {
-		return fmt.Errorf("redisstore complete %q: %w", k.record, err)
+		return write{}, fmt.Errorf("redisstore complete %q: %w", k.record, err)
 	}
 	if len(req.Result) > s.maxRes {
-		return fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
+		return write{}, fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
 			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
 	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt, cmds: cmds}
@@ -329,7 +385,7 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 	} else {
 		w.set = append(w.set, fResultUntil, msArg(req.ResultUntil))
 	}
-	return s.finish(ctx, "complete", req.Lease, req.Now, w)
+	return w, nil
 }
 
 // earliest is the earlier of two times, a zero time counting as never.

@@ -207,3 +207,22 @@ func kitLateReplay(t *testing.T) {
 	}
 	checked(t, k)
 }
+
+// kitOptimistic: a message delivered twice in the optimistic mode commits
+// its effect once, with its completion.
+func kitOptimistic(t *testing.T) {
+	db := dynamotest.New(effectsTable)
+	insert := func(ctx context.Context, m events.SQSMessage) error {
+		return lambdaidem.AddCompletionWrite(ctx, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(effectsTable.Name),
+			Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: m.Body}},
+		}})
+	}
+	k := lambdaidemtest.NewWithStore(memstore.New(memstore.WithCompletionWrites(db)), insert, keyed,
+		lambdaidem.WithCompletionWrites[types.TransactWriteItem](), lambdaidem.WithOptimisticCommit())
+	k.DeliverTwice(`{"key":"k"}`)
+	if n := len(db.Items(effectsTable.Name)); n != 1 {
+		t.Fatalf("%d effects after a message delivered twice, want 1", n)
+	}
+	checked(t, k)
+}

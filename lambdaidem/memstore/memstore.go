@@ -26,6 +26,12 @@ const (
 	OpForget     = "forget"
 	OpCount      = "count"
 	OpList       = "list"
+	// OpCommit is a commit of the optimistic mode (lambdaidem.Committer);
+	// OpClaimBatch and OpCompleteBatch are batched claims and completions
+	// (lambdaidem.Batcher), one call per batch.
+	OpCommit        = "commit"
+	OpClaimBatch    = "claim-batch"
+	OpCompleteBatch = "complete-batch"
 )
 
 // Stats counts the calls a Store answered or refused, one field per
@@ -39,12 +45,15 @@ type Stats struct {
 	// Release, Forget, Count and List count the operator calls
 	// (lambdaidem.Admin); List counts ListOpen sequences, not pages.
 	Release, Forget, Count, List int
+	// Commit counts Commit calls; ClaimBatch and CompleteBatch count
+	// batched requests, one per call whatever the batch holds.
+	Commit, ClaimBatch, CompleteBatch int
 }
 
 // Total is the number of calls of every operation.
 func (s Stats) Total() int {
 	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete + s.Reset +
-		s.Release + s.Forget + s.Count + s.List
+		s.Release + s.Forget + s.Count + s.List + s.Commit + s.ClaimBatch + s.CompleteBatch
 }
 
 // Store is an in-memory [lambdaidem.Store]. The zero value is not usable;
@@ -157,6 +166,12 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		s.stats.Count++
 	case OpList:
 		s.stats.List++
+	case OpCommit:
+		s.stats.Commit++
+	case OpClaimBatch:
+		s.stats.ClaimBatch++
+	case OpCompleteBatch:
+		s.stats.CompleteBatch++
 	}
 	fault := s.fault
 	s.mu.Unlock()

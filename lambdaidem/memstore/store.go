@@ -30,7 +30,11 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.claimLocked(req), nil
+}
 
+// claimLocked is Claim's decision and write; the caller holds the lock.
+func (s *Store) claimLocked(req lambdaidem.ClaimRequest) lambdaidem.ClaimResult {
 	k := id{req.Namespace, req.Key}
 	r := s.live(k, req.Now)
 	reclaimAnyPayload := mutant.On("failed-reclaimed-by-other-payload") // the bug: a FAILED record claimed by any payload
@@ -56,14 +60,14 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		s.records[k] = r
 	case r.PayloadHash != req.PayloadHash:
 		// A key conflict is never a duplicate and never a takeover.
-		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
+		return lambdaidem.ClaimResult{Record: copyRecord(r)}
 	case r.Status == lambdaidem.StatusFailed:
 		prev = lambdaidem.StatusFailed
 	case r.Status == lambdaidem.StatusInProgress && !req.NoTakeover && (r.LeaseExpired(req.Now, req.Grace) || takeLiveLease):
 		prev = lambdaidem.StatusInProgress
 		r.Takeovers++
 	default:
-		return lambdaidem.ClaimResult{Record: copyRecord(r)}, nil
+		return lambdaidem.ClaimResult{Record: copyRecord(r)}
 	}
 
 	if token == "" {
@@ -90,7 +94,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		},
 		Previous: prev,
 		Record:   copyRecord(r),
-	}, nil
+	}
 }
 
 // write applies a write fenced by the lease token. finished is the status
@@ -114,6 +118,12 @@ func (s *Store) writeOrRefuse(ctx context.Context, op string, l lambdaidem.Lease
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.writeLocked(op, l, now, finished, apply)
+}
+
+// writeLocked is write's decision and write; the caller holds the lock.
+func (s *Store) writeLocked(op string, l lambdaidem.Lease, now time.Time,
+	finished lambdaidem.Status, apply func(r *lambdaidem.Record) error) error {
 	r, err := s.fenced(op, l, now, finished)
 	if r == nil {
 		return err
@@ -210,6 +220,17 @@ func (s *Store) completeWithWrites(ctx context.Context, req lambdaidem.CompleteR
 	return s.writeOrRefuse(ctx, OpComplete, req.Lease, req.Now, lambdaidem.StatusCompleted, func(r *lambdaidem.Record) error {
 		return s.writes.ApplyWrites(writes, func() { complete(r) })
 	})
+}
+
+// completion is what a completion sets on the record.
+func completion(req lambdaidem.CompleteRequest) func(r *lambdaidem.Record) {
+	result := cloneBytes(req.Result)
+	return func(r *lambdaidem.Record) {
+		r.Status = lambdaidem.StatusCompleted
+		r.Result = result
+		r.ResultUntil = req.ResultUntil
+		r.ExpiresAt = req.ExpiresAt
+	}
 }
 
 // Fail records a retryable failure; see [lambdaidem.Store].

@@ -41,6 +41,7 @@ func TestDynamoSmoke(t *testing.T) {
 		}
 		checkSamples(t, res, path, want, cfg.N)
 	}
+	checkSamples(t, res, bench.PathTxFirst, []string{bench.VariantLambdaidem, bench.VariantOptimistic, bench.VariantFloor, bench.VariantOneTx}, cfg.N)
 	checkRequests(t, res)
 	var buf bytes.Buffer
 	res.WriteLatency(&buf)

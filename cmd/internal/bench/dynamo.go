@@ -298,6 +298,18 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
 		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
 		lambdaidem.WithConcurrency(cfg.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
+	b.effects = harness.UniqueName("lambdaidem-bench-effects")
+	fmt.Fprintf(cfg.Progress, "creating table %s (the transactional handler's effects)\n", b.effects)
+	if err := createEffectsTable(ctx, client, b.effects); err != nil {
+		return nil, err
+	}
+	defer func() { _ = deleteTable(client, b.effects) }()
+	b.hTx = lambdaidem.SQS(b.store, txHandler(b.effects),
+		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
+		lambdaidem.WithConcurrency(cfg.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
+	b.hOpt = lambdaidem.SQS(b.store, txHandler(b.effects), lambdaidem.WithOptimisticCommit(),
+		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
+		lambdaidem.WithConcurrency(cfg.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
 
 	var countProxy string
 	if cfg.PowertoolsDir != "" {
@@ -326,7 +338,7 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 		res.NodeVersion = r.Node
 	}
 
-	for _, path := range []string{PathFirst, PathDuplicate, PathBatch, PathFIFO} {
+	for _, path := range []string{PathFirst, PathDuplicate, PathBatch, PathFIFO, PathTxFirst} {
 		pr, err := b.latency(ctx, path)
 		if err != nil {
 			return nil, err
@@ -347,9 +359,13 @@ type dynamoBench struct {
 	table  string
 	store  *dynamo.Store
 	h      sqsHandler
-	out    outcomes
-	flr    *floor
-	node   *node
+	// effects is the transactional handler's table; hTx and hOpt are
+	// that handler in lease mode and in the optimistic mode.
+	effects   string
+	hTx, hOpt sqsHandler
+	out       outcomes
+	flr       *floor
+	node      *node
 	// wire records the first-delivery path's HTTP attempts; breakdown
 	// holds them split into phases, per variant.
 	wire      *wire
@@ -409,6 +425,8 @@ func (b *dynamoBench) variants(path string) []variant {
 		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantFloor), floor(VariantFloorTwin)}
 	case PathFIFO:
 		vs = b.fifoVariants()
+	case PathTxFirst:
+		vs = b.txVariants()
 	case PathBatch:
 		floor := func(name string) variant {
 			return variant{name, func(ctx context.Context) (time.Duration, error) {
@@ -427,8 +445,7 @@ func (b *dynamoBench) variants(path string) []variant {
 			floor(VariantFloor), floor(VariantFloorTwin),
 		}
 	}
-	if b.node != nil {
-		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch", PathFIFO: "fifo"}[path]
+	if op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate", PathBatch: "batch", PathFIFO: "fifo"}[path]; b.node != nil && op != "" {
 		vs = append(vs, b.nodeVariant(VariantPowertools, op))
 		if path == PathFirst {
 			vs = append(vs, b.nodeVariant(VariantPowertoolsBare, "floor"))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -231,6 +232,13 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	ok := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil }, opts...)
 	cached := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil },
 		append(opts, lambdaidem.WithCache(1000, time.Hour))...)
+	// The transactional handler: its effect is one command run by the
+	// completion's script (lease mode) or the commit's (optimistic mode).
+	txRedis := func(ctx context.Context, m events.SQSMessage) error {
+		return lambdaidem.AddCompletionWrite(ctx, redisstore.Set(store.Key(Namespace, "fx:"+m.MessageId), "42"))
+	}
+	tx := lambdaidem.SQS(store, txRedis, opts...)
+	optimistic := lambdaidem.SQS(store, txRedis, append(slices.Clone(opts), lambdaidem.WithOptimisticCommit())...)
 	// Connect before counting: the handshake is not a store request.
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, err
@@ -247,8 +255,10 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 		{PathFirst, 2, nil, ok, lambdaidem.OutcomeProcessed},
 		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate},
 		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate},
+		{PathTxFirst, 2, nil, tx, lambdaidem.OutcomeProcessed},
+		{PathTxFirst + ", WithOptimisticCommit", 1, nil, optimistic, lambdaidem.OutcomeProcessed},
 	} {
-		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}}
+		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}, Units: -1}
 		for range b.cfg.CountRuns {
 			id := newID()
 			if pth.setup != nil {
@@ -269,7 +279,7 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	}
 	if b.node != nil {
 		for _, pth := range []struct{ name, op string }{{PathFirst, "first"}, {PathDuplicate, "duplicate"}} {
-			row := RequestRow{Impl: VariantPowertoolsRedis, Path: pth.name, Want: -1, Ops: map[string]int{}}
+			row := RequestRow{Impl: VariantPowertoolsRedis, Path: pth.name, Want: -1, Ops: map[string]int{}, Units: -1}
 			for range b.cfg.CountRuns {
 				if pth.op == "duplicate" {
 					if _, err := b.node.call(map[string]any{"op": "prepare-duplicate"}); err != nil {

@@ -23,7 +23,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(
 // floorOf names the variant a variant's ratio is taken against.
 func floorOf(v string) string {
 	switch v {
-	case VariantLambdaidem, VariantFloor, VariantFloorTwin:
+	case VariantLambdaidem, VariantFloor, VariantFloorTwin, VariantOptimistic, VariantOneTx:
 		return VariantFloor
 	case VariantPowertools, VariantPowertoolsBare:
 		return VariantPowertoolsBare
@@ -113,6 +113,8 @@ func (r *DynamoResult) Targets() []Target {
 		{"10-record batch p99 ≤ 1.10 × its floor", TargetP99VsFloor, vsFloor(PathBatch, 0.99)},
 		{"first delivery p50 ≤ 0.5 × Powertools", TargetFirstVsPowertools,
 			ratio(q(PathFirst, VariantLambdaidem, 0.5), q(PathFirst, VariantPowertools, 0.5))},
+		{"transactional first delivery, WithOptimisticCommit, p50 ≤ 0.67 × lease mode's floor (a bare claim, then the bare transaction)",
+			TargetOptimisticVsFloor, ratio(q(PathTxFirst, VariantOptimistic, 0.5), q(PathTxFirst, VariantFloor, 0.5))},
 	}
 }
 
@@ -171,7 +173,7 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 
 // WriteRequests writes the requests-per-message table.
 func (r *DynamoResult) WriteRequests(w io.Writer) {
-	fmt.Fprintf(w, "| implementation | path | requests / message | by operation | target |\n|---|---|---:|---|---|\n")
+	fmt.Fprintf(w, "| implementation | path | requests / message | by operation | target | write units / message |\n|---|---|---:|---|---|---:|\n")
 	for _, row := range r.Requests {
 		want := ""
 		if row.Want >= 0 {
@@ -182,7 +184,7 @@ func (r *DynamoResult) WriteRequests(w io.Writer) {
 				want += " **missed**"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", row.Impl, row.Path, num(row.PerMessage()), row.OpsText(), want)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", row.Impl, row.Path, num(row.PerMessage()), row.OpsText(), want, row.UnitsPerMessage())
 	}
 }
 

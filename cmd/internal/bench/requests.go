@@ -27,6 +27,17 @@ type RequestRow struct {
 	Ops map[string]int
 	// Want is the target per message, or -1 when there is none.
 	Want float64
+	// Units is the write capacity units the requests cost, computed from
+	// the requests (see writeUnits); -1 when not counted.
+	Units int
+}
+
+// UnitsPerMessage is the write units per message ("" when not counted).
+func (r RequestRow) UnitsPerMessage() string {
+	if r.Units < 0 {
+		return ""
+	}
+	return unitsText(r.Units, r.Messages)
 }
 
 // PerMessage is the requests per message.
@@ -78,6 +89,8 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 		return nil, err
 	}
 	defer p.Close()
+	var units writeUnits
+	units.watch(p)
 	client := NewClient(p.URL(), b.cfg.Region, b.cfg.Concurrency)
 	store := dynamo.New(client, b.table)
 	direct := dynamo.New(b.client, b.table)
@@ -90,6 +103,8 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 	failing := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return fmt.Errorf("bench: handler failure") }, opts...)
 	cached := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil },
 		append(slices.Clone(opts), lambdaidem.WithCache(1000, time.Hour))...)
+	tx := lambdaidem.SQS(store, txHandler(b.effects), opts...)
+	optimistic := lambdaidem.SQS(store, txHandler(b.effects), append(slices.Clone(opts), lambdaidem.WithOptimisticCommit())...)
 
 	// A path is a setup (not counted) and a counted delivery.
 	type path struct {
@@ -138,6 +153,9 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 		{name: "takeover of an abandoned lease", want: 3, messages: 1, setup: abandoned(false), h: ok, outcome: lambdaidem.OutcomeProcessed, takeover: true},
 		{name: "expired record re-created", want: 3, messages: 1, setup: abandoned(true), h: ok, outcome: lambdaidem.OutcomeProcessed},
 		{name: PathBatch + " (per message)", want: 2, messages: batchSize, h: ok, outcome: lambdaidem.OutcomeProcessed},
+		{name: PathTxFirst, want: 2, messages: 1, h: tx, outcome: lambdaidem.OutcomeProcessed},
+		{name: PathTxFirst + ", WithOptimisticCommit", want: 1, messages: 1, h: optimistic, outcome: lambdaidem.OutcomeProcessed},
+		{name: PathTxFirst + " ×10, WithOptimisticCommit (per message)", want: 1, messages: batchSize, h: optimistic, outcome: lambdaidem.OutcomeProcessed},
 	}
 	var rows []RequestRow
 	for _, pth := range paths {
@@ -150,6 +168,7 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 				}
 			}
 			p.ResetCounts()
+			units.take()
 			ictx, cancel := invocation(ctx)
 			_, err := pth.h(ictx, event(ids...))
 			cancel()
@@ -163,10 +182,16 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 			for op, c := range opCounts(p) {
 				row.Ops[op] += c
 			}
+			row.Units += units.take()
 			row.Messages += pth.messages
 		}
 		rows = append(rows, row)
 	}
+	row, err := b.batchedRequests(ctx, p, store, &units)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row)
 	if b.node != nil {
 		pt, err := b.nodeRequests()
 		if err != nil {
@@ -193,7 +218,7 @@ func (b *dynamoBench) nodeRequests() ([]RequestRow, error) {
 		{"handler failure", "failure", 1, 2},
 		{PathBatch + " (per message)", "batch", batchSize, 2},
 	} {
-		row := RequestRow{Impl: VariantPowertools, Path: pth.name, Want: -1, Ops: map[string]int{}}
+		row := RequestRow{Impl: VariantPowertools, Path: pth.name, Want: -1, Ops: map[string]int{}, Units: -1}
 		for range b.cfg.CountRuns {
 			if pth.op == "duplicate" {
 				if _, err := b.node.call(map[string]any{"op": "prepare-duplicate"}); err != nil {

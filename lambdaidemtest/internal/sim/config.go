@@ -103,6 +103,13 @@ type Config struct {
 	Wait     time.Duration `json:",omitempty"`
 	Twins    float64       `json:",omitempty"`
 	LateFail float64       `json:",omitempty"`
+	// Optimistic is the chance an execution environment's decorator runs
+	// WithOptimisticCommit (1: all of them; between 0 and 1: a mixed
+	// fleet of lease-mode and optimistic consumers on one table). It
+	// applies with Tx only (the mode is for effects committed with the
+	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
+	// refuse it when built, and the environment runs in lease mode.
+	Optimistic float64 `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -145,6 +152,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"unfinished", "a short WithUnfinishedRetention"},
 	{"noallfailed", "WithAllFailedError(false)"},
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
+	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -405,6 +413,21 @@ func Draw(seed uint64, known []string, filter string) Config {
 					}
 					c.Store.LateBy = max(c.Store.LateBy, lease+c.Grace+time.Duration(rw.Int64N(int64(10*time.Second))))
 				}
+			}
+		}
+	}
+	// The optimistic mode draws from a stream of its own too.
+	ro := rand.New(rand.NewPCG(seed, 0x0b71))
+	if ro.Float64() < 0.25 || want("optimistic") {
+		c.Optimistic = 1
+		if ro.Float64() < 0.5 {
+			c.Optimistic = 0.2 + 0.6*ro.Float64()
+		}
+		if want("optimistic") {
+			c.Tx = true
+			if ro.Float64() < 0.8 {
+				// Mostly without what the mode refuses, so that it runs.
+				c.AtMostOnce, c.Heartbeat = false, 0
 			}
 		}
 	}

@@ -30,6 +30,7 @@ const (
 	InvCallers      Invariant = "one caller's stored response never reaches another"
 	InvWaiters      Invariant = "a waiter returns only what the store holds"
 	InvObserver     Invariant = "observers see each record once, in its context"
+	InvCommit       Invariant = "a commit without a lease applies only where a claim would"
 )
 
 // InvariantOf returns the invariant a violation names ("" for none).

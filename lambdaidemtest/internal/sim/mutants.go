@@ -24,6 +24,8 @@ type Mutant struct {
 // `name := mutant.On("name")` on a line of its own) where the bug would
 // be, and add a row here naming that file.
 var Mutants = []Mutant{
+	{Name: "commit-over-live-lease", Where: "lambdaidem/memstore/commit.go", Filter: "optimistic",
+		What: "a commit without a lease (WithOptimisticCommit) replaces a record held under a live lease"},
 	{Name: "complete-ignores-lease-token", Where: "lambdaidem/memstore/store.go",
 		What: "Complete applies without the lease-token condition"},
 	{Name: "claim-takes-live-lease", Where: "lambdaidem/memstore/store.go",
@@ -141,6 +143,8 @@ var Promises = []Promise{
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
 		[]string{"lease-margin-unchecked", "key-panic-crashes-batch"}},
+	{"The optimistic mode (WithOptimisticCommit): a commit without a lease applies only where a claim would (never over a live lease, a finished key or another payload), so lease-mode and optimistic consumers on one table never both commit an effect", InvCommit,
+		[]string{"commit-over-live-lease"}},
 	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
 		[]string{"observed-handler-shares-invocation-context"}},
 }

@@ -93,8 +93,27 @@ func (r *redisLedger) list(ns, key string) string { return r.Key(ns, "fx:"+key) 
 func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	ns := req.Lease.Namespace
 	var keys []string
-	writes := make([]any, 0, len(req.Writes)+1)
-	for _, w := range req.Writes {
+	req.Writes, keys = r.commands(ns, req.Writes)
+	err := r.Store.Complete(ctx, req)
+	r.readBack(ctx, ns, keys)
+	return err
+}
+
+// Commit implements lambdaidem.Committer: the optimistic mode's commit
+// runs the effects' commands in its own step.
+func (r *redisLedger) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
+	var keys []string
+	req.Writes, keys = r.commands(req.Namespace, req.Writes)
+	res, err := r.Store.Commit(ctx, req)
+	r.readBack(ctx, req.Namespace, keys)
+	return res, err
+}
+
+// commands turns a completion's Effects into Redis commands, and returns
+// the effects' keys.
+func (r *redisLedger) commands(ns string, in []any) (writes []any, keys []string) {
+	writes = make([]any, 0, len(in)+1)
+	for _, w := range in {
 		e, ok := w.(Effect)
 		if !ok {
 			writes = append(writes, w)
@@ -107,8 +126,11 @@ func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteReque
 		// The effect's own condition fails, as a balance check would.
 		writes = append(writes, redisstore.Set(r.Key(ns, "refusal"), "x").If(redisstore.Guard{Key: r.Key(ns, "never"), Test: redisstore.TestExists}))
 	}
-	req.Writes = writes
-	err := r.Store.Complete(ctx, req)
+	return writes, keys
+}
+
+// readBack reads the effects of keys back from Redis into the ledger.
+func (r *redisLedger) readBack(ctx context.Context, ns string, keys []string) {
 	for _, k := range keys {
 		got, rerr := r.client.LRange(context.WithoutCancel(ctx), r.list(ns, k), 0, -1).Result()
 		if rerr != nil {
@@ -124,7 +146,6 @@ func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteReque
 		}
 		r.ledger.Tx[k] = all
 	}
-	return err
 }
 
 // exploreStore runs the generator against one real store for budget (at

@@ -51,6 +51,9 @@ type Result struct {
 	// WaiterReplays and WaiterFailures their answers the checker held to
 	// the store (stored results, failures of the runs they waited for).
 	Waiters, WaiterReplays, WaiterFailures int
+	// Optimistic counts the decorators built in the optimistic mode,
+	// Commits the commits without a lease that applied.
+	Optimistic, Commits int
 }
 
 // Failed reports whether an invariant broke.
@@ -150,6 +153,7 @@ type Scenario struct {
 	refused map[string]bool
 	// Counts for Result.
 	nRevoked, nRefused, groupStops, conflicts int
+	nOptimistic, nCommits                     int            // decorators in the optimistic mode, commits applied
 	badAcked                                  []string       // acknowledged messages whose key cannot be derived
 	copies                                    map[string]int // dead-letter copies per source message
 	keyDLQ                                    map[string]int // dead-letter copies per key
@@ -280,6 +284,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 			f.completedBody[tc.body] = true
 		}
 	}
+	s.store.OnCommit = s.onCommit
 	s.store.OnExtendRefused = func(l lambdaidem.Lease) { s.refused[l.Token] = true; s.nRefused++ }
 	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
 	s.svc.Fail = func(op, url string) error {
@@ -322,7 +327,8 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
-		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts}
+		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
+		Optimistic: s.nOptimistic, Commits: s.nCommits}
 	if s.waits != nil {
 		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
 	}
@@ -502,6 +508,9 @@ func (s *Scenario) function() SQSHandler {
 	if c.Observe {
 		opts = append(opts, lambdaidem.WithObserver(s.obs))
 	}
+	if s.optimisticEnv() {
+		return s.buildOptimistic(opts)
+	}
 	return s.build(opts)
 }
 
@@ -566,23 +575,30 @@ var (
 func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 	w := s.w
 	b := s.body(msg.Body)
-	lease, _ := lambdaidem.LeaseFromContext(ctx)
+	lease, leased := lambdaidem.LeaseFromContext(ctx)
+	if !leased {
+		// A first delivery of the optimistic mode: no lease, so no claim's
+		// facts either; two copies may run at once, and the commit decides.
+		lease.Key = s.storedKeyOf(msg)
+	}
 	k := lease.Key
 	f := s.key(k)
 	s.bodyOf[msg.MessageId] = msg.Body
 	if s.Cfg.Observe {
 		s.obs.Handler(ctx, msg.MessageId, "")
 	}
-	me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
-	s.enter(k, me, lease.Attempt)
-	defer s.leave(k, me)
+	if leased {
+		me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
+		s.enter(k, me, lease.Attempt)
+		defer s.leave(k, me)
+	}
 	f.runs++
-	w.Logf("handler %s key %s attempt %d", msg.MessageId, k, lease.Attempt)
+	w.Logf("handler %s key %s attempt %d (leased %v)", msg.MessageId, k, lease.Attempt, leased)
 	s.inOrder(msg.MessageId)
 	if tc, ok := s.tokens[lease.Token]; ok && tc.msg != msg.MessageId {
 		s.violate(InvWhose, "key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := ctx.Deadline(); ok && leased {
 		// A slow claim may leave a handler little time, but its context
 		// must end after the claim was made: one that ended before gives
 		// every attempt a dead context, whatever the store's luck.

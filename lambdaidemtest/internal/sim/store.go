@@ -57,6 +57,10 @@ type FaultStore struct {
 	OnDelete func(namespace, key string)
 	// OnComplete observes every completion that applied.
 	OnComplete func(req lambdaidem.CompleteRequest)
+	// OnCommit observes every commit of the optimistic mode the store
+	// answered, applied or refused, with the record it met (before, or
+	// the error reading it).
+	OnCommit func(req lambdaidem.CommitRequest, res lambdaidem.CommitResult, before lambdaidem.Record, beforeErr error)
 	// OnExtendRefused observes every lease extension the store refused
 	// (lambdaidem.ErrLeaseLost), as the answer reaches the caller.
 	OnExtendRefused func(l lambdaidem.Lease)

@@ -1,0 +1,84 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+// The optimistic mode (lambdaidem.WithOptimisticCommit) through the
+// simulated stores: a commit meets the same faults as any write, and the
+// checker sees the record it met.
+
+var (
+	_ lambdaidem.Committer = (*FaultStore)(nil)
+	_ lambdaidem.Committer = (*TxStore)(nil)
+)
+
+// committer returns the store's lambdaidem.Committer, or an error saying
+// it has none.
+func committer(s lambdaidem.Store) (lambdaidem.Committer, error) {
+	c, ok := s.(lambdaidem.Committer)
+	if !ok {
+		return nil, fmt.Errorf("sim: %T: %w", s, lambdaidem.ErrCommitUnsupported)
+	}
+	return c, nil
+}
+
+// Commit implements lambdaidem.Committer when the store it wraps does.
+// OnCommit sees every commit that reached the store, with the record it
+// met (read in the same step: the world does not run between the two).
+func (s *FaultStore) Commit(ctx context.Context, req lambdaidem.CommitRequest) (res lambdaidem.CommitResult, err error) {
+	c, err := committer(s.Store)
+	if err != nil {
+		return lambdaidem.CommitResult{}, err
+	}
+	var aerr error
+	ferr := s.call("commit", true, func() {
+		ctx := context.WithoutCancel(ctx)
+		before, berr := s.Store.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: req.Now})
+		res, aerr = c.Commit(ctx, req)
+		if aerr == nil && s.OnCommit != nil {
+			s.OnCommit(req, res, before, berr)
+		}
+	})
+	if ferr != nil {
+		return lambdaidem.CommitResult{}, ferr
+	}
+	return res, aerr
+}
+
+// Commit implements lambdaidem.Committer when the store it wraps does:
+// the Effects of a COMPLETED commit apply to the ledger in the same step
+// as the commit, once per commit token, only when it applied.
+func (s *TxStore) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
+	c, err := committer(s.Store)
+	if err != nil {
+		return lambdaidem.CommitResult{}, err
+	}
+	var fx []Effect
+	rest := req.Writes[:0:0]
+	for _, w := range req.Writes {
+		if e, ok := w.(Effect); ok {
+			fx = append(fx, e)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	req.Writes = rest
+	if len(fx) > 0 && !s.Ledger.tokens[req.Token] && s.Refuse != nil && s.Refuse() {
+		return lambdaidem.CommitResult{}, fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+	}
+	res, err := c.Commit(ctx, req)
+	if err != nil || !res.Committed {
+		return res, err
+	}
+	if len(fx) > 0 && !s.Ledger.tokens[req.Token] {
+		s.Ledger.tokens[req.Token] = true
+		for _, e := range fx {
+			s.Ledger.Tx[e.Key] = append(s.Ledger.Tx[e.Key], e.By)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,180 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+)
+
+var _ lambdaidem.Committer = (*Store)(nil)
+
+func init() { allScripts = append(allScripts, commitScript) }
+
+// commitScript records the outcome of a run that held no lease (the
+// optimistic mode): a claim's decision and a fenced write's changes in one
+// step. It applies to exactly the records a claim may take: absent or
+// expired (a fresh generation, whose generation is the commit's token),
+// FAILED with the same payload hash, or IN_PROGRESS with the same hash
+// whose lease ended more than the grace ago (takeovers rises).
+//
+//	ARGV: now ms, token, status, payload hash, message ID, grace ms,
+//	      expires at ms ('' none), key expiry ms ('' none), schema
+//	      version, member, max attempts (0 none), result apart ('set',
+//	      'del'), the apart result's key expiry ms ('' none), the apart
+//	      result, number of field pairs to set n, number of fields to
+//	      delete d, n field/value pairs, d fields, then a completion's
+//	      commands (see commands; 0 for none)
+//
+// KEYS beyond the record's five are those of the commands. The commands
+// run, as the completion script runs them, only when the commit applies:
+// a commit and its effects are one step.
+//
+// It returns {outcome, record as HGETALL}: 'committed'; 'own' (our token
+// with our status already: a retry whose first reply was lost, whose
+// commands applied with it and are not run again); 'limit' (a failure
+// that would be attempt max attempts or later, nothing written; the
+// record is empty when absent); 'refused' (with the record that refused
+// it); or {'write-refused', record, index, reason} when a command refused
+// the commit (nothing applied).
+var commitScript = redis.NewScript(prelude + commands + `
+local now = tonumber(ARGV[1])
+local token, status, hash, member = ARGV[2], ARGV[3], ARGV[4], ARGV[10]
+for i = 2, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
+
+local r, flat = load()
+local live = r ~= nil and not expired(r, now)
+if live and r.t == token and r.s == status then return {'own', flat} end
+
+local attempts, old, takeover = 0, nil, false
+if not live then
+  flat = {}
+elseif r.h ~= hash then
+  return {'refused', flat}
+elseif r.s == 'FAILED' then
+  attempts, old = num(r.a), 'FAILED'
+elseif r.s == 'IN_PROGRESS' and num(r.lu) < now - num(ARGV[6]) then
+  attempts, old, takeover = num(r.a), 'IN_PROGRESS', true
+else
+  return {'refused', flat}
+end
+local max = tonumber(ARGV[11])
+if status == 'FAILED' and max > 0 and attempts + 1 >= max then return {'limit', flat} end
+local n, d = tonumber(ARGV[15]), tonumber(ARGV[16])
+local cmds = parse(17 + 2 * n + d)
+local no = refusal(cmds)
+if no ~= nil then return {'write-refused', flat, tostring(no[1]), no[2]} end
+run(cmds)
+
+if not live then
+  redis.call('DEL', res)
+  if r ~= nil then
+    redis.call('DEL', rec)
+    if sets[r.s] ~= nil then redis.call('ZREM', sets[r.s], member) end
+  end
+  redis.call('HSET', rec, 'v', ARGV[9], 'g', token, 'fa', ARGV[1], 'a', 0, 'to', 0, 'c', 0)
+end
+if takeover then redis.call('HINCRBY', rec, 'to', 1) end
+redis.call('HINCRBY', rec, 'a', 1)
+redis.call('HINCRBY', rec, 'c', 1)
+local ea = ARGV[7]
+redis.call('HSET', rec, 's', status, 't', token, 'lu', ARGV[1], 'h', hash, 'm', ARGV[5], 'ea', ea, 'ua', ARGV[1], 'ps', '')
+if n > 0 then redis.call('HSET', rec, unpack(ARGV, 17, 16 + 2 * n)) end
+if d > 0 then redis.call('HDEL', rec, unpack(ARGV, 17 + 2 * n, 16 + 2 * n + d)) end
+redis.call('DEL', res)
+if ARGV[12] == 'set' then
+  redis.call('HSET', res, 't', token, 'r', ARGV[14])
+  if ARGV[13] ~= '' then redis.call('PEXPIREAT', res, ARGV[13]) end
+end
+retain(ARGV[8])
+index(member, old, status, ea)
+return {'committed', redis.call('HGETALL', rec)}
+`)
+
+// Commit records the outcome of a run that held no lease, in one script
+// call; see [lambdaidem.Committer]. A result larger than
+// Options.InlineResultBytes is kept apart by the same script. Extra
+// Writes are Commands, checked and run as Complete runs them: in the same
+// step as the commit, and only when it applies; a command that refuses
+// the commit yields a *CommandError (lambdaidem.ErrWriteRefused) and
+// nothing is recorded.
+func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
+	if err := lambdaidem.CheckCommit(req); err != nil {
+		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore: %w", err)
+	}
+	k, err := s.keysOf("commit", req.Namespace, req.Key)
+	if err != nil {
+		return lambdaidem.CommitResult{}, err
+	}
+	cmds, err := s.commandsOf(k, req.Writes)
+	if err != nil {
+		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, err)
+	}
+	if len(req.Result) > s.maxRes {
+		return lambdaidem.CommitResult{}, fmt.Errorf("%w: redisstore commit %q: result of %d bytes, over the store's %d",
+			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
+	}
+	var set, del []any
+	apart, apartUntil, apartResult := "del", "", []byte(nil)
+	switch {
+	case req.Status == lambdaidem.StatusFailed:
+		set = append(set, fLastError, truncate(req.Error, s.errLimit))
+		del = append(del, fResult, fResultApart, fResultUntil)
+	case len(req.Result) > s.inline:
+		set = append(set, fResultApart, len(req.Result))
+		del = append(del, fResult)
+		apart, apartUntil, apartResult = "set", s.keyExpiry(earliest(req.ResultUntil, req.ExpiresAt)), req.Result
+	case len(req.Result) > 0:
+		set = append(set, fResult, req.Result)
+		del = append(del, fResultApart)
+	default:
+		del = append(del, fResult, fResultApart)
+	}
+	if req.Status == lambdaidem.StatusCompleted {
+		if req.ResultUntil.IsZero() {
+			del = append(del, fResultUntil)
+		} else {
+			set = append(set, fResultUntil, msArg(req.ResultUntil))
+		}
+	}
+	args := make([]any, 0, 17+len(set)+len(del))
+	args = append(args, strconv.FormatInt(ceilMillis(req.Now), 10), req.Token, string(req.Status), req.PayloadHash, req.MessageID,
+		req.Grace.Milliseconds(), msArg(req.ExpiresAt), s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
+		req.MaxAttempts, apart, apartUntil, apartResult, len(set)/2, len(del))
+	args = append(args, set...)
+	args = append(args, del...)
+	scriptKeys, args := encodeCommands(cmds, k.all(), args)
+	v, err := commitScript.Run(ctx, s.client, scriptKeys, args...).Slice()
+	if err != nil {
+		return lambdaidem.CommitResult{}, unavailable("commit", k.record, err)
+	}
+	if len(v) != 2 && (len(v) != 4 || v[0] != "write-refused") {
+		return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
+	}
+	h, err := fromFlat(v[1])
+	if err != nil {
+		return lambdaidem.CommitResult{}, unavailable("commit", k.record, err)
+	}
+	var rec lambdaidem.Record
+	if len(h) > 0 {
+		rec = decode(req.Namespace, req.Key, h)
+	}
+	switch v[0] {
+	case "write-refused":
+		i, _ := strconv.Atoi(fmt.Sprint(v[2]))
+		if i < 1 || i > len(cmds) {
+			return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected refusal %q", v))
+		}
+		c := cmds[i-1]
+		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, &CommandError{Index: i - 1, Op: c.Op, Key: c.Key, Reason: fmt.Sprint(v[3])})
+	case "committed", "own":
+		return lambdaidem.CommitResult{Committed: true, Record: rec}, nil
+	case "limit":
+		return lambdaidem.CommitResult{AtLimit: true, Record: rec}, nil
+	default:
+		return lambdaidem.CommitResult{Record: rec}, nil
+	}
+}

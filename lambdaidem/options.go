@@ -85,7 +85,7 @@ type config struct {
 	entry               EntryPoint // what Wrap reports to observers
 	atMostOnce          bool
 	heartbeat           time.Duration
-	optimistic          bool // WithOptimisticCommit
+	optimistic          bool           // WithOptimisticCommit
 	wait                time.Duration  // WithWaitForCompletion; 0: off
 	writeKinds          []reflect.Type // WithCompletionWrites
 	// given names the options given, in order, for the checks of

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
 
@@ -25,7 +25,7 @@ import (
 // reason instead of running the handler again.
 func UnwrittenFinalMark(t *testing.T, store lambdaidem.Store, namespace string) {
 	t.Helper()
-	clock := testclock.New(time.Now().Truncate(time.Second))
+	clock := &steppedClock{now: time.Now().Truncate(time.Second)}
 	faulty := &finalMarkFaults{Store: store}
 	sink := &countingSink{}
 	var runs atomic.Int32
@@ -114,3 +114,27 @@ func (s *countingSink) Send(context.Context, lambdaidem.DeadLetter) (string, err
 }
 
 func (s *countingSink) n() int { return int(s.sent.Load()) }
+
+// steppedClock reads a time the test sets, and waits (the decorator's
+// retries of an unavailable store) in real time.
+type steppedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the time read by d.
+func (c *steppedClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *steppedClock) AfterFunc(d time.Duration, f func()) lambdaidem.Timer {
+	return time.AfterFunc(d, f)
+}

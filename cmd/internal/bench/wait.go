@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,7 +92,7 @@ func WaitCeiling(d time.Duration) int {
 // reaches: for each run length, N times, a first call starts and holds its
 // run; a second call with the same key and payload starts through a
 // counting proxy and waits; the first run ends Length after the second
-// call started. It reports the requests the store received from each
+// call's claim was answered. It reports the requests the store received from each
 // waiting call, and the time from the first call's return to the waiting
 // call's, which the poll schedule decides. The calls run one pair at a
 // time.
@@ -176,7 +177,8 @@ func RunWait(ctx context.Context, cfg WaitConfig) (*WaitResult, error) {
 					<-release
 					return "receipt of " + in.Key, nil
 				}, opts...)
-				waiting := lambdaidem.Wrap(st.counted, func(context.Context, input) (string, error) {
+				claimed := &firstClaim{Store: st.counted, done: make(chan struct{})}
+				waiting := lambdaidem.Wrap(claimed, func(context.Context, input) (string, error) {
 					return "", errors.New("bench: the waiting call ran the function")
 				}, append(opts, lambdaidem.WithWaitForCompletion(time.Minute))...)
 				in := input{Key: newID()}
@@ -203,8 +205,14 @@ func RunWait(ctx context.Context, cfg WaitConfig) (*WaitResult, error) {
 					}
 					waited <- err
 				}()
-				// The first run lasts length after the waiter started
-				// (its claim is a round trip: it has arrived by then).
+				// The first run lasts length after the waiter's claim was
+				// refused, so the waiter always finds it in progress,
+				// however slow the machine.
+				select {
+				case <-claimed.done:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 				select {
 				case <-time.After(length):
 				case <-ctx.Done():
@@ -246,3 +254,19 @@ func (r *WaitResult) Write(w io.Writer) {
 			row.Max, strings.Join(ops, ", "), row.Ceiling, ms(row.After.P50()), ms(row.After.P99()))
 	}
 }
+
+// firstClaim is a store that closes done once its first claim is answered.
+type firstClaim struct {
+	lambdaidem.Store
+	once sync.Once
+	done chan struct{}
+}
+
+func (f *firstClaim) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+	res, err := f.Store.Claim(ctx, req)
+	f.once.Do(func() { close(f.done) })
+	return res, err
+}
+
+// Unwrap is the store counted, so its declarations are checked.
+func (f *firstClaim) Unwrap() lambdaidem.Store { return f.Store }

@@ -1271,6 +1271,18 @@ func (s *Scenario) final() {
 	}
 }
 
+// hadEffect reports whether a message with body had its effect on key:
+// then a copy of it is not unrun, even when the completion that followed
+// was never recorded (the copy's work is done; it stays in the DLQ).
+func (s *Scenario) hadEffect(key, body string) bool {
+	for _, by := range slices.Concat(s.ledger.Plain[key], s.ledger.Tx[key]) {
+		if s.bodyOf[by] == body {
+			return true
+		}
+	}
+	return false
+}
+
 // stranded checks that a lease holder's dead-letter copy whose payload
 // never completed its key can still be redriven: its record is
 // DEAD_LETTERED (by it or a later copy), reset by it, or a message of its
@@ -1285,7 +1297,7 @@ func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]boo
 		return
 	}
 	f := s.facts[md.Key]
-	if md.Namespace != s.ns || f == nil || f.completedBody[dm.Body] || queued[md.Key] {
+	if md.Namespace != s.ns || f == nil || f.completedBody[dm.Body] || queued[md.Key] || s.hadEffect(md.Key, dm.Body) {
 		return
 	}
 	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})

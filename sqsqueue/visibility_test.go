@@ -170,7 +170,9 @@ func TestChangeVisibilityOverride(t *testing.T) {
 	msg := b.consume(t, src, "body", nil, "")
 	// The record names the queue in a region the emulator does not serve;
 	// the override points at the real one.
-	msg.EventSourceARN = "arn:aws:sqs:eu-west-9:123456789012:" + src.url[strings.LastIndex(src.url, "/")+1:]
+	arn := strings.Split(src.arn, ":")
+	arn[3] = "eu-west-9"
+	msg.EventSourceARN = strings.Join(arn, ":")
 	ch := NewVisibilityChanger(b.client, WithQueueURLs(map[string]string{msg.EventSourceARN: src.url}))
 	if err := ch.ChangeVisibility(b.ctx, msg, 0); err != nil {
 		t.Fatalf("ChangeVisibility with override: %v", err)

@@ -434,21 +434,9 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 	// network that lands after a later one would let another claimer take
 	// the key over while its holder runs under the later end.
 	cond := leaseCondition(e, req.Lease, req.Now) + " AND " + e.n(attrLeaseUntil) + " <= " + e.num(until)
-	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(pk),
-		UpdateExpression:                    aws.String(e.update()),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.valuesOrNil(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return nil
-	}
-	old, ok := conditionFailed(err)
-	if !ok {
-		return classify("extend", pk, err)
+	old, refusedByCond, err := s.fencedUpdate(ctx, "extend", pk, e, cond)
+	if !refusedByCond {
+		return err
 	}
 	if old != nil && !old.expiredAt(req.Now) && old.str(attrToken) == req.Lease.Token &&
 		lambdaidem.Status(old.str(attrStatus)) == lambdaidem.StatusInProgress {
@@ -467,8 +455,18 @@ func leaseCondition(e *expr, l lambdaidem.Lease, now time.Time) string {
 
 // finish sends a fenced update of a leased record.
 func (s *Store) finish(ctx context.Context, op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, e *expr) error {
-	cond := leaseCondition(e, l, now)
-	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	old, refusedByCond, err := s.fencedUpdate(ctx, op, pk, e, leaseCondition(e, l, now))
+	if !refusedByCond {
+		return err
+	}
+	return refused(op, pk, l, now, target, old)
+}
+
+// fencedUpdate sends e under cond. refusedByCond reports that cond failed,
+// with the item as it was (nil when absent); any other failure is err,
+// classified.
+func (s *Store) fencedUpdate(ctx context.Context, op, pk string, e *expr, cond string) (old item, refusedByCond bool, err error) {
+	_, err = s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
 		UpdateExpression:                    aws.String(e.update()),
@@ -478,13 +476,13 @@ func (s *Store) finish(ctx context.Context, op, pk string, l lambdaidem.Lease, n
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
-		return nil
+		return nil, false, nil
 	}
 	old, ok := conditionFailed(err)
 	if !ok {
-		return classify(op, pk, err)
+		return nil, false, classify(op, pk, err)
 	}
-	return refused(op, pk, l, now, target, old)
+	return old, true, nil
 }
 
 // refused explains a failed lease condition. An item that carries our token

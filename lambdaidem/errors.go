@@ -247,6 +247,11 @@ var ErrNeedsLease = errors.New("lambdaidem: the option needs a lease, and WithOp
 // Committer). SQS refuses it when built.
 var ErrCommitUnsupported = errors.New("lambdaidem: the store cannot commit a run without a lease, as WithOptimisticCommit needs")
 
+// ErrBatchUnsupported: WithBatchedWrites given with a store that cannot
+// claim or complete several keys in one request (it does not implement
+// Batcher). SQS refuses it when built.
+var ErrBatchUnsupported = errors.New("lambdaidem: the store cannot claim or complete several keys in one request, as WithBatchedWrites needs")
+
 // Errors of construction. SQS, Wrap and the handlers built on them (the
 // httpidem handlers, the test kit) check their options, and their options
 // against the store, when they are built: a refusal panics with a

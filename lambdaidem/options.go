@@ -86,6 +86,7 @@ type config struct {
 	atMostOnce          bool
 	heartbeat           time.Duration
 	optimistic          bool           // WithOptimisticCommit
+	batched             bool           // WithBatchedWrites
 	wait                time.Duration  // WithWaitForCompletion; 0: off
 	writeKinds          []reflect.Type // WithCompletionWrites
 	// given names the options given, in order, for the checks of
@@ -160,6 +161,7 @@ var sqsOnly = map[string]string{
 	"WithBackoff":               "Wrap has no message whose visibility could change",
 	"WithInvocationHook":        "Wrap has no SQS invocation to report",
 	"WithOptimisticCommit":      "a Wrap caller waits on its one run, which only a lease taken before it keeps single",
+	"WithBatchedWrites":         "Wrap has no batch",
 }
 
 // wrapOnly are the options only Wrap uses: SQS refuses them.
@@ -279,6 +281,9 @@ func (c *config) check(handler string, store Store) {
 	}
 
 	if e := c.checkOptimistic(store); e != nil {
+		fail(e)
+	}
+	if e := c.checkBatched(store); e != nil {
 		fail(e)
 	}
 

@@ -56,9 +56,13 @@ func (p *sqsProcessor) handle(invocation context.Context, ev events.SQSEvent) (e
 		later = append(first, later...)
 		first = nil
 	}
-	t.rt.Each(len(first), p.c.concurrency, func(i int) {
-		p.runGroup(ctx, t, ev.Records, keys, first[i], reports)
-	})
+	if p.c.batched {
+		p.runBatched(ctx, t, ev.Records, keys, first, reports)
+	} else {
+		t.rt.Each(len(first), p.c.concurrency, func(i int) {
+			p.runGroup(ctx, t, ev.Records, keys, first[i], reports)
+		})
+	}
 	for _, group := range later {
 		p.runGroup(ctx, t, ev.Records, keys, group, reports)
 	}
@@ -236,19 +240,15 @@ func (p *sqsProcessor) keyAndHash(msg events.SQSMessage) (key, hash string, err 
 // its group (FIFO group, or copies of one key) is reported failed without
 // running.
 func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, reports []RecordReport) {
-	stopped := false
-	obase := ctx
-	if p.observed() && t.shared != nil {
-		// An observed record starts from the handlers' shared context, so
-		// the one its observer returns (the shared one plus values) can
-		// serve as its handler's context with no timer of its own.
-		obase = t.shared.handler
-	}
+	p.runRecords(ctx, t, recs, keys, group, false, reports)
+}
+
+// runRecords runs the records of a group from the first not yet run;
+// stopped tells that an earlier one was not acknowledged.
+func (p *sqsProcessor) runRecords(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, group []int, stopped bool, reports []RecordReport) {
+	obase := p.observerBase(ctx, t)
 	for _, i := range group {
-		rctx := ctx
-		if p.observed() {
-			rctx = p.recordStart(obase, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
-		}
+		rctx := p.recordContext(ctx, obase, recs, keys, i)
 		if stopped {
 			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}
 		} else {
@@ -262,6 +262,26 @@ func (p *sqsProcessor) runGroup(ctx context.Context, t timing, recs []events.SQS
 			p.recordEnd(rctx, &reports[i])
 		}
 	}
+}
+
+// observerBase is the context an observed record starts from: the
+// handlers' shared context when there is one, so the one its observer
+// returns (the shared one plus values) can serve as its handler's context
+// with no timer of its own.
+func (p *sqsProcessor) observerBase(ctx context.Context, t timing) context.Context {
+	if p.observed() && t.shared != nil {
+		return t.shared.handler
+	}
+	return ctx
+}
+
+// recordContext tells the observers record i starts and returns the
+// context it runs under (ctx itself when there are none).
+func (p *sqsProcessor) recordContext(ctx, obase context.Context, recs []events.SQSMessage, keys []derived, i int) context.Context {
+	if !p.observed() {
+		return ctx
+	}
+	return p.recordStart(obase, RecordInfo{Entry: EntrySQS, Namespace: p.c.namespace, Key: keys[i].key, KeyErr: keys[i].err, Message: &recs[i], Index: i})
 }
 
 // startInvocation tells the observers an invocation starts and returns

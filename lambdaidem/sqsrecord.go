@@ -22,36 +22,53 @@ import (
 // written instead of sending another (markLate);
 // otherwise the claim decides, refused or claimed.
 func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMessage, d derived) RecordReport {
-	r := RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
+	r, req, done := p.beforeClaim(ctx, t, msg, d)
+	if done {
+		return r
+	}
+	r.StoreCalls++
+	cr, err := p.store.Claim(ctx, req)
+	return p.afterClaim(ctx, t, msg, d.hash, cr, err, r)
+}
+
+// beforeClaim decides what it can without claiming the record's key: done
+// reports that r is the record's outcome; otherwise req is the claim to
+// make, and r the report so far.
+func (p *sqsProcessor) beforeClaim(ctx context.Context, t timing, msg events.SQSMessage, d derived) (r RecordReport, req ClaimRequest, done bool) {
+	r = RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
 	if d.err != nil {
-		return p.badInput(ctx, t, msg, d.err, r)
+		return p.badInput(ctx, t, msg, d.err, r), req, true
 	}
 	hash := d.hash
 	r.Key = d.key
 	now := t.now()
 	if p.cache.hit(r.Key, hash, now) {
 		r.Outcome, r.Acked = OutcomeCachedDuplicate, true
-		return r
+		return r, req, true
 	}
 	if !t.canClaim(now) {
 		r.Outcome = OutcomeNotStarted
-		return p.logged(ctx, slog.LevelWarn, r)
+		return p.logged(ctx, slog.LevelWarn, r), req, true
 	}
 	rerunUnrecorded := mutant.On("unrecorded-completion-reruns") // the bug: the handler runs again
 	if it, ok := p.unrecorded.get(r.Key, hash); ok && !rerunUnrecorded {
 		if it.mark != nil {
 			if rep, done := p.markLate(ctx, t, msg, *it.mark, r); done {
-				return rep
+				return rep, req, true
 			}
 		} else if rep, done := p.recordLate(ctx, t, hash, it.req, r); done {
-			return rep
+			return rep, req, true
 		}
 	}
 	if p.unclaimedFirst(msg) {
-		return p.optimistic(ctx, t, msg, hash, r)
+		return p.optimistic(ctx, t, msg, hash, r), req, true
 	}
-	r.StoreCalls++
-	cr, err := p.store.Claim(ctx, p.claimRequest(t, r.Key, hash, msg.MessageId, now))
+	return r, p.claimRequest(t, r.Key, hash, msg.MessageId, now), false
+}
+
+// afterClaim takes a record on from its claim's answer: a store error, a
+// refusal, or the lease.
+func (p *sqsProcessor) afterClaim(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr ClaimResult, err error, r RecordReport) RecordReport {
 	if err != nil {
 		r.Outcome, r.Err = OutcomeStoreError, err
 		r.StoreErrors++
@@ -136,20 +153,54 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 
 // claimed runs the handler under the lease and records its outcome.
 func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *ClaimResult, r RecordReport) RecordReport {
+	run, done := p.runClaimed(ctx, t, msg, hash, cr, r)
+	switch {
+	case done:
+		return run.r
+	case run.herr != nil:
+		return p.afterHandler(ctx, t, run)
+	}
+	dctx, dcancel := p.detached(ctx, t)
+	defer dcancel()
+	return p.completed(ctx, t, run, p.complete(dctx, t, run))
+}
+
+// claimRun is a claimed record whose handler has run: its report so far,
+// the handler's error, and when it succeeded, the completion to write.
+type claimRun struct {
+	msg   events.SQSMessage
+	hash  string
+	lease Lease
+	rec   *Record // the record as the claim left it
+	st    *recordState
+	r     RecordReport
+	herr  error
+	req   CompleteRequest // when herr is nil
+	end   time.Time       // when the handler returned
+}
+
+// runClaimed runs the handler under the lease. done reports that run.r is
+// the record's outcome already (a takeover that finishes a dead-lettering,
+// a message out of attempts); otherwise the handler ran, and run holds
+// its error or the completion to write.
+func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *ClaimResult, r RecordReport) (run *claimRun, done bool) {
 	lease := cr.Lease
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress
+	run = &claimRun{msg: msg, hash: hash, lease: lease, rec: &cr.Record}
 	if r.Takeover && pendingMark(cr.Record) {
 		// The previous holder was dead-lettering the message and may have
 		// sent its copy: finish that instead of running the handler again.
-		return p.finishDeadLetter(ctx, t, msg, &lease, &cr.Record, r)
+		run.r = p.finishDeadLetter(ctx, t, msg, &lease, &cr.Record, r)
+		return run, true
 	}
 	if lease.Attempt > p.c.maxAttempts {
 		// The previous holders never recorded an outcome: the message crashes
 		// or times out the function. Do not run it again.
 		err := fmt.Errorf("claimed %d times (max %d); %d previous attempts were abandoned without an outcome",
 			lease.Attempt, p.c.maxAttempts, cr.Record.Takeovers)
-		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, err, r)
+		run.r = p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, err, r)
+		return run, true
 	}
 	if r.Takeover {
 		p.log(ctx, slog.LevelWarn, "lambdaidem: took over an abandoned lease",
@@ -157,6 +208,7 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	}
 
 	st := &recordState{lease: lease}
+	run.st = st
 	copyMsg := msg
 	if p.c.sink != nil || p.observed() {
 		// The handler gets its own attribute maps, so the dead-letter copy
@@ -169,67 +221,81 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	}
 	// The handler's start and end times double as "now".
 	now := t.now()
-	herr := p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
+	run.herr = p.runHandler(ctx, t, st, now, func(ctx context.Context) error { return p.handler(ctx, copyMsg) })
 	end := t.now()
 	r.HandlerDuration = end.Sub(now)
 	r.HandlerRan = true
-
-	dctx, dcancel := p.detached(ctx, t)
-	defer dcancel()
-	if herr == nil {
-		now = end
-		writes := st.takeWrites()
-		req := CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(now, true), Writes: writes, Now: now}
+	run.end = end
+	if run.herr == nil {
+		run.req = CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(end, true), Writes: st.takeWrites(), Now: end}
 		if p.c.resultRetention < p.c.retention {
-			req.ResultUntil = now.Add(p.c.resultRetention)
-		}
-		tries := 0
-		err := retryStore(dctx, t, &r, func(ctx context.Context) error {
-			if tries++; tries > 1 {
-				req.Now = t.now()
-			}
-			return p.store.Complete(ctx, req)
-		})
-		switch {
-		case err == nil:
-			// Never remember it longer than the store does, nor past the
-			// result's retention (a later repeat is a late replay).
-			limit := minNonZero(req.ExpiresAt, req.ResultUntil)
-			if mutant.On("cache-outlives-retention") {
-				limit = time.Time{} // the bug: remembered for the cache's TTL alone
-			}
-			p.cache.add(r.Key, hash, now, limit)
-			r.Outcome, r.Acked = OutcomeProcessed, true
-			return p.logged(ctx, slog.LevelDebug, r)
-		case errors.Is(err, ErrLeaseLost):
-			// Someone took the key over. Report the record failed rather
-			// than acknowledge it: its redelivery finds the new holder's
-			// outcome (a duplicate once completed), and if the new holder
-			// fails, the message is still there to retry.
-			r.Outcome, r.Err = OutcomeLeaseLost, err
-			return p.logged(ctx, slog.LevelWarn, r)
-		case errors.Is(err, ErrStoreUnavailable) && len(writes) > 0:
-			// The handler's writes commit with the completion, so they may
-			// not have happened: keep the message. The record stays
-			// IN_PROGRESS; once its lease ends the retry runs again, which
-			// is safe because effect and completion are one transaction.
-			r.Outcome, r.Err = OutcomeStoreError, err
-			return p.logged(ctx, slog.LevelError, r)
-		case errors.Is(err, ErrStoreUnavailable):
-			// Never record failure after success: the effect happened. The
-			// record stays IN_PROGRESS and its lease decides later; should
-			// the key come back to this container, the completion is
-			// written then instead of running the handler again.
-			p.unrecorded.add(r.Key, hash, req)
-			r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
-			return p.logged(ctx, slog.LevelError, r)
-		default:
-			// The completion was refused for what it carried (a transaction
-			// write's condition, a limit): nothing was committed.
-			herr = err
+			run.req.ResultUntil = end.Add(p.c.resultRetention)
 		}
 	}
+	run.r = r
+	return run, false
+}
 
+// complete writes a successful run's completion, retrying while the store
+// is unavailable.
+func (p *sqsProcessor) complete(dctx context.Context, t timing, run *claimRun) error {
+	tries := 0
+	return retryStore(dctx, t, &run.r, func(ctx context.Context) error {
+		if tries++; tries > 1 {
+			run.req.Now = t.now()
+		}
+		return p.store.Complete(ctx, run.req)
+	})
+}
+
+// completed takes a successful run on from its completion's answer.
+func (p *sqsProcessor) completed(ctx context.Context, t timing, run *claimRun, err error) RecordReport {
+	r, req := run.r, run.req
+	switch {
+	case err == nil:
+		// Never remember it longer than the store does, nor past the
+		// result's retention (a later repeat is a late replay).
+		limit := minNonZero(req.ExpiresAt, req.ResultUntil)
+		if mutant.On("cache-outlives-retention") {
+			limit = time.Time{} // the bug: remembered for the cache's TTL alone
+		}
+		p.cache.add(r.Key, run.hash, run.end, limit)
+		r.Outcome, r.Acked = OutcomeProcessed, true
+		return p.logged(ctx, slog.LevelDebug, r)
+	case errors.Is(err, ErrLeaseLost):
+		// Someone took the key over. Report the record failed rather
+		// than acknowledge it: its redelivery finds the new holder's
+		// outcome (a duplicate once completed), and if the new holder
+		// fails, the message is still there to retry.
+		r.Outcome, r.Err = OutcomeLeaseLost, err
+		return p.logged(ctx, slog.LevelWarn, r)
+	case errors.Is(err, ErrStoreUnavailable) && len(req.Writes) > 0:
+		// The handler's writes commit with the completion, so they may
+		// not have happened: keep the message. The record stays
+		// IN_PROGRESS; once its lease ends the retry runs again, which
+		// is safe because effect and completion are one transaction.
+		r.Outcome, r.Err = OutcomeStoreError, err
+		return p.logged(ctx, slog.LevelError, r)
+	case errors.Is(err, ErrStoreUnavailable):
+		// Never record failure after success: the effect happened. The
+		// record stays IN_PROGRESS and its lease decides later; should
+		// the key come back to this container, the completion is
+		// written then instead of running the handler again.
+		p.unrecorded.add(r.Key, run.hash, req)
+		r.Outcome, r.Acked, r.Err = OutcomeUnrecorded, true, err
+		return p.logged(ctx, slog.LevelError, r)
+	default:
+		// The completion was refused for what it carried (a transaction
+		// write's condition, a limit): nothing was committed.
+		run.r, run.herr = r, err
+		return p.afterHandler(ctx, t, run)
+	}
+}
+
+// afterHandler records a run that failed: its handler's error, or a
+// completion refused for what it carried.
+func (p *sqsProcessor) afterHandler(ctx context.Context, t timing, run *claimRun) RecordReport {
+	r, herr, msg, lease, st := run.r, run.herr, run.msg, run.lease, run.st
 	r.Err = herr
 	var poison *PoisonError
 	var panicked *PanicError
@@ -238,22 +304,24 @@ func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMess
 	}
 	switch {
 	case errors.As(herr, &poison):
-		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonPoison, herr, r)
+		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonPoison, herr, r)
 	case p.c.atMostOnce && st.ctxEnded:
 		// The handler gave up because its context ended (the deadline,
 		// a lost lease): whatever it had started may have happened. That is
 		// as unknown as a crash, and this mode never runs it again.
 		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
-		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
+		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonOutcomeUnknown, cause, r)
 	case p.c.atMostOnce && errors.As(herr, &panicked):
 		// A panic stops the handler wherever it was, possibly after its
 		// effect: as unknown as a crash.
 		cause := fmt.Errorf("%w: attempt %d panicked: %w", ErrOutcomeUnknown, lease.Attempt, herr)
-		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonOutcomeUnknown, cause, r)
+		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonOutcomeUnknown, cause, r)
 	case lease.Attempt >= p.c.maxAttempts:
-		return p.deadLetter(ctx, t, msg, &lease, &cr.Record, ReasonMaxAttempts, herr, r)
+		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonMaxAttempts, herr, r)
 	}
 	r.Outcome = OutcomeFailed
+	dctx, dcancel := p.detached(ctx, t)
+	defer dcancel()
 	p.fail(dctx, t, lease, herr, &r)
 	var ra *RetryAfterError
 	if errors.As(herr, &ra) {

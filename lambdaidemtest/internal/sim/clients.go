@@ -283,7 +283,9 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 			return
 		}
 		if finished && err != nil && !retryable(err) {
-			w.Logf("client %s: final error %v", rq.Key, err)
+			// The namespace holds the run number, which a replay does
+			// not share: the trace names it alike in every run.
+			w.Logf("client %s: final error %s", rq.Key, strings.ReplaceAll(err.Error(), s.ns, Namespace))
 			return
 		}
 		w.Sleep(time.Duration(1+w.rng.IntN(10)) * time.Second)

@@ -110,6 +110,13 @@ type Config struct {
 	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
 	// refuse it when built, and the environment runs in lease mode.
 	Optimistic float64 `json:",omitempty"`
+	// Batched is the chance an execution environment's decorator runs
+	// WithBatchedWrites (1: all of them; between 0 and 1: a mixed fleet of
+	// batched and unbatched consumers on one table). With WithHeartbeat,
+	// or in an environment that also runs the optimistic mode, the
+	// decorator must refuse it when built, and the environment runs
+	// without it.
+	Batched float64 `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -152,6 +159,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"unfinished", "a short WithUnfinishedRetention"},
 	{"noallfailed", "WithAllFailedError(false)"},
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
+	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a mixed fleet of batched and unbatched ones, with concurrency and batches that let them batch"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 }
 
@@ -428,6 +436,29 @@ func Draw(seed uint64, known []string, filter string) Config {
 			if ro.Float64() < 0.8 {
 				// Mostly without what the mode refuses, so that it runs.
 				c.AtMostOnce, c.Heartbeat = false, 0
+			}
+		}
+	}
+	// Batched writes draw from a stream of their own too.
+	rb := rand.New(rand.NewPCG(seed, 0xba7c))
+	if rb.Float64() < 0.25 || want("batched") {
+		c.Batched = 1
+		if rb.Float64() < 0.5 {
+			c.Batched = 0.2 + 0.6*rb.Float64()
+		}
+		if want("batched") {
+			// Fresh records side by side, so that there is a batch to
+			// claim; mostly without what batching refuses, so that it
+			// runs.
+			c.Concurrency = max(c.Concurrency, 2+rb.IntN(3))
+			c.BatchSize = max(c.BatchSize, 2+rb.IntN(9))
+			if rb.Float64() < 0.8 {
+				if !want("heartbeat") && !want("force") {
+					c.Heartbeat = 0
+				}
+				if !want("optimistic") {
+					c.Optimistic = 0
+				}
 			}
 		}
 	}

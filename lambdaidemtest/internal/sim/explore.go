@@ -44,6 +44,9 @@ type Stats struct {
 	// Elapsed (wall time) and Spent (what Options.Spent measures, wall
 	// time without it) run up to the first failure, before it is shrunk.
 	Spent time.Duration
+	// Batched counts the scenarios that built a decorator with batched
+	// writes, Batches the batched requests they sent.
+	Batched, Batches int
 	// Failure is the first failing scenario (shrunk when asked), or nil.
 	Failure *Result
 	// Original is the failing scenario before shrinking.
@@ -101,6 +104,10 @@ func Explore(o Options) Stats {
 				st.Messages += res.Messages
 				st.Invocations += res.Invocation
 				st.SimTime += res.SimTime
+				if res.Batched > 0 {
+					st.Batched++
+				}
+				st.Batches += res.Batches
 				if res.Failed() && st.Failure == nil {
 					st.Original, st.Failure, failed = res, res, &cfg
 					st.Elapsed, st.Spent = time.Since(start), spent()
@@ -180,6 +187,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zeroDur(&c.Retention) },
 		func(c *Config) bool { return zeroDur(&c.ResultRet) },
 		func(c *Config) bool { return zero(&c.Optimistic) },
+		func(c *Config) bool { return zero(&c.Batched) },
 		func(c *Config) bool { return off(&c.Tx) },
 		func(c *Config) bool { return off(&c.AtMostOnce) },
 		func(c *Config) bool { return off(&c.FailOnAny) },

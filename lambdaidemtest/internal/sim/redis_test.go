@@ -99,6 +99,24 @@ func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteReque
 	return err
 }
 
+// CompleteBatch implements lambdaidem.Batcher: the Redis store's batch,
+// each completion's effects its own script's commands.
+func (r *redisLedger) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+	reqs = slices.Clone(reqs)
+	keys := map[string][]string{}
+	for i := range reqs {
+		ns := reqs[i].Lease.Namespace
+		var ks []string
+		reqs[i].Writes, ks = r.commands(ns, reqs[i].Writes)
+		keys[ns] = append(keys[ns], ks...)
+	}
+	errs := r.Store.CompleteBatch(ctx, reqs)
+	for _, ns := range slices.Sorted(maps.Keys(keys)) {
+		r.readBack(ctx, ns, keys[ns])
+	}
+	return errs
+}
+
 // Commit implements lambdaidem.Committer: the optimistic mode's commit
 // runs the effects' commands in its own step.
 func (r *redisLedger) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {

@@ -90,6 +90,7 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d scenarios, %d messages, %d invocations, %s simulated in %s: %.0f scenarios/s, %.0f messages/s (seeds %d..%d)",
 		st.Scenarios, st.Messages, st.Invocations, st.SimTime.Round(time.Second), st.Elapsed.Round(time.Millisecond),
 		float64(st.Scenarios)/st.Elapsed.Seconds(), float64(st.Messages)/st.Elapsed.Seconds(), seed, seed+uint64(st.Scenarios)-1)
+	t.Logf("%d scenarios built decorators with batched writes, which sent %d batched requests", st.Batched, st.Batches)
 	if cpu > 0 {
 		// On a shared machine the wall-clock rate is the load's; the rate
 		// per CPU-second is the simulator's.

@@ -88,6 +88,8 @@ var Mutants = []Mutant{
 		What: "the DynamoDB store's claim takes a FAILED record for a message with another payload"},
 	{Name: "redis-failed-reclaimed-by-other-payload", Where: "redisstore/store.go", Filter: "conflict,failing", Stores: []string{"redis"},
 		What: "the Redis store's claim script takes a FAILED record for a message with another payload"},
+	{Name: "batched-completion-unanswered-acked", Where: "lambdaidem/batched.go", Filter: "batched,tx,faults",
+		What: "with batched writes, a completion the store did not answer in its batch is taken as written: the message is acknowledged though its transactional effect may never have committed"},
 	{Name: "anonymous-shares-caller-key", Where: "httpidem/httpidem.go", Filter: "callers",
 		What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space"},
 }
@@ -138,7 +140,7 @@ var Promises = []Promise{
 	{"A call that waits for a run in progress (WithWaitForCompletion) answers only with what the store holds: the stored result of a completion of its key and payload, or the failure recorded for the run it waited for", InvWaiters,
 		[]string{"waiter-answers-failed-run-as-success"}},
 	{"No success is acknowledged (SQS record, Wrap result, HTTP 2xx) whose committed effect did not commit", InvAckEffect,
-		[]string{"http-answers-uncommitted-writes"}},
+		[]string{"http-answers-uncommitted-writes", "batched-completion-unanswered-acked"}},
 	{"A completion that could not be recorded is written on the next delivery to the same container, never run again there", InvUnrecorded,
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,

@@ -198,7 +198,12 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 	}
 	// Decorate once now: what the decorator refuses when it is built
 	// (options that cannot work together, or that need what the store
-	// cannot do) panics here, in the test, not inside a scenario.
+	// cannot do) panics here, in the test, not inside a scenario. First on
+	// the store itself, as deployed: the kit's wrapper claims and
+	// completes in batches (lambdaidem.WithBatchedWrites) and commits
+	// without a lease (lambdaidem.WithOptimisticCommit) whatever it wraps,
+	// so a store that can do neither is refused only there.
+	lambdaidem.SQS(store, k.wrap, k.options()...)
 	k.function()
 	return k
 }
@@ -314,6 +319,12 @@ func (k *Kit) run(during func()) {
 
 // function builds one execution environment's decorated handler.
 func (k *Kit) function() sim.SQSHandler {
+	return lambdaidem.SQS(k.store, k.wrap, k.options()...)
+}
+
+// options are an execution environment's decorator options: the user's,
+// then the kit's.
+func (k *Kit) options() []lambdaidem.Option {
 	opts := make([]lambdaidem.Option, 0, len(k.opts)+len(k.extra)+5)
 	opts = append(opts, lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	opts = append(opts, k.opts...)
@@ -325,7 +336,7 @@ func (k *Kit) function() sim.SQSHandler {
 		lambdaidem.WithObserver(k.obs),
 	)
 	opts = append(opts, k.extra...)
-	return lambdaidem.SQS(k.store, k.wrap, opts...)
+	return opts
 }
 
 type sinkFunc func(context.Context, lambdaidem.DeadLetter) (string, error)

@@ -110,6 +110,12 @@ type Config struct {
 	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
 	// refuse it when built, and the environment runs in lease mode.
 	Optimistic float64 `json:",omitempty"`
+	// Batched is the chance an execution environment's decorator is built
+	// WithBatchedWrites (1: all of them; between 0 and 1: a fleet of
+	// batched and unbatched consumers on one table). With WithHeartbeat
+	// or the optimistic mode the decorator must refuse it when built, and
+	// the environment runs without it.
+	Batched float64 `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -153,6 +159,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"noallfailed", "WithAllFailedError(false)"},
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
+	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -428,6 +435,22 @@ func Draw(seed uint64, known []string, filter string) Config {
 			if ro.Float64() < 0.8 {
 				// Mostly without what the mode refuses, so that it runs.
 				c.AtMostOnce, c.Heartbeat = false, 0
+			}
+		}
+	}
+	// So do batched writes.
+	rb := rand.New(rand.NewPCG(seed, 0xba7c))
+	if rb.Float64() < 0.25 || want("batched") {
+		c.Batched = 1
+		if rb.Float64() < 0.5 {
+			c.Batched = 0.2 + 0.6*rb.Float64()
+		}
+		if want("batched") {
+			c.BatchSize = max(c.BatchSize, 4)
+			c.Concurrency = max(c.Concurrency, 2)
+			if rb.Float64() < 0.8 {
+				// Mostly without what batching refuses, so that it runs.
+				c.Heartbeat, c.Optimistic = 0, 0
 			}
 		}
 	}

@@ -180,6 +180,7 @@ func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
 		func(c *Config) bool { return zeroDur(&c.Retention) },
 		func(c *Config) bool { return zeroDur(&c.ResultRet) },
 		func(c *Config) bool { return zero(&c.Optimistic) },
+		func(c *Config) bool { return zero(&c.Batched) },
 		func(c *Config) bool { return off(&c.Tx) },
 		func(c *Config) bool { return off(&c.AtMostOnce) },
 		func(c *Config) bool { return off(&c.FailOnAny) },

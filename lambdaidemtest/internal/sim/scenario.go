@@ -54,6 +54,8 @@ type Result struct {
 	// Optimistic counts the decorators built in the optimistic mode,
 	// Commits the commits without a lease that applied.
 	Optimistic, Commits int
+	// Batched counts the decorators built WithBatchedWrites.
+	Batched int
 }
 
 // Failed reports whether an invariant broke.
@@ -154,6 +156,7 @@ type Scenario struct {
 	// Counts for Result.
 	nRevoked, nRefused, groupStops, conflicts int
 	nOptimistic, nCommits                     int            // decorators in the optimistic mode, commits applied
+	nBatched                                  int            // decorators built WithBatchedWrites
 	badAcked                                  []string       // acknowledged messages whose key cannot be derived
 	copies                                    map[string]int // dead-letter copies per source message
 	keyDLQ                                    map[string]int // dead-letter copies per key
@@ -328,7 +331,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
-		Optimistic: s.nOptimistic, Commits: s.nCommits}
+		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched}
 	if s.waits != nil {
 		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
 	}
@@ -508,7 +511,11 @@ func (s *Scenario) function() SQSHandler {
 	if c.Observe {
 		opts = append(opts, lambdaidem.WithObserver(s.obs))
 	}
-	if s.optimisticEnv() {
+	optimistic := s.optimisticEnv()
+	if s.batchedEnv() {
+		return s.buildBatched(opts, optimistic)
+	}
+	if optimistic {
 		return s.buildOptimistic(opts)
 	}
 	return s.build(opts)

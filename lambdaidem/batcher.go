@@ -5,8 +5,7 @@ import "context"
 // Batcher is implemented by a Store that can claim several keys, and
 // complete several leases, in fewer requests than one each: a batch's
 // records claimed in one request and those that finish together completed
-// in one more. The SQS handler does not use it yet; the conformance suite
-// and the benchmarks do (what a 10-record batch costs through it). It is a
+// in one more. The SQS handler uses it when built WithBatchedWrites. It is a
 // separate interface so that a Store written before it still compiles; the
 // in-memory, DynamoDB and Redis stores implement it, and the conformance
 // suite checks every store that does.

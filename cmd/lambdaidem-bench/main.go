@@ -180,7 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(w, "\n### Targets\n\n")
 		redisRes.WriteTargets(w)
-		fmt.Fprintf(w, "\n## Redis commands per message, by path\n\n")
+		fmt.Fprintf(w, "\n## Redis round trips and commands per message, by path\n\n")
 		redisRes.WriteRequests(w)
 	}
 	if waitRes != nil {

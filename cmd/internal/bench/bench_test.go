@@ -36,6 +36,9 @@ func TestDynamoSmoke(t *testing.T) {
 		if path != bench.PathFIFO {
 			want = append(want, bench.VariantFloorTwin)
 		}
+		if path == bench.PathBatch {
+			want = append(want, bench.VariantBatched)
+		}
 		if withPT {
 			want = append(want, bench.VariantPowertools)
 		}
@@ -150,6 +153,8 @@ func TestRedisSmoke(t *testing.T) {
 		}
 		checkSamples(t, res, path, want, cfg.N)
 	}
+	checkSamples(t, res, bench.PathBatch, []string{bench.VariantLambdaidem, bench.VariantBatched, bench.VariantRedisFloor, bench.VariantFloorTwin}, cfg.N)
+	checkSamples(t, res, bench.PathTxFirst, []string{bench.VariantLambdaidem, bench.VariantOptimistic, bench.VariantRedisFloor}, cfg.N)
 	checkRequests(t, res)
 	var buf bytes.Buffer
 	res.WriteLatency(&buf)

@@ -298,6 +298,9 @@ func RunDynamo(ctx context.Context, cfg DynamoConfig) (*DynamoResult, error) {
 	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
 		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
 		lambdaidem.WithConcurrency(cfg.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
+	b.hBatched = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil }, lambdaidem.WithBatchedWrites(),
+		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
+		lambdaidem.WithConcurrency(cfg.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
 	b.effects = harness.UniqueName("lambdaidem-bench-effects")
 	fmt.Fprintf(cfg.Progress, "creating table %s (the transactional handler's effects)\n", b.effects)
 	if err := createEffectsTable(ctx, client, b.effects); err != nil {
@@ -359,6 +362,8 @@ type dynamoBench struct {
 	table  string
 	store  *dynamo.Store
 	h      sqsHandler
+	// hBatched is h with WithBatchedWrites.
+	hBatched sqsHandler
 	// effects is the transactional handler's table; hTx and hOpt are
 	// that handler in lease mode and in the optimistic mode.
 	effects   string
@@ -441,6 +446,9 @@ func (b *dynamoBench) variants(path string) []variant {
 		vs = []variant{
 			{VariantLambdaidem, func(ctx context.Context) (time.Duration, error) {
 				return b.out.run(ctx, b.h, event(freshIDs(batchSize)...), lambdaidem.OutcomeProcessed)
+			}},
+			{VariantBatched, func(ctx context.Context) (time.Duration, error) {
+				return b.out.run(ctx, b.hBatched, event(freshIDs(batchSize)...), lambdaidem.OutcomeProcessed)
 			}},
 			floor(VariantFloor), floor(VariantFloorTwin),
 		}

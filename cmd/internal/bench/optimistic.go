@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -37,6 +36,11 @@ const (
 // TargetOptimisticVsFloor bounds the optimistic mode's transactional first
 // delivery against lease mode's floor, at p50.
 const TargetOptimisticVsFloor = 0.67
+
+// TargetBatchedVsBatch bounds a 10-record batch with batched writes
+// against the same batch claimed and completed one record at a time: no
+// slower, at p50 and at p99.
+const TargetBatchedVsBatch = 1.00
 
 // effectsTable is the handler's own table in the transactional paths,
 // keyed by "id".
@@ -220,50 +224,10 @@ func unitsText(units, messages int) string {
 	return num(float64(units) / float64(messages))
 }
 
-// PathBatchedClaims is a 10-record batch claimed with one request and
-// completed with one more, through the store's batched calls
-// (lambdaidem.Batcher): the floor batched claims reach. The SQS handler
-// does not batch its claims yet; this row measures what the store offers.
-const PathBatchedClaims = PathBatch + ", the store's batched claim and completion (per message)"
+// PathBatchedWrites is a 10-record batch of first deliveries through a
+// handler built WithBatchedWrites: the batch's claims in one request, its
+// completions in one more.
+const PathBatchedWrites = PathBatch + ", WithBatchedWrites (per message)"
 
-// batchedRequests counts a 10-record batch claimed and completed through
-// the store's batched calls.
-func (b *dynamoBench) batchedRequests(ctx context.Context, p *faultproxy.Proxy, store *dynamo.Store, units *writeUnits) (RequestRow, error) {
-	row := RequestRow{Impl: VariantLambdaidem, Path: PathBatchedClaims, Want: 2.0 / batchSize, Ops: map[string]int{}}
-	for range b.cfg.CountRuns {
-		ids := freshIDs(batchSize)
-		now := time.Now()
-		claims := make([]lambdaidem.ClaimRequest, len(ids))
-		for i, id := range ids {
-			claims[i] = lambdaidem.ClaimRequest{
-				Namespace: Namespace, Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
-				Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
-			}
-		}
-		p.ResetCounts()
-		units.take()
-		ictx, cancel := invocation(ctx)
-		got := store.ClaimBatch(ictx, claims)
-		completes := make([]lambdaidem.CompleteRequest, 0, len(got))
-		for i, c := range got {
-			if c.Err != nil || !c.Result.Claimed {
-				cancel()
-				return row, fmt.Errorf("%s: claim of %s: %v (claimed %v)", PathBatchedClaims, ids[i], c.Err, c.Result.Claimed)
-			}
-			completes = append(completes, lambdaidem.CompleteRequest{Lease: c.Result.Lease, Now: now, ExpiresAt: now.Add(24 * time.Hour)})
-		}
-		for i, err := range store.CompleteBatch(ictx, completes) {
-			if err != nil {
-				cancel()
-				return row, fmt.Errorf("%s: completion of %s: %w", PathBatchedClaims, ids[i], err)
-			}
-		}
-		cancel()
-		for op, c := range opCounts(p) {
-			row.Ops[op] += c
-		}
-		row.Units += units.take()
-		row.Messages += batchSize
-	}
-	return row, nil
-}
+// VariantBatched is the decorator built WithBatchedWrites.
+const VariantBatched = "lambdaidem, WithBatchedWrites (Go)"

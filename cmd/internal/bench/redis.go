@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -65,9 +67,15 @@ func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
 	if err := b.store.LoadScripts(ctx); err != nil {
 		return nil, err
 	}
-	b.h = lambdaidem.SQS(b.store, func(context.Context, events.SQSMessage) error { return nil },
+	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),
-		lambdaidem.WithConcurrency(dc.Concurrency), lambdaidem.WithInvocationHook(b.out.hook))
+		lambdaidem.WithConcurrency(dc.Concurrency), lambdaidem.WithInvocationHook(b.out.hook),
+	}
+	ok := func(context.Context, events.SQSMessage) error { return nil }
+	b.h = lambdaidem.SQS(b.store, ok, opts...)
+	b.hBatched = lambdaidem.SQS(b.store, ok, append(slices.Clone(opts), lambdaidem.WithBatchedWrites())...)
+	b.hTx = lambdaidem.SQS(b.store, b.txHandler(b.store), opts...)
+	b.hOpt = lambdaidem.SQS(b.store, b.txHandler(b.store), append(slices.Clone(opts), lambdaidem.WithOptimisticCommit())...)
 	res := &DynamoResult{N: dc.N, Concurrency: dc.Concurrency, Store: "redis"}
 
 	if cfg.PowertoolsDir != "" {
@@ -90,7 +98,7 @@ func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
 		}
 		res.NodeVersion = r.Node
 	}
-	for _, path := range []string{PathFirst, PathDuplicate} {
+	for _, path := range []string{PathFirst, PathDuplicate, PathBatch, PathTxFirst} {
 		pr, err := b.latency(ctx, path)
 		if err != nil {
 			return nil, err
@@ -106,12 +114,15 @@ func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
 }
 
 type redisBench struct {
-	cfg     DynamoConfig
-	store   *redisstore.Store
-	h       sqsHandler
-	out     outcomes
-	node    *node
-	ptProxy *faultproxy.RESP
+	cfg   DynamoConfig
+	store *redisstore.Store
+	h     sqsHandler
+	// hBatched is h WithBatchedWrites; hTx and hOpt run the transactional
+	// handler (txHandler) in lease mode and in the optimistic mode.
+	hBatched, hTx, hOpt sqsHandler
+	out                 outcomes
+	node                *node
+	ptProxy             *faultproxy.RESP
 
 	doneIDs, doneFloorIDs []string
 }
@@ -131,6 +142,76 @@ func (b *redisBench) floorFirst(ctx context.Context, id string) error {
 		return fmt.Errorf("bench: floor claim of %s refused", id)
 	}
 	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour)})
+}
+
+// txHandler is the transactional handler on Redis: its effect is one
+// command the completion's script (lease mode) or the commit's
+// (optimistic mode) runs.
+func (b *redisBench) txHandler(store *redisstore.Store) lambdaidem.MessageHandler {
+	return func(ctx context.Context, m events.SQSMessage) error {
+		return lambdaidem.AddCompletionWrite(ctx, redisstore.Set(store.Key(Namespace, "fx:"+m.MessageId), "42"))
+	}
+}
+
+// floorTxFirst is a transactional first delivery's two scripts, called on
+// the store directly: the claim, then the completion running the effect's
+// command.
+func (b *redisBench) floorTxFirst(ctx context.Context, id string) error {
+	now := time.Now()
+	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
+		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
+	})
+	if err != nil {
+		return err
+	}
+	if !c.Claimed {
+		return fmt.Errorf("bench: floor claim of %s refused", id)
+	}
+	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour),
+		Writes: []any{redisstore.Set(b.store.Key(Namespace+"-floor", "fx:"+id), "42")}})
+}
+
+// floorBatch is a batch's floor: each record's two scripts, the records
+// concurrently, at most Concurrency at once, as the decorator runs them.
+func (b *redisBench) floorBatch(ctx context.Context, ids []string) error {
+	sem := make(chan struct{}, b.cfg.Concurrency)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = b.floorFirst(ctx, id)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// tripCounter counts a go-redis client's round trips: a command, or a
+// pipeline of them, is one.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "hello" {
+			c.n.Add(1) // a new pooled connection's handshake is not a store request
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || (cmds[0].Name() != "hello" && cmds[0].Name() != "client") {
+			c.n.Add(1) // a new pooled connection's handshake is not a store request
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // floorDuplicate is a duplicate's one script: a claim refused by the
@@ -176,6 +257,34 @@ func (b *redisBench) variants(path string) []variant {
 			}}
 		}
 		vs = []variant{decoratorDuplicate(&b.out, b.h, b.doneIDs), floor(VariantRedisFloor), floor(VariantFloorTwin)}
+	case PathBatch:
+		floor := func(name string) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
+				ids := freshIDs(batchSize)
+				return timed(ctx, func(ctx context.Context) error { return b.floorBatch(ctx, ids) })
+			}}
+		}
+		through := func(name string, h sqsHandler) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
+				return b.out.run(ctx, h, event(freshIDs(batchSize)...), lambdaidem.OutcomeProcessed)
+			}}
+		}
+		vs = []variant{through(VariantLambdaidem, b.h), through(VariantBatched, b.hBatched), floor(VariantRedisFloor), floor(VariantFloorTwin)}
+	case PathTxFirst:
+		through := func(name string, h sqsHandler) variant {
+			return variant{name, func(ctx context.Context) (time.Duration, error) {
+				return b.out.run(ctx, h, event(newID()), lambdaidem.OutcomeProcessed)
+			}}
+		}
+		floor := variant{VariantRedisFloor, func(ctx context.Context) (time.Duration, error) {
+			id := newID()
+			return timed(ctx, func(ctx context.Context) error { return b.floorTxFirst(ctx, id) })
+		}}
+		// Powertools has no transactional path to compare.
+		return []variant{through(VariantLambdaidem, b.hTx), through(VariantOptimistic, b.hOpt), floor}
+	}
+	if op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate"}[path]; op == "" {
+		return vs
 	}
 	if b.node != nil {
 		op := map[string]string{PathFirst: "first", PathDuplicate: "duplicate"}[path]
@@ -223,6 +332,8 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	defer p.Close()
 	client := redis.NewClient(&redis.Options{Addr: p.Addr(), PoolSize: b.cfg.Concurrency})
 	defer client.Close()
+	var trips tripCounter
+	client.AddHook(&trips)
 	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
 	var out outcomes
 	opts := []lambdaidem.Option{
@@ -232,48 +343,53 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	ok := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil }, opts...)
 	cached := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil },
 		append(opts, lambdaidem.WithCache(1000, time.Hour))...)
-	// The transactional handler: its effect is one command run by the
-	// completion's script (lease mode) or the commit's (optimistic mode).
-	txRedis := func(ctx context.Context, m events.SQSMessage) error {
-		return lambdaidem.AddCompletionWrite(ctx, redisstore.Set(store.Key(Namespace, "fx:"+m.MessageId), "42"))
-	}
+	txRedis := b.txHandler(store)
 	tx := lambdaidem.SQS(store, txRedis, opts...)
 	optimistic := lambdaidem.SQS(store, txRedis, append(slices.Clone(opts), lambdaidem.WithOptimisticCommit())...)
+	batched := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil }, append(slices.Clone(opts), lambdaidem.WithBatchedWrites())...)
 	// Connect before counting: the handshake is not a store request.
 	if err := client.Ping(ctx).Err(); err != nil {
 		return nil, err
 	}
 	type path struct {
-		name    string
-		want    float64
-		setup   sqsHandler
-		h       sqsHandler
-		outcome lambdaidem.Outcome
+		name     string
+		want     float64
+		setup    sqsHandler
+		h        sqsHandler
+		outcome  lambdaidem.Outcome
+		messages int // 0: one
 	}
 	var rows []RequestRow
 	for _, pth := range []path{
-		{PathFirst, 2, nil, ok, lambdaidem.OutcomeProcessed},
-		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate},
-		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate},
-		{PathTxFirst, 2, nil, tx, lambdaidem.OutcomeProcessed},
-		{PathTxFirst + ", WithOptimisticCommit", 1, nil, optimistic, lambdaidem.OutcomeProcessed},
+		{PathFirst, 2, nil, ok, lambdaidem.OutcomeProcessed, 0},
+		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate, 0},
+		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate, 0},
+		{PathBatch + " (per message)", 2, nil, ok, lambdaidem.OutcomeProcessed, batchSize},
+		{PathBatchedWrites, 2.0 / batchSize, nil, batched, lambdaidem.OutcomeProcessed, batchSize},
+		{PathTxFirst, 2, nil, tx, lambdaidem.OutcomeProcessed, 0},
+		{PathTxFirst + ", WithOptimisticCommit", 1, nil, optimistic, lambdaidem.OutcomeProcessed, 0},
 	} {
 		row := RequestRow{Impl: VariantLambdaidem, Path: pth.name, Want: pth.want, Ops: map[string]int{}, Units: -1}
 		for range b.cfg.CountRuns {
-			id := newID()
+			ids := freshIDs(max(pth.messages, 1))
 			if pth.setup != nil {
-				if _, err := out.run(ctx, pth.setup, event(id), lambdaidem.OutcomeProcessed); err != nil {
+				if _, err := out.run(ctx, pth.setup, event(ids...), lambdaidem.OutcomeProcessed); err != nil {
 					return nil, fmt.Errorf("%s: setup: %w", pth.name, err)
 				}
 			}
 			p.ResetCounts()
-			if _, err := out.run(ctx, pth.h, event(id), pth.outcome); err != nil {
+			trips.n.Store(0)
+			if _, err := out.run(ctx, pth.h, event(ids...), pth.outcome); err != nil {
 				return nil, fmt.Errorf("%s: %w", pth.name, err)
 			}
 			for op, c := range p.Counts() {
+				if op == "HELLO" || op == "CLIENT" {
+					continue // a new pooled connection's handshake, not a store request
+				}
 				row.Ops[op] += c
 			}
-			row.Messages++
+			row.Trips += int(trips.n.Load())
+			row.Messages += len(ids)
 		}
 		rows = append(rows, row)
 	}

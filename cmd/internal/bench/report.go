@@ -23,7 +23,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(
 // floorOf names the variant a variant's ratio is taken against.
 func floorOf(v string) string {
 	switch v {
-	case VariantLambdaidem, VariantFloor, VariantFloorTwin, VariantOptimistic, VariantOneTx:
+	case VariantLambdaidem, VariantFloor, VariantFloorTwin, VariantOptimistic, VariantOneTx, VariantBatched:
 		return VariantFloor
 	case VariantPowertools, VariantPowertoolsBare:
 		return VariantPowertoolsBare
@@ -38,7 +38,7 @@ func floorOf(v string) string {
 // floorIn is floorOf within a path's results: on Redis, lambdaidem's floor
 // is the store's scripts without the decorator.
 func floorIn(p PathResult, v string) string {
-	if _, ok := p.Dists[VariantRedisFloor]; ok && (v == VariantLambdaidem || v == VariantFloorTwin) {
+	if _, ok := p.Dists[VariantRedisFloor]; ok && (v == VariantLambdaidem || v == VariantFloorTwin || v == VariantBatched || v == VariantOptimistic) {
 		return VariantRedisFloor
 	}
 	return floorOf(v)
@@ -102,6 +102,12 @@ func (r *DynamoResult) Targets() []Target {
 			{"first delivery: p50 above its floor ≤ 0.5 × Powertools' p50 above its floor", TargetRedisVsPowertools,
 				above(q(PathFirst, VariantLambdaidem, 0.5), q(PathFirst, VariantRedisFloor, 0.5),
 					q(PathFirst, VariantPowertoolsRedis, 0.5), q(PathFirst, VariantPowertoolsRedisBare, 0.5))},
+			{"transactional first delivery, WithOptimisticCommit, p50 ≤ 0.67 × lease mode's floor (the claim script, then the completion script with the effect)",
+				TargetOptimisticVsFloor, ratio(q(PathTxFirst, VariantOptimistic, 0.5), q(PathTxFirst, VariantRedisFloor, 0.5))},
+			{"10-record batch, WithBatchedWrites, p50 ≤ 1.00 × the same batch claimed one record at a time", TargetBatchedVsBatch,
+				ratio(q(PathBatch, VariantBatched, 0.5), q(PathBatch, VariantLambdaidem, 0.5))},
+			{"10-record batch, WithBatchedWrites, p99 ≤ 1.00 × the same batch claimed one record at a time", TargetBatchedVsBatch,
+				ratio(q(PathBatch, VariantBatched, 0.99), q(PathBatch, VariantLambdaidem, 0.99))},
 		}
 	}
 	return []Target{
@@ -115,6 +121,10 @@ func (r *DynamoResult) Targets() []Target {
 			ratio(q(PathFirst, VariantLambdaidem, 0.5), q(PathFirst, VariantPowertools, 0.5))},
 		{"transactional first delivery, WithOptimisticCommit, p50 ≤ 0.67 × lease mode's floor (a bare claim, then the bare transaction)",
 			TargetOptimisticVsFloor, ratio(q(PathTxFirst, VariantOptimistic, 0.5), q(PathTxFirst, VariantFloor, 0.5))},
+		{"10-record batch, WithBatchedWrites, p50 ≤ 1.00 × the same batch claimed one record at a time", TargetBatchedVsBatch,
+			ratio(q(PathBatch, VariantBatched, 0.5), q(PathBatch, VariantLambdaidem, 0.5))},
+		{"10-record batch, WithBatchedWrites, p99 ≤ 1.00 × the same batch claimed one record at a time", TargetBatchedVsBatch,
+			ratio(q(PathBatch, VariantBatched, 0.99), q(PathBatch, VariantLambdaidem, 0.99))},
 	}
 }
 
@@ -173,7 +183,11 @@ func (r *DynamoResult) WriteTargets(w io.Writer) {
 
 // WriteRequests writes the requests-per-message table.
 func (r *DynamoResult) WriteRequests(w io.Writer) {
-	fmt.Fprintf(w, "| implementation | path | requests / message | by operation | target | write units / message |\n|---|---|---:|---|---|---:|\n")
+	what := "requests / message"
+	if r.Store == "redis" {
+		what = "round trips / message"
+	}
+	fmt.Fprintf(w, "| implementation | path | %s | by operation | target | write units / message |\n|---|---|---:|---|---|---:|\n", what)
 	for _, row := range r.Requests {
 		want := ""
 		if row.Want >= 0 {

@@ -1267,7 +1267,7 @@ func (s *Scenario) final() {
 		if dm.Metadata.Reason == "" {
 			s.violate(InvReasons, "dead-letter copy %s has no reason", m.ID)
 		}
-		s.stranded(dm, queued, now)
+		s.stranded(m.ID, dm, queued, now)
 	}
 }
 
@@ -1288,8 +1288,12 @@ func (s *Scenario) hadEffect(key, body string) bool {
 // DEAD_LETTERED (by it or a later copy), reset by it, or a message of its
 // key is still queued to take the record over. A record still IN_PROGRESS
 // with nothing left to deliver, or gone without an operator's forget or a
-// retention that allows it, leaves the copy in the DLQ for good.
-func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
+// retention that allows it, leaves the copy in the DLQ for good. A record
+// an earlier redrive reset for this very copy (copyID), whose send back
+// failed, is not: RedriveOptions.Resend sends the copy again, whatever
+// became of the record since (a claim held in the network may have landed
+// on the reset record and left it IN_PROGRESS under a lease nobody holds).
+func (s *Scenario) stranded(copyID string, dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
 	md := dm.Metadata
 	switch md.Reason {
 	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
@@ -1305,7 +1309,7 @@ func (s *Scenario) stranded(dm sqsqueue.DeadLetterMessage, queued map[string]boo
 	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
 			md.MessageID, md.Key, md.Reason)
-	case err == nil && rec.Status == lambdaidem.StatusInProgress:
+	case err == nil && rec.Status == lambdaidem.StatusInProgress && rec.RedrivenFrom != copyID:
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
 			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}

@@ -29,6 +29,14 @@ func TestKit(t *testing.T) {
 				f.kit(t)
 				return
 			}
+			if f.kitRefused != nil {
+				err := lambdaidem.Check(func() { lambdaidemtest.New(noop, keyed, f.option()) })
+				var ce *lambdaidem.ConfigError
+				if !errors.As(err, &ce) || !errors.Is(err, f.kitRefused) {
+					t.Fatalf("the kit built with %s: %v, want a *lambdaidem.ConfigError matching %v (if the kit runs it now, give the feature a kit scenario)", f.name, err, f.kitRefused)
+				}
+				return
+			}
 			c := cellOf(f, entries[0], stores[0])
 			if c.supported {
 				t.Fatalf("the SQS handler supports %s, and the kit does not run it", f.name)

@@ -22,12 +22,9 @@ func init() {
 		sqsOnly: true,
 		option:  lambdaidem.WithBatchedWrites,
 		run:     runBatched,
-		// The kit's store does not offer lambdaidem.Batcher, so the kit
-		// refuses the option when it is made, as the SQS handler refuses
-		// it on such a store; once the kit runs it, this becomes a kit
-		// scenario like the others.
-		kitRefused: lambdaidem.ErrBatchUnsupported,
-		kitHow:     "the kit's store does not implement `lambdaidem.Batcher`",
+		kit:     kitBatched,
+		kitHow:  "the option; a batch's records claimed and completed together",
+		sim:     "Batched",
 	})
 }
 

@@ -147,7 +147,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store)
+chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, '-mode optimistic' for WithOptimisticCommit, '-batched' for WithBatchedWrites)
 	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
 	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
 	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)

@@ -203,11 +203,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 	}
 	t.rt.Each(len(rest), p.c.concurrency, func(j int) {
 		g := rest[j]
-		stopped := !reports[g[0]].Acked
-		if mutant.On("fifo-continues-after-failure") {
-			stopped = false // the bug: the group goes on after a record that was not acknowledged
-		}
-		p.runRecords(ctx, t, recs, keys, g[1:], stopped, reports)
+		p.runRecords(ctx, t, recs, keys, g[1:], stopsGroup(reports[g[0]]), reports)
 	})
 }
 

@@ -253,15 +253,21 @@ func (p *sqsProcessor) runRecords(ctx context.Context, t timing, recs []events.S
 			reports[i] = RecordReport{MessageID: recs[i].MessageId, MessageGroupID: recs[i].Attributes["MessageGroupId"], Key: keys[i].key, Outcome: OutcomeSkippedGroup}
 		} else {
 			reports[i] = p.process(rctx, t, recs[i], keys[i])
-			stopped = !reports[i].Acked && len(group) > 1
-			if mutant.On("fifo-continues-after-failure") {
-				stopped = false // the bug: the group goes on after a record that was not acknowledged
-			}
+			stopped = len(group) > 1 && stopsGroup(reports[i])
 		}
 		if p.observed() {
 			p.recordEnd(rctx, &reports[i])
 		}
 	}
+}
+
+// stopsGroup reports whether a record's outcome stops the rest of its
+// group: one that was not acknowledged.
+func stopsGroup(r RecordReport) bool {
+	if mutant.On("fifo-continues-after-failure") {
+		return false // the bug: the group goes on after a record that was not acknowledged
+	}
+	return !r.Acked
 }
 
 // observerBase is the context an observed record starts from: the

@@ -5,6 +5,16 @@
 // exits 0 when every invariant held, 1 when one broke and 2 when a run
 // could not be carried out.
 //
+// -mode optimistic runs tx's handler under lambdaidem.WithOptimisticCommit
+// (no claim on a first delivery; the commit decides), -mode all runs the
+// three; -batched runs plain and tx with lambdaidem.WithBatchedWrites (one
+// claim request and one completion request per batch; refused with
+// optimistic, which has no claim to batch). tx and optimistic must show
+// no duplicate effect, every mode no lost message:
+//
+//	localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -mode optimistic -messages 1500
+//	localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -batched -messages 1500 -store redis
+//
 // It needs DynamoDB Local and an SQS emulator, found through the SDK's
 // endpoint variables; localstack/stack.sh provides both:
 //

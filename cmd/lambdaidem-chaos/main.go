@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/chaos"
@@ -22,6 +23,18 @@ It needs the local services (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SQS):
   make chaos
   localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -messages 1000
 
+Modes (-mode): plain (the effect written by the handler, at-least-once),
+tx (the effect committed with the completion, exactly once), optimistic
+(tx's handler under WithOptimisticCommit: no claim on a first delivery,
+the commit decides), both (plain and tx, the default) or all three.
+-batched runs plain and tx with WithBatchedWrites (one claim request and
+one completion request per batch); optimistic has no claim to batch and
+is refused with it. Every mode is checked for lost 0, and tx and
+optimistic for duplicate effects 0:
+
+  localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -mode optimistic -messages 1500
+  localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -batched -messages 1500 -store redis
+
 Replay a run with the seed it printed: -seed N.
 
 Flags:
@@ -36,7 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	def := chaos.DefaultConfig(chaos.ModePlain)
 	messages := fs.Int("messages", def.Messages, "distinct `number` of messages per mode (duplicates come on top)")
 	seed := fs.Uint64("seed", 0, "random `seed` (default: from the clock; always printed)")
-	mode := fs.String("mode", "both", "`mode`: plain, tx or both")
+	mode := fs.String("mode", "both", "`mode`: plain, tx, optimistic, both (plain and tx) or all")
+	batched := fs.Bool("batched", false, "run with lambdaidem.WithBatchedWrites (plain and tx only)")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt chaos function `binary` (default: build ./cmd/lambdaidem-chaos/fn)")
 	drain := fs.Duration("drain", def.DrainTimeout, "give up waiting for the queue to drain when nothing has moved for this long, per mode")
 	verbose := fs.Bool("v", false, "copy the function's log lines (JSON) to stderr")
@@ -61,10 +75,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch *mode {
 	case "both":
 		modes = []chaos.Mode{chaos.ModePlain, chaos.ModeTx}
-	case string(chaos.ModePlain), string(chaos.ModeTx):
+	case "all":
+		modes = []chaos.Mode{chaos.ModePlain, chaos.ModeTx, chaos.ModeOptimistic}
+	case string(chaos.ModePlain), string(chaos.ModeTx), string(chaos.ModeOptimistic):
 		modes = []chaos.Mode{chaos.Mode(*mode)}
 	default:
-		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx or both\n", *mode)
+		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx, optimistic, both or all\n", *mode)
+		return 2
+	}
+	if *batched && slices.Contains(modes, chaos.ModeOptimistic) {
+		fmt.Fprintln(stderr, "lambdaidem-chaos: -batched with -mode optimistic: the library refuses WithBatchedWrites with WithOptimisticCommit (no claim to batch)")
 		return 2
 	}
 	stack := harness.StackFromEnv()
@@ -87,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v, store %s\n", *seed, *seed, *messages, modes, *store)
+	fmt.Fprintf(stdout, "lambdaidem chaos: seed %d (replay with -seed %d), %d messages per mode, modes %v, batched %v, store %s\n", *seed, *seed, *messages, modes, *batched, *store)
 
 	if *bootstrap == "" {
 		// One build for both modes.
@@ -106,6 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, m := range modes {
 		cfg := tune
 		cfg.Mode = m
+		cfg.Batched = *batched
 		if cfg.SlowFor == def.SlowFor && cfg.Visibility != def.Visibility {
 			cfg.SlowFor = 0 // follows the visibility timeout
 		}

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,14 @@ func TestKit(t *testing.T) {
 			t.Parallel()
 			if f.kit != nil {
 				f.kit(t)
+				return
+			}
+			if f.kitRefused != nil {
+				err := lambdaidem.Check(func() { lambdaidemtest.New(noop, keyed, f.option()) })
+				var ce *lambdaidem.ConfigError
+				if !errors.As(err, &ce) || !errors.Is(err, f.kitRefused) {
+					t.Fatalf("the kit built with %s: %v, want a *lambdaidem.ConfigError matching %v (if the kit runs it now, give the feature a kit scenario)", f.name, err, f.kitRefused)
+				}
 				return
 			}
 			c := cellOf(f, entries[0], stores[0])
@@ -204,6 +213,23 @@ func kitLateReplay(t *testing.T) {
 	k.Run()
 	if got := k.Outcomes("k"); !slices.Contains(got, lambdaidem.OutcomeLateReplay) || k.Runs("k") != 1 {
 		t.Fatalf("outcomes %v, %d runs; want one run and a late replay", got, k.Runs("k"))
+	}
+	checked(t, k)
+}
+
+// kitBatched: ten messages, one of them twice, with batched writes: each
+// key runs once.
+func kitBatched(t *testing.T) {
+	k := lambdaidemtest.New(noop, keyed, lambdaidem.WithBatchedWrites())
+	for i := range 10 {
+		k.Send(fmt.Sprintf(`{"key":"k%d"}`, i))
+	}
+	k.Send(`{"key":"k0"}`)
+	k.Run()
+	for i := range 10 {
+		if n := k.Runs(fmt.Sprintf("k%d", i)); n != 1 {
+			t.Fatalf("k%d ran %d times, want 1", i, n)
+		}
 	}
 	checked(t, k)
 }

@@ -17,7 +17,8 @@ import (
 
 // TestRun is the small chaos run of `make test`: a few hundred messages
 // through the real bootstrap under two pollers, in both modes at once on
-// the DynamoDB store and on the Redis store, with every kind of fault. It
+// the DynamoDB store and on the Redis store, and in the optimistic mode
+// and tx mode with batched writes on DynamoDB, with every kind of fault. It
 // fails on any broken invariant and prints the table (and the seed, to
 // replay with) either way.
 func TestRun(t *testing.T) {
@@ -35,11 +36,16 @@ func TestRun(t *testing.T) {
 
 	// Both modes run a second time on the Redis store.
 	type run struct {
-		name  string
-		mode  chaos.Mode
-		store chaos.Store
+		name    string
+		mode    chaos.Mode
+		store   chaos.Store
+		batched bool
 	}
-	runs := []run{{"plain", chaos.ModePlain, chaos.StoreDynamoDB}, {"tx", chaos.ModeTx, chaos.StoreDynamoDB}, {"plain-redis", chaos.ModePlain, chaos.StoreRedis}, {"tx-redis", chaos.ModeTx, chaos.StoreRedis}}
+	runs := []run{
+		{"plain", chaos.ModePlain, chaos.StoreDynamoDB, false}, {"tx", chaos.ModeTx, chaos.StoreDynamoDB, false},
+		{"plain-redis", chaos.ModePlain, chaos.StoreRedis, false}, {"tx-redis", chaos.ModeTx, chaos.StoreRedis, false},
+		{"optimistic", chaos.ModeOptimistic, chaos.StoreDynamoDB, false}, {"tx-batched", chaos.ModeTx, chaos.StoreDynamoDB, true},
+	}
 
 	var mu sync.Mutex
 	reports := map[string]chaos.Report{}
@@ -61,6 +67,7 @@ func TestRun(t *testing.T) {
 			t.Run(r.name, func(t *testing.T) {
 				t.Parallel()
 				cfg := chaos.DefaultConfig(r.mode)
+				cfg.Batched = r.batched
 				cfg.Messages = 250
 				if r.store == chaos.StoreRedis {
 					cfg.Store, cfg.RedisAddr = r.store, testenv.RedisAddr(t)
@@ -171,6 +178,9 @@ func TestConfigValidation(t *testing.T) {
 		"batch":      func(c *chaos.Config) { c.BatchSize = 11 },
 		"store":      func(c *chaos.Config) { c.Store = "memcached" },
 		"redis addr": func(c *chaos.Config) { c.Store = chaos.StoreRedis },
+		"batched optimistic": func(c *chaos.Config) {
+			c.Mode, c.Batched = chaos.ModeOptimistic, true
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -15,7 +15,8 @@ import (
 // effectRow is one row of the effects table: one execution of the effect.
 type effectRow struct {
 	key       string
-	attempt   int
+	attempt   int // 0: an optimistic first delivery, which holds no lease
+	messageID string
 	requestID string
 }
 
@@ -45,15 +46,15 @@ func (r *run) collect(ctx context.Context) (Report, error) {
 		redisStore = redisstore.New(client, redisstore.Options{Prefix: r.h.Prefix})
 	}
 	var err error
-	if redisStore != nil && r.cfg.Mode == ModeTx {
+	if redisStore != nil && r.cfg.Mode.committed() {
 		err = redisEffects(ctx, redisStore, func(h map[string]string) {
-			row := effectRow{key: h["key"], requestID: h["request_id"]}
+			row := effectRow{key: h["key"], messageID: h["message_id"], requestID: h["request_id"]}
 			row.attempt, _ = strconv.Atoi(h["attempt"])
 			f.effects[row.key] = append(f.effects[row.key], row)
 		})
 	} else {
 		err = harness.ScanTable(ctx, r.h.DynamoDB, r.h.EffectsTable(""), 4, func(it harness.Item) {
-			row := effectRow{key: harness.Str(it["key"]), requestID: harness.Str(it["request_id"])}
+			row := effectRow{key: harness.Str(it["key"]), messageID: harness.Str(it["message_id"]), requestID: harness.Str(it["request_id"])}
 			row.attempt, _ = strconv.Atoi(harness.Num(it["attempt"]))
 			f.effects[row.key] = append(f.effects[row.key], row)
 		})
@@ -82,7 +83,7 @@ func (r *run) collect(ctx context.Context) (Report, error) {
 	return r.report(f), nil
 }
 
-// redisEffects reads the effects tx mode committed on the Redis store:
+// redisEffects reads the effects tx (or optimistic) mode committed on the Redis store:
 // one hash per effect, named by the function's Store.Key(Namespace,
 // "fx:KEY#ID"), read with SCAN and HGETALL.
 func redisEffects(ctx context.Context, store *redisstore.Store, row func(map[string]string)) error {

@@ -42,7 +42,18 @@ const (
 	// the Redis store a completion command; exactly once, no duplicate
 	// allowed.
 	ModeTx Mode = "tx"
+	// ModeOptimistic: tx mode's handler under
+	// lambdaidem.WithOptimisticCommit: a first delivery takes no claim,
+	// and its effect commits with the completion only if no other copy's
+	// did; exactly once, no duplicate allowed. A crash is asked of a
+	// delivery by its receive count (the first delivery holds no lease,
+	// so has no attempt number).
+	ModeOptimistic Mode = "optimistic"
 )
+
+// committed reports whether the mode commits its effect with the
+// completion, so that no duplicate effect is allowed.
+func (m Mode) committed() bool { return m == ModeTx || m == ModeOptimistic }
 
 // Config is one chaos run. Zero fields take the defaults documented on
 // each; DefaultConfig returns them filled in. A negative rate turns that
@@ -50,6 +61,12 @@ const (
 type Config struct {
 	// Mode is the function's mode. Required.
 	Mode Mode
+	// Batched runs the function with lambdaidem.WithBatchedWrites: the
+	// first record of each fresh group of a batch claimed in one store
+	// request, the successes completed in one more (ModePlain and ModeTx;
+	// the library refuses it with ModeOptimistic). The invariants are the
+	// mode's.
+	Batched bool
 	// Messages is the number of distinct messages (keys). Duplicates come
 	// on top: about DuplicateRate × Messages more sends. Default 10,000:
 	// both modes of `make chaos` then take about 9 minutes on a quiet
@@ -211,8 +228,10 @@ func (c *Config) validate() error {
 		return nil
 	}
 	switch {
-	case c.Mode != ModePlain && c.Mode != ModeTx:
-		return bad("mode %q is neither %q nor %q", c.Mode, ModePlain, ModeTx)
+	case c.Mode != ModePlain && c.Mode != ModeTx && c.Mode != ModeOptimistic:
+		return bad("mode %q is not %q, %q or %q", c.Mode, ModePlain, ModeTx, ModeOptimistic)
+	case c.Batched && c.Mode == ModeOptimistic:
+		return bad("batched writes have no claim to batch in mode %q", ModeOptimistic)
 	case c.Store != StoreDynamoDB && c.Store != StoreRedis:
 		return bad("store %q is neither %q nor %q", c.Store, StoreDynamoDB, StoreRedis)
 	case c.Store == StoreRedis && c.RedisAddr == "":

@@ -29,8 +29,11 @@
 // (through sqsqueue.Parse) and the idempotency records — and checks:
 //
 //   - lost = 0: every key has an effect or a DLQ entry with a reason;
-//   - ModeTx (effect committed with the completion): no duplicate effect,
-//     and each effect belongs to the claim that completed its key;
+//   - ModeTx (effect committed with the completion) and ModeOptimistic
+//     (the same handler under lambdaidem.WithOptimisticCommit, whose first
+//     delivery takes no claim): no duplicate effect, and each effect
+//     belongs to the claim that completed its key (an unleased optimistic
+//     commit: to the message the record names);
 //   - ModePlain (effect written before completion): duplicate effects do
 //     not exceed the effects whose completion the logs show was never
 //     recorded, key by key, and each duplicate follows a lease takeover
@@ -47,6 +50,10 @@
 //	rep, err := chaos.Run(ctx, cfg)
 //	chaos.Print(os.Stdout, rep)
 //	if err != nil { ... } // errors.Is(err, chaos.ErrInvariant) when one broke
+//
+// Config.Batched runs ModePlain or ModeTx with lambdaidem.WithBatchedWrites
+// (the fresh records of a batch claimed in one store request, the
+// successes completed in one more) under the same invariants.
 //
 // The seed is in the report; Config.Seed replays a run's workload and
 // fault plan (the machine decides the interleaving).

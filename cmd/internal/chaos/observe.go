@@ -37,6 +37,7 @@ type observer struct {
 	unrecorded  map[attemptKey]string // completion_unrecorded or lease_lost
 	writeFailed map[attemptKey]bool
 	crashes     map[attemptKey]crashMark
+	crashLines  map[string]int // point -> "chaos: crashing" lines
 	takeovers   map[string]int // key -> "took over an abandoned lease" lines
 	poisonRuns  map[string]int // key -> handler runs of a poison message
 	effectLines int
@@ -55,6 +56,7 @@ func newObserver(obs *harness.Observer) *observer {
 		unrecorded:  map[attemptKey]string{},
 		writeFailed: map[attemptKey]bool{},
 		crashes:     map[attemptKey]crashMark{},
+		crashLines:  map[string]int{},
 		takeovers:   map[string]int{},
 		poisonRuns:  map[string]int{},
 		trail:       map[string][]string{},
@@ -123,5 +125,6 @@ func (o *observer) line(l harness.LogLine) {
 		o.poisonRuns[l.Key]++
 	case l.Message == "chaos: crashing":
 		o.crashes[ak] = crashMark{point: l.Point, status: l.Status}
+		o.crashLines[l.Point]++
 	}
 }

@@ -18,8 +18,9 @@ import (
 // the function's logs explain duplicates (which completion was never
 // recorded, which attempt took over an abandoned lease).
 type Report struct {
-	Mode Mode
-	Seed uint64
+	Mode    Mode
+	Batched bool // lambdaidem.WithBatchedWrites
+	Seed    uint64
 
 	// Injected.
 	Messages       int            // distinct messages (keys)
@@ -71,6 +72,9 @@ type Report struct {
 	Violations []string
 }
 
+// name is the run's mode as the table heads it.
+func (r Report) name() string { return Config{Mode: r.Mode, Batched: r.Batched}.name() }
+
 // OK reports whether every invariant held.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
@@ -83,6 +87,7 @@ func (r *run) report(f facts) Report {
 	cfg := r.cfg
 	rep := Report{
 		Mode:             cfg.Mode,
+		Batched:          cfg.Batched,
 		Seed:             cfg.Seed,
 		Messages:         len(r.workload.Messages),
 		Sends:            r.workload.Sends(),
@@ -97,9 +102,9 @@ func (r *run) report(f facts) Report {
 		OtherOutputLines: seen.OtherLines,
 	}
 	rep.DuplicateSends = rep.Sends - rep.Messages
-	for _, c := range o.crashes {
-		rep.CrashesSeen[c.point]++
-	}
+	// Counted by line: the optimistic mode's unleased crashes of one key
+	// share attempt 0.
+	maps.Copy(rep.CrashesSeen, o.crashLines)
 	for _, n := range o.takeovers {
 		rep.Takeovers += n
 	}
@@ -174,11 +179,21 @@ func (r *run) report(f facts) Report {
 			if dup > reruns {
 				noTakeover = append(noTakeover, fmt.Sprintf("%s (%d duplicates, %d takeovers)", m.Key, dup, reruns))
 			}
-		case ModeTx:
+		case ModeTx, ModeOptimistic:
 			if len(rows) == 1 {
+				// The effect is the completing claim's: its attempt is
+				// the record's. An optimistic first delivery holds no
+				// lease (attempt 0): its commit wrote its message ID on
+				// the record.
+				row := rows[0]
 				rec, ok := f.records[m.Key]
-				if !ok || rec.Status != lambdaidem.StatusCompleted || rec.Attempts != rows[0].attempt {
-					txUncommitted = append(txUncommitted, fmt.Sprintf("%s (effect of attempt %d, record %s at attempt %d)", m.Key, rows[0].attempt, rec.Status, rec.Attempts))
+				mine := rec.Attempts == row.attempt
+				if row.attempt == 0 {
+					mine = rec.MessageID == row.messageID
+				}
+				if !ok || rec.Status != lambdaidem.StatusCompleted || !mine {
+					txUncommitted = append(txUncommitted, fmt.Sprintf("%s (effect of attempt %d by message %s, record %s at attempt %d by %s)",
+						m.Key, row.attempt, row.messageID, rec.Status, rec.Attempts, rec.MessageID))
 				}
 			}
 		}
@@ -207,7 +222,7 @@ func (r *run) report(f facts) Report {
 	if len(rep.Lost) > 0 {
 		v("lost: %d keys have no effect and no DLQ entry: %s", len(rep.Lost), harness.Sample(rep.Lost))
 	}
-	if cfg.Mode == ModeTx && rep.DuplicateEffects > 0 {
+	if cfg.Mode.committed() && rep.DuplicateEffects > 0 {
 		v("transactional completion: %d duplicate effects (want 0) on %d keys", rep.DuplicateEffects, rep.KeysWithDuplicates)
 	}
 	if len(txUncommitted) > 0 {
@@ -284,7 +299,7 @@ func Print(w io.Writer, reports ...Report) {
 	}
 	section := func(title string) { row(title, func(Report) string { return "" }) }
 
-	row("mode", func(r Report) string { return string(r.Mode) })
+	row("mode", func(r Report) string { return r.name() })
 	row("seed", func(r Report) string { return fmt.Sprint(r.Seed) })
 	section("injected")
 	row("  messages (keys)", n(func(r Report) int { return r.Messages }))
@@ -350,10 +365,10 @@ func Print(w io.Writer, reports ...Report) {
 	_ = tw.Flush()
 	for _, r := range reports {
 		for _, v := range r.Violations {
-			fmt.Fprintf(w, "BROKEN (%s, seed %d): %s\n", r.Mode, r.Seed, v)
+			fmt.Fprintf(w, "BROKEN (%s, seed %d): %s\n", r.name(), r.Seed, v)
 		}
 		for _, key := range r.Lost {
-			fmt.Fprintf(w, "trail of lost key %s (%s):\n", key, r.Mode)
+			fmt.Fprintf(w, "trail of lost key %s (%s):\n", key, r.name())
 			for _, line := range r.Trails[key] {
 				fmt.Fprintf(w, "  %s\n", line)
 			}

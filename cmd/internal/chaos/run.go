@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	start := time.Now()
 	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack: harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, SQSEndpoint: cfg.SQSEndpoint, Region: cfg.Region, RedisAddr: cfg.RedisAddr},
-		Name:  "lambdaidem-chaos-" + string(cfg.Mode),
+		Name:  "lambdaidem-chaos-" + cfg.name(),
 		// The harness talks to DynamoDB directly: faults are for the
 		// function.
 		Log:         &harness.Log{Out: cfg.Progress, Prefix: "chaos: "},
@@ -71,6 +71,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		"CHAOS_MODE=" + string(cfg.Mode),
 		"IDEMPOTENCY_NAMESPACE=" + Namespace,
 		"MAX_ATTEMPTS=" + strconv.Itoa(cfg.MaxAttempts),
+	}
+	if cfg.Batched {
+		env = append(env, "CHAOS_BATCHED=1")
 	}
 	var resp *faultproxy.RESP
 	if cfg.Store == StoreRedis {
@@ -105,7 +108,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	h.Log.Printf("mode %s, seed %d: %d messages in %d sends to %d pollers × %d processes",
-		cfg.Mode, cfg.Seed, cfg.Messages, r.workload.Sends(), cfg.Pollers, cfg.Concurrency)
+		cfg.name(), cfg.Seed, cfg.Messages, r.workload.Sends(), cfg.Pollers, cfg.Concurrency)
 
 	stopProgress := harness.Every(cfg.ProgressEvery, r.progress)
 	driveErr := h.Play(ctx, r.workload, harness.Phase{Name: "send", Sends: r.workload.Order, Backlog: cfg.Backlog})
@@ -138,6 +141,15 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return rep, nil
 }
 
+// name is the run's mode as the report and the logs name it: the mode,
+// and "-batched" with batched writes.
+func (c Config) name() string {
+	if c.Batched {
+		return string(c.Mode) + "-batched"
+	}
+	return string(c.Mode)
+}
+
 // run is the state of one Run.
 type run struct {
 	cfg      Config
@@ -158,7 +170,7 @@ func (r *run) progress(final bool) {
 		depth = strconv.Itoa(n)
 	}
 	r.h.Log.Printf("mode %s: sent %d/%d, deleted %d, queue %s, in flight %d | processed %d, held back %d, process restarts %d",
-		r.cfg.Mode, r.h.Sent(), r.workload.Sends(), r.h.Obs.Deleted(), depth, r.h.Obs.InFlight(),
+		r.cfg.name(), r.h.Sent(), r.workload.Sends(), r.h.Obs.Deleted(), depth, r.h.Obs.InFlight(),
 		o.Outcomes["processed"], o.Outcomes["in_progress"], o.Restarts)
 }
 

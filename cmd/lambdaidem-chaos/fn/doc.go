@@ -30,8 +30,18 @@
 // lambdaidem.AddCompletionWrite, committed with the completion (exactly
 // once).
 //
+// CHAOS_MODE=optimistic is tx under lambdaidem.WithOptimisticCommit: a
+// first delivery runs without a claim (LeaseFromContext reports attempt
+// 0, and the effect row says so) and its commit decides; its crash
+// points are asked of the delivery's ApproximateReceiveCount instead of
+// the lease's attempt, after_claim meaning before the effect.
+// CHAOS_BATCHED=1 adds lambdaidem.WithBatchedWrites; a crash during a
+// batched completion exits once the whole batched request (a DynamoDB
+// BatchExecuteStatement, a Redis pipeline) has been answered.
+//
 // Environment: IDEMPOTENCY_TABLE, EFFECTS_TABLE (required), DLQ_URL,
-// CHAOS_MODE (plain or tx, required), CHAOS_NAMESPACE (default "chaos"),
+// CHAOS_MODE (plain, tx or optimistic, required), CHAOS_BATCHED,
+// IDEMPOTENCY_NAMESPACE (default "chaos"),
 // MAX_ATTEMPTS (default lambdaidem.DefaultMaxAttempts), and the usual AWS
 // variables; AWS_ENDPOINT_URL_DYNAMODB points at the fault proxy.
 //

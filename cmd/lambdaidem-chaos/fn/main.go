@@ -45,6 +45,7 @@ const (
 	CrashDuringCompletion  = "during_completion"
 	defaultNamespace       = "chaos"
 	modePlain, modeTx      = "plain", "tx"
+	modeOptimistic         = "optimistic"
 	completedStatusLiteral = `"COMPLETED"`
 )
 
@@ -84,8 +85,8 @@ func main() {
 		f.namespace = defaultNamespace
 	}
 	var err error
-	if f.mode, err = getenv("CHAOS_MODE"); err != nil || (f.mode != modePlain && f.mode != modeTx) {
-		fail("configuration", fmt.Errorf("CHAOS_MODE must be %q or %q, got %q", modePlain, modeTx, f.mode))
+	if f.mode, err = getenv("CHAOS_MODE"); err != nil || (f.mode != modePlain && f.mode != modeTx && f.mode != modeOptimistic) {
+		fail("configuration", fmt.Errorf("CHAOS_MODE must be %q, %q or %q, got %q", modePlain, modeTx, modeOptimistic, f.mode))
 	}
 	idemTable, err := getenv("IDEMPOTENCY_TABLE")
 	if err != nil {
@@ -138,7 +139,7 @@ func main() {
 		f.redis = redisstore.New(client, redisstore.Options{Prefix: os.Getenv("REDIS_PREFIX")})
 		store = f.redis
 	}
-	if f.mode == modeTx {
+	if f.mode == modeTx || f.mode == modeOptimistic {
 		// The effects commit with the completion: a DynamoDB transaction
 		// write, or on Redis a command of the completion's script. A store
 		// that could not commit them is refused here, at start.
@@ -147,6 +148,15 @@ func main() {
 		} else {
 			opts = append(opts, lambdaidem.WithCompletionWrites[types.TransactWriteItem]())
 		}
+	}
+	if f.mode == modeOptimistic {
+		// A first delivery takes no claim: its commit decides.
+		opts = append(opts, lambdaidem.WithOptimisticCommit())
+	}
+	if os.Getenv("CHAOS_BATCHED") == "1" {
+		// Fresh records claimed in one request, successes completed in
+		// one more. SQS refuses it here with the optimistic mode.
+		opts = append(opts, lambdaidem.WithBatchedWrites())
 	}
 	lambda.Start(lambdaidem.SQS(store, f.handle, opts...))
 }
@@ -167,7 +177,14 @@ func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
 		return lambdaidem.Poison(fmt.Errorf("chaos: body is not JSON: %w", err))
 	}
 	lease, _ := lambdaidem.LeaseFromContext(ctx)
-	if b.crashes(CrashAfterClaim, lease.Attempt) {
+	// The attempt a crash is asked for: the lease's; in the optimistic
+	// mode, whose first delivery holds no lease (attempt 0), the
+	// delivery's receive count, so that attempt 1 is the first delivery.
+	at := lease.Attempt
+	if f.mode == modeOptimistic {
+		at, _ = strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	}
+	if b.crashes(CrashAfterClaim, at) {
 		f.crash(ctx, b.Key, CrashAfterClaim, lease.Attempt, 0)
 	}
 	if b.Poison {
@@ -186,10 +203,10 @@ func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
 	if err := f.effect(ctx, b.Key, msg.MessageId, lease); err != nil {
 		return err
 	}
-	if b.crashes(CrashAfterEffect, lease.Attempt) {
+	if b.crashes(CrashAfterEffect, at) {
 		f.crash(ctx, b.Key, CrashAfterEffect, lease.Attempt, 0)
 	}
-	if b.crashes(CrashDuringCompletion, lease.Attempt) {
+	if b.crashes(CrashDuringCompletion, at) {
 		f.crasher.arm(f.namespace+"#"+b.Key, b.Key, lease.Attempt)
 	}
 	return nil
@@ -217,7 +234,7 @@ func (f *function) effect(ctx context.Context, key, messageID string, lease lamb
 		"mode":       &types.AttributeValueMemberS{Value: f.mode},
 	}
 	attrs := []slog.Attr{slog.String("key", key), slog.Int("attempt", lease.Attempt), slog.String("effect_id", id)}
-	if f.mode == modeTx {
+	if f.mode != modePlain {
 		// Committed with the completion, in one transaction (DynamoDB) or
 		// one script (Redis), or not at all.
 		var w any = types.TransactWriteItem{Put: &types.Put{TableName: aws.String(f.effects), Item: item}}
@@ -292,7 +309,8 @@ func (c *completionCrasher) Do(req *http.Request) (*http.Response, error) {
 	c.mu.Unlock()
 	target := req.Header.Get("X-Amz-Target")
 	if n == 0 || req.Body == nil ||
-		!(strings.HasSuffix(target, ".UpdateItem") || strings.HasSuffix(target, ".TransactWriteItems")) {
+		!(strings.HasSuffix(target, ".UpdateItem") || strings.HasSuffix(target, ".TransactWriteItems") ||
+			strings.HasSuffix(target, ".BatchExecuteStatement")) {
 		return c.next.Do(req)
 	}
 	body, err := io.ReadAll(req.Body)
@@ -344,28 +362,61 @@ func redisFields(item map[string]types.AttributeValue) []string {
 	return fv
 }
 
-// redisCompletion finds, in the arguments of an EVALSHA or EVAL, those of
-// the Redis store's completion: its fenced-write script with target
-// COMPLETED, whose arguments after the script are the number of keys, the
-// keys, then now, token, target status and member (the key).
-func redisCompletion(args []any) (member string, ok bool) {
-	if len(args) < 3 {
-		return "", false
+// redisCompletion tells whether an EVALSHA or EVAL is a script of the
+// Redis store that sets a record COMPLETED for an armed key: the fenced
+// write of a completion, or an optimistic commit. After the script come
+// the number of keys and the keys, then now, token and target status;
+// the record's member (its key) is one of the arguments after them (the
+// fourth for a fenced write, the tenth for a commit). It returns the
+// armed key it found.
+func (c *completionCrasher) redisCompletion(cmd redis.Cmder) (hit *armed) {
+	args := cmd.Args()
+	if (cmd.Name() != "evalsha" && cmd.Name() != "eval") || len(args) < 3 {
+		return nil
 	}
 	n, err := strconv.Atoi(fmt.Sprint(args[2]))
-	target, memberAt := 3+n+2, 3+n+3
-	if err != nil || len(args) <= memberAt || fmt.Sprint(args[target]) != string(lambdaidem.StatusCompleted) {
-		return "", false
+	status := 3 + n + 2
+	if err != nil || len(args) <= status || fmt.Sprint(args[status]) != string(lambdaidem.StatusCompleted) {
+		return nil
 	}
-	return fmt.Sprint(args[memberAt]), true
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, arg := range args[status+1:] {
+		s, ok := arg.(string)
+		if !ok {
+			continue
+		}
+		for pk, a := range c.armed {
+			if a.key == s {
+				delete(c.armed, pk)
+				return &a
+			}
+		}
+	}
+	return nil
 }
 
 // DialHook implements redis.Hook.
 func (c *completionCrasher) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// ProcessPipelineHook implements redis.Hook.
+// ProcessPipelineHook implements redis.Hook: a pipeline holding an armed
+// key's completion (the batched completions of WithBatchedWrites) exits
+// the process once the pipeline has been answered, before the library
+// sees the answers.
 func (c *completionCrasher) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var hit *armed
+		for _, cmd := range cmds {
+			if hit = c.redisCompletion(cmd); hit != nil {
+				break
+			}
+		}
+		err := next(ctx, cmds)
+		if hit != nil {
+			c.exit(ctx, hit, err)
+		}
+		return err
+	}
 }
 
 // ProcessHook implements redis.Hook: for a key armed by the handler it
@@ -373,29 +424,24 @@ func (c *completionCrasher) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 // when it applied, 0 when it failed), before the library sees the answer.
 func (c *completionCrasher) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		var hit *armed
-		if member, ok := redisCompletion(cmd.Args()); ok && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
-			c.mu.Lock()
-			for pk, a := range c.armed {
-				if a.key == member {
-					hit = &a
-					delete(c.armed, pk)
-					break
-				}
-			}
-			c.mu.Unlock()
-		}
+		hit := c.redisCompletion(cmd)
 		err := next(ctx, cmd)
 		if hit != nil {
-			status := 200
-			if err != nil {
-				status = 0
-			}
-			logCrash(ctx, c.log, hit.key, CrashDuringCompletion, hit.attempt, status)
-			os.Exit(CrashExitCode)
+			c.exit(ctx, hit, err)
 		}
 		return err
 	}
+}
+
+// exit logs a during_completion crash of a Redis completion that ended
+// with err (status 200 without one, 0 with one) and exits.
+func (c *completionCrasher) exit(ctx context.Context, hit *armed, err error) {
+	status := 200
+	if err != nil {
+		status = 0
+	}
+	logCrash(ctx, c.log, hit.key, CrashDuringCompletion, hit.attempt, status)
+	os.Exit(CrashExitCode)
 }
 
 func randomID() (string, error) {

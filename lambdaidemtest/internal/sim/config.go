@@ -110,12 +110,11 @@ type Config struct {
 	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
 	// refuse it when built, and the environment runs in lease mode.
 	Optimistic float64 `json:",omitempty"`
-	// Batched is the chance an execution environment's decorator runs
-	// WithBatchedWrites (1: all of them; between 0 and 1: a mixed fleet of
-	// batched and unbatched consumers on one table). With WithHeartbeat,
-	// or in an environment that also runs the optimistic mode, the
-	// decorator must refuse it when built, and the environment runs
-	// without it.
+	// Batched is the chance an execution environment's decorator is built
+	// WithBatchedWrites (1: all of them; between 0 and 1: a fleet of
+	// batched and unbatched consumers on one table). With WithHeartbeat
+	// or the optimistic mode the decorator must refuse it when built, and
+	// the environment runs without it.
 	Batched float64 `json:",omitempty"`
 }
 
@@ -159,8 +158,8 @@ var Filters = []struct{ Name, Forces string }{
 	{"unfinished", "a short WithUnfinishedRetention"},
 	{"noallfailed", "WithAllFailedError(false)"},
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
-	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a mixed fleet of batched and unbatched ones, with concurrency and batches that let them batch"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
+	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -439,7 +438,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 			}
 		}
 	}
-	// Batched writes draw from a stream of their own too.
+	// So do batched writes.
 	rb := rand.New(rand.NewPCG(seed, 0xba7c))
 	if rb.Float64() < 0.25 || want("batched") {
 		c.Batched = 1
@@ -447,18 +446,11 @@ func Draw(seed uint64, known []string, filter string) Config {
 			c.Batched = 0.2 + 0.6*rb.Float64()
 		}
 		if want("batched") {
-			// Fresh records side by side, so that there is a batch to
-			// claim; mostly without what batching refuses, so that it
-			// runs.
-			c.Concurrency = max(c.Concurrency, 2+rb.IntN(3))
-			c.BatchSize = max(c.BatchSize, 2+rb.IntN(9))
+			c.BatchSize = max(c.BatchSize, 4)
+			c.Concurrency = max(c.Concurrency, 2)
 			if rb.Float64() < 0.8 {
-				if !want("heartbeat") && !want("force") {
-					c.Heartbeat = 0
-				}
-				if !want("optimistic") {
-					c.Optimistic = 0
-				}
+				// Mostly without what batching refuses, so that it runs.
+				c.Heartbeat, c.Optimistic = 0, 0
 			}
 		}
 	}

@@ -38,6 +38,8 @@ var Mutants = []Mutant{
 		What: "a message whose dead-letter copy was sent but whose final mark could not be written is acknowledged, leaving the record with only the pending mark and the copy stranded"},
 	{Name: "cache-in-progress-key", Where: "lambdaidem/sqsrecord.go",
 		What: "the cache remembers a key that is still IN_PROGRESS"},
+	{Name: "batched-completion-unanswered-acked", Where: "lambdaidem/batched.go", Filter: "batched,tx,faults",
+		What: "a batched completion the store did not answer counts as written: the record is acknowledged although its effect never committed"},
 	{Name: "http-answers-uncommitted-writes", Where: "httpidem/httpidem.go", Filter: "wrap,tx",
 		What: "httpidem answers the handler's 2xx although its completion writes did not commit"},
 	{Name: "redrive-resets-any-record", Where: "lambdaidem/store.go", Filter: "redrive",
@@ -88,8 +90,6 @@ var Mutants = []Mutant{
 		What: "the DynamoDB store's claim takes a FAILED record for a message with another payload"},
 	{Name: "redis-failed-reclaimed-by-other-payload", Where: "redisstore/store.go", Filter: "conflict,failing", Stores: []string{"redis"},
 		What: "the Redis store's claim script takes a FAILED record for a message with another payload"},
-	{Name: "batched-completion-unanswered-acked", Where: "lambdaidem/batched.go", Filter: "batched,tx,faults",
-		What: "with batched writes, a completion the store did not answer in its batch is taken as written: the message is acknowledged though its transactional effect may never have committed"},
 	{Name: "anonymous-shares-caller-key", Where: "httpidem/httpidem.go", Filter: "callers",
 		What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space"},
 }

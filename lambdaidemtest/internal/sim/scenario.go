@@ -54,8 +54,8 @@ type Result struct {
 	// Optimistic counts the decorators built in the optimistic mode,
 	// Commits the commits without a lease that applied.
 	Optimistic, Commits int
-	// Batched counts the decorators built with batched writes, Batches
-	// the batched requests (claims and completions) they sent.
+	// Batched counts the decorators built WithBatchedWrites, Batches the
+	// batched requests (claims and completions) they sent.
 	Batched, Batches int
 }
 
@@ -157,7 +157,7 @@ type Scenario struct {
 	// Counts for Result.
 	nRevoked, nRefused, groupStops, conflicts int
 	nOptimistic, nCommits                     int            // decorators in the optimistic mode, commits applied
-	nBatched                                  int            // decorators with batched writes
+	nBatched                                  int            // decorators built WithBatchedWrites
 	badAcked                                  []string       // acknowledged messages whose key cannot be derived
 	copies                                    map[string]int // dead-letter copies per source message
 	keyDLQ                                    map[string]int // dead-letter copies per key
@@ -514,9 +514,7 @@ func (s *Scenario) function() SQSHandler {
 	}
 	optimistic := s.optimisticEnv()
 	if s.batchedEnv() {
-		if h := s.buildBatched(opts, optimistic); h != nil {
-			return h
-		}
+		return s.buildBatched(opts, optimistic)
 	}
 	if optimistic {
 		return s.buildOptimistic(opts)

@@ -269,14 +269,27 @@ func withEffects(caps lambdaidem.Capabilities) lambdaidem.Capabilities {
 // Complete implements lambdaidem.Store.
 func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
 	var fx []Effect
-	fx, req.Writes = effects(req.Writes)
+	rest := req.Writes[:0:0]
+	for _, w := range req.Writes {
+		if e, ok := w.(Effect); ok {
+			fx = append(fx, e)
+		} else {
+			rest = append(rest, w)
+		}
+	}
+	req.Writes = rest
 	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
 		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
 	}
 	if err := s.Store.Complete(ctx, req); err != nil {
 		return err
 	}
-	s.Ledger.apply(req.Lease.Token, fx)
+	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] {
+		s.Ledger.tokens[req.Lease.Token] = true
+		for _, e := range fx {
+			s.Ledger.Tx[e.Key] = append(s.Ledger.Tx[e.Key], e.By)
+		}
+	}
 	return nil
 }
 

@@ -1279,6 +1279,17 @@ func (s *Scenario) final() {
 	}
 }
 
+// redrivenFor reports whether rec was reset by a redrive of this copy, or
+// of another copy of the same payload (a message dead-lettered twice): its
+// payload went back to the queue, whatever a claim held in the network did
+// to the record after the reset. This copy is then sent again with
+// RedriveOptions.Resend, or is a spare of the copy that went back (deleted
+// as done once the key completes with its payload; by hand when the key
+// was the message ID and the payload ran under a new one).
+func redrivenFor(rec lambdaidem.Record, copyID string, md sqsqueue.Metadata) bool {
+	return rec.RedrivenFrom != "" && (rec.RedrivenFrom == copyID || md.PayloadHash != "" && rec.PayloadHash == md.PayloadHash)
+}
+
 // hadEffect reports whether a message with body had its effect on key:
 // then a copy of it is not unrun, even when the completion that followed
 // was never recorded (the copy's work is done; it stays in the DLQ).
@@ -1296,11 +1307,8 @@ func (s *Scenario) hadEffect(key, body string) bool {
 // DEAD_LETTERED (by it or a later copy), reset by it, or a message of its
 // key is still queued to take the record over. A record still IN_PROGRESS
 // with nothing left to deliver, or gone without an operator's forget or a
-// retention that allows it, leaves the copy in the DLQ for good. A record
-// an earlier redrive reset for this very copy (copyID), whose send back
-// failed, is not: RedriveOptions.Resend sends the copy again, whatever
-// became of the record since (a claim held in the network may have landed
-// on the reset record and left it IN_PROGRESS under a lease nobody holds).
+// retention that allows it, leaves the copy in the DLQ for good; one
+// whose payload a redrive sent back does not (redrivenFor).
 func (s *Scenario) stranded(copyID string, dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
 	md := dm.Metadata
 	switch md.Reason {
@@ -1317,7 +1325,7 @@ func (s *Scenario) stranded(copyID string, dm sqsqueue.DeadLetterMessage, queued
 	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
 			md.MessageID, md.Key, md.Reason)
-	case err == nil && rec.Status == lambdaidem.StatusInProgress && rec.RedrivenFrom != copyID:
+	case err == nil && rec.Status == lambdaidem.StatusInProgress && !redrivenFor(rec, copyID, md):
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
 			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}

@@ -511,7 +511,13 @@ func nodeVariant(nd *node, name, op string) variant {
 // the records concurrently, at most Concurrency at once, as the decorator
 // runs them.
 func (b *dynamoBench) bareBatch(ctx context.Context, ids []string) error {
-	sem := make(chan struct{}, b.cfg.Concurrency)
+	return concurrently(ctx, ids, b.cfg.Concurrency, b.flr.first)
+}
+
+// concurrently calls f for each id, at most limit at once, and joins
+// their errors.
+func concurrently(ctx context.Context, ids []string, limit int, f func(context.Context, string) error) error {
+	sem := make(chan struct{}, limit)
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
@@ -519,7 +525,7 @@ func (b *dynamoBench) bareBatch(ctx context.Context, ids []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = b.flr.first(ctx, id)
+			errs[i] = f(ctx, id)
 		}()
 	}
 	wg.Wait()

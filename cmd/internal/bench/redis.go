@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,6 +129,12 @@ type redisBench struct {
 // floorFirst is a first delivery's two scripts, called on the store
 // directly with the decorator's arguments.
 func (b *redisBench) floorFirst(ctx context.Context, id string) error {
+	return b.floorClaimComplete(ctx, id, nil)
+}
+
+// floorClaimComplete claims id and completes it with writes: the claim
+// script, then the completion script (running writes' commands).
+func (b *redisBench) floorClaimComplete(ctx context.Context, id string, writes []any) error {
 	now := time.Now()
 	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
 		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
@@ -141,7 +146,7 @@ func (b *redisBench) floorFirst(ctx context.Context, id string) error {
 	if !c.Claimed {
 		return fmt.Errorf("bench: floor claim of %s refused", id)
 	}
-	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour)})
+	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour), Writes: writes})
 }
 
 // txHandler is the transactional handler on Redis: its effect is one
@@ -157,37 +162,13 @@ func (b *redisBench) txHandler(store *redisstore.Store) lambdaidem.MessageHandle
 // the store directly: the claim, then the completion running the effect's
 // command.
 func (b *redisBench) floorTxFirst(ctx context.Context, id string) error {
-	now := time.Now()
-	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
-		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
-		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
-	})
-	if err != nil {
-		return err
-	}
-	if !c.Claimed {
-		return fmt.Errorf("bench: floor claim of %s refused", id)
-	}
-	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour),
-		Writes: []any{redisstore.Set(b.store.Key(Namespace+"-floor", "fx:"+id), "42")}})
+	return b.floorClaimComplete(ctx, id, []any{redisstore.Set(b.store.Key(Namespace+"-floor", "fx:"+id), "42")})
 }
 
 // floorBatch is a batch's floor: each record's two scripts, the records
 // concurrently, at most Concurrency at once, as the decorator runs them.
 func (b *redisBench) floorBatch(ctx context.Context, ids []string) error {
-	sem := make(chan struct{}, b.cfg.Concurrency)
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = b.floorFirst(ctx, id)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return concurrently(ctx, ids, b.cfg.Concurrency, b.floorFirst)
 }
 
 // tripCounter counts a go-redis client's round trips: a command, or a

@@ -92,6 +92,7 @@
 //
 //	claim (any outcome, refusals included)    1 EVALSHA
 //	complete, fail, dead-letter, extend       1 EVALSHA (a pending dead-letter mark too)
+//	ClaimBatch, CompleteBatch (any size)      1 EVALSHA per namespace in the batch
 //	get                                       1 HGETALL (+1 MULTI for a result kept apart)
 //	delete, release, forget, reset            1 EVALSHA
 //	count                                     1 ZCOUNT (stuck records: a listing)
@@ -116,9 +117,10 @@
 //
 // # What it does not do
 //
-// Transactional completion writes (CompleteRequest.Writes) are DynamoDB
-// writes; this store refuses them with lambdaidem.ErrUnsupportedWrite and
-// records nothing. Listing and counting need a namespace
+// Completion writes (CompleteRequest.Writes) must be this package's
+// [Command] values, which the completion's script runs in the same atomic
+// step; any other write is refused with lambdaidem.ErrUnsupportedWrite
+// and nothing is recorded. Listing and counting need a namespace
 // (lambdaidem.ErrNamespaceRequired), and COMPLETED records are in no index
 // (lambdaidem.ErrNotIndexed, even with AllowScan). How durable a
 // lease and a completion are depends on the server's persistence and

@@ -18,8 +18,31 @@ import "github.com/redis/go-redis/v9"
 // prelude is shared by the scripts: reading the record, telling whether it
 // expired, keeping the key's expiry and the open sets in step with it.
 const prelude = `
-local rec, res = KEYS[1], KEYS[5]
-local sets = {IN_PROGRESS = KEYS[2], FAILED = KEYS[3], DEAD_LETTERED = KEYS[4]}
+local KEYS, ARGV = KEYS, ARGV
+local rec, res, sets
+
+-- bind points the script at one record: its keys and its arguments. A
+-- script that serves a batch (see many) binds each record in turn.
+local function bind(k, a)
+  KEYS, ARGV = k, a
+  rec, res = k[1], k[5]
+  sets = {IN_PROGRESS = k[2], FAILED = k[3], DEAD_LETTERED = k[4]}
+end
+bind(KEYS, ARGV)
+
+-- prune drops the members whose record expired before now from the
+-- open sets, so they hold about as many members as there are open
+-- records; a batch of one namespace prunes its sets once.
+local pruned = {}
+local function prune(now)
+  for i = 2, 4 do
+    local set = KEYS[i]
+    if pruned[set] == nil or pruned[set] < now then
+      redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. now)
+      pruned[set] = now
+    end
+  end
+end
 
 -- load returns the record as a table and as the flat list HGETALL gave,
 -- or nil when there is none.
@@ -29,6 +52,19 @@ local function load()
   local r = {}
   for i = 1, #flat, 2 do r[flat[i]] = flat[i + 1] end
   return r, flat
+end
+
+-- head reads the fields a fenced write decides on (status, token,
+-- expiry, lease end, generation, claim), or returns nil when there is no
+-- record: every record has a status.
+local function head()
+  local v = redis.call('HMGET', rec, 's', 't', 'ea', 'lu', 'g', 'c')
+  if not v[1] then return nil end
+  local r = {}
+  for i, f in ipairs({'s', 't', 'ea', 'lu', 'g', 'c'}) do
+    if v[i] then r[f] = v[i] end
+  end
+  return r
 end
 
 -- num reads a stored number; an empty field (a zero time) is 0, long ago.
@@ -74,20 +110,21 @@ end
 // result}, previous being empty.
 // Any other refusal leaves a result kept apart out, so a conflicting or
 // late duplicate gets a small reply.
-var claimScript = redis.NewScript(claimSource)
+//
+// claimManyScript is the same step for a batch of keys (see many): one
+// call claims them all, each answered as its own claim would be.
+var claimScript, claimManyScript = redis.NewScript(one(prelude, claimStep)), redis.NewScript(many(prelude, claimStep))
 
-const claimSource = prelude + `
+const claimStep = `
 local now = tonumber(ARGV[1])
 local token, hash, ea, member = ARGV[2], ARGV[4], ARGV[8], ARGV[12]
--- Members whose record expired leave the open sets here, so the sets hold
--- about as many members as there are open records.
-for i = 2, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
+prune(now)
 
 local r, flat = load()
 local live = r ~= nil and not expired(r, now)
 if live and r.t == token then return {'own', r.ps or '', flat} end
 
-local prev, old = '', nil
+local prev, old, n = '', nil, r
 if not live then
   -- Absent or expired: a fresh generation, whatever was there before.
   -- The result of an earlier generation goes with it, even when the
@@ -97,7 +134,7 @@ if not live then
     redis.call('DEL', rec)
     if sets[r.s] ~= nil then redis.call('ZREM', sets[r.s], member) end
   end
-  redis.call('HSET', rec, 'v', ARGV[11], 'g', ARGV[3], 'fa', ARGV[1], 'a', 0, 'to', 0, 'c', 0)
+  n = {v = ARGV[11], g = ARGV[3], fa = ARGV[1], a = 0, to = 0, c = 0}
 elseif r.s == 'COMPLETED' then
   if r.h == hash and r.rl ~= nil and (r.ru == nil or r.ru == '' or num(r.ru) >= now) then
     local apart = redis.call('HMGET', res, 't', 'r')
@@ -112,19 +149,59 @@ elseif r.s == 'IN_PROGRESS' and ARGV[9] ~= '1' and num(r.lu) < now - num(ARGV[7]
   -- Takeover of an abandoned lease: the script holds the record still, so
   -- the old token it saw is the one it replaces.
   prev, old = 'IN_PROGRESS', 'IN_PROGRESS'
-  redis.call('HINCRBY', rec, 'to', 1)
+  n.to = num(n.to) + 1
 else
   return {'refused', '', flat}
 end
 
-redis.call('HINCRBY', rec, 'a', 1)
-redis.call('HINCRBY', rec, 'c', 1)
-redis.call('HSET', rec, 's', 'IN_PROGRESS', 't', token, 'lu', ARGV[6], 'h', hash, 'm', ARGV[5],
-  'ea', ea, 'ua', ARGV[1], 'ps', prev)
+-- The record as the claim leaves it (what was there, or a fresh
+-- generation, with the lease's fields), written in one HSET and returned
+-- as written rather than read back.
+n.a, n.c = num(n.a) + 1, num(n.c) + 1
+n.s, n.t, n.lu, n.h, n.m, n.ea, n.ua, n.ps = 'IN_PROGRESS', token, ARGV[6], hash, ARGV[5], ea, ARGV[1], prev
+local out = {}
+for f, v in pairs(n) do
+  out[#out + 1] = f
+  out[#out + 1] = tostring(v)
+end
+redis.call('HSET', rec, unpack(out))
 retain(ARGV[10])
 index(member, old, 'IN_PROGRESS', ea)
-return {'claimed', prev, redis.call('HGETALL', rec)}
+return {'claimed', prev, out}
 `
+
+// one is a script that runs step, the body of a function that may use
+// the functions lib defines, once: for the record and arguments the
+// script was called with.
+func one(lib, step string) string {
+	return lib + "local function step()\n" + step + "\nend\nreturn step()\n"
+}
+
+// many is a script that runs step once per record of a batch, all in one
+// atomic call: ARGV[1] is the number of records, followed by each
+// record's number of keys, number of arguments and arguments; KEYS holds
+// every record's keys in turn. It returns each record's reply, in order.
+// A record whose step raised an error (a key of the wrong type) gets
+// {'error', message} and the others stand; as with a single call, a step
+// writes nothing before it has decided to apply.
+func many(lib, step string) string {
+	return lib + "local function step()\n" + step + "\nend\n" + `
+local keys, args = KEYS, ARGV
+local out, ki, ai = {}, 1, 2
+for i = 1, tonumber(args[1]) do
+  local nk, na = tonumber(args[ai]), tonumber(args[ai + 1])
+  bind({unpack(keys, ki, ki + nk - 1)}, {unpack(args, ai + 2, ai + 1 + na)})
+  ki, ai = ki + nk, ai + 2 + na
+  local ok, reply = pcall(step)
+  if not ok then
+    if type(reply) == 'table' then reply = reply.err end
+    reply = {'error', tostring(reply)}
+  end
+  out[i] = reply
+end
+return out
+`
+}
 
 // commands runs a completion's commands (command.go): it parses them
 // from ARGV, checks every guard, key type and integer before any of them
@@ -236,10 +313,14 @@ end
 // re-sent, which changes nothing, and is refused once the record has left
 // IN_PROGRESS. An extension (its first field pair sets 'lu') whose lease
 // end is earlier than the record's changes nothing and returns {'ok'}.
-var finishScript = redis.NewScript(prelude + commands + `
+//
+// finishManyScript is the same step for a batch of records (see many).
+var finishScript, finishManyScript = redis.NewScript(one(prelude+commands, finishStep)), redis.NewScript(many(prelude+commands, finishStep))
+
+const finishStep = `
 local now = tonumber(ARGV[1])
 local token, target = ARGV[2], ARGV[3]
-local r = load()
+local r = head()
 if r == nil then return {'gone'} end
 if expired(r, now) then return {'expired'} end
 if r.t ~= token then return {'taken', r.s, r.g, r.c} end
@@ -276,7 +357,7 @@ redis.call('HSET', rec, 's', target, 'ua', ARGV[1])
 if ARGV[6] ~= '-' then retain(ARGV[6]) end
 index(ARGV[4], 'IN_PROGRESS', target, ea)
 return {'ok'}
-`)
+`
 
 // deleteScript removes a record and its open-set entries.
 //
@@ -377,4 +458,4 @@ index(ARGV[6], 'DEAD_LETTERED', 'FAILED', r.ea)
 return {'reset', redis.call('HGETALL', rec)}
 `)
 
-var allScripts = []*redis.Script{claimScript, finishScript, deleteScript, releaseScript, forgetScript, resetScript}
+var allScripts = []*redis.Script{claimScript, claimManyScript, finishScript, finishManyScript, deleteScript, releaseScript, forgetScript, resetScript}

@@ -153,6 +153,7 @@ type claimCall struct {
 	req    lambdaidem.ClaimRequest
 	keys   keys
 	script *redis.Script
+	batch  *redis.Script // script's batch form, for ClaimBatch
 	args   []any
 }
 
@@ -167,11 +168,12 @@ func (s *Store) claimCall(req lambdaidem.ClaimRequest) (*claimCall, error) {
 		noTakeover = "1"
 	}
 	token := rand.Text()
-	script := claimScript
+	script, batch := claimScript, claimManyScript
 	if mutant.On("redis-failed-reclaimed-by-other-payload") {
-		script = redis.NewScript(strings.Replace(claimSource, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1))
+		step := strings.Replace(claimStep, "elseif r.h ~= hash then", "elseif r.h ~= hash and r.s ~= 'FAILED' then", 1)
+		script, batch = redis.NewScript(one(prelude, step)), redis.NewScript(many(prelude, step))
 	}
-	return &claimCall{req: req, keys: k, script: script, args: []any{
+	return &claimCall{req: req, keys: k, script: script, batch: batch, args: []any{
 		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
 		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
 		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,

@@ -14,10 +14,10 @@ import (
 )
 
 // TestBatchedWritesRequests: a batch of 10 fresh records under
-// WithBatchedWrites costs DynamoDB Local 2 requests, one
-// TransactWriteItems claiming the ten and one BatchExecuteStatement
-// completing them, where one at a time costs 20 UpdateItems; its
-// redelivery costs 1 where one at a time costs 10. Every record ends as
+// WithBatchedWrites costs DynamoDB Local 4 requests, two
+// TransactWriteItems claiming five records each (the two lanes) and two
+// BatchExecuteStatements completing them, where one at a time costs 20
+// UpdateItems; its redelivery costs 2 where one at a time costs 10. Every record ends as
 // one at a time leaves it: the same outcomes, COMPLETED at attempt 1.
 func TestBatchedWritesRequests(t *testing.T) {
 	t.Parallel()
@@ -56,9 +56,9 @@ func TestBatchedWritesRequests(t *testing.T) {
 	}
 	batched := lambdaidem.WithBatchedWrites()
 	single1 := deliver("one at a time", "single", map[string]int{"UpdateItem": 20})
-	batched1 := deliver("batched", "batched", map[string]int{"TransactWriteItems": 1, "BatchExecuteStatement": 1}, batched)
+	batched1 := deliver("batched", "batched", map[string]int{"TransactWriteItems": 2, "BatchExecuteStatement": 2}, batched)
 	single2 := deliver("one at a time, again", "single", map[string]int{"UpdateItem": 10})
-	batched2 := deliver("batched, again", "batched", map[string]int{"TransactWriteItems": 1}, batched)
+	batched2 := deliver("batched, again", "batched", map[string]int{"TransactWriteItems": 2}, batched)
 
 	for _, c := range []struct {
 		what            string

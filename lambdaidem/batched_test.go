@@ -15,8 +15,9 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
 )
 
-// A batch of ten new messages costs one claim request and one completion
-// request with batched writes, where it costs ten of each without.
+// A batch of ten new messages costs two claim requests and two completion
+// requests with batched writes (two lanes of five), where it costs ten of
+// each without.
 func TestBatchedWritesClaimAndCompleteInOneRequestEach(t *testing.T) {
 	t.Parallel()
 	for _, batched := range []bool{false, true} {
@@ -36,7 +37,7 @@ func TestBatchedWritesClaimAndCompleteInOneRequestEach(t *testing.T) {
 			st := b.store.Stats()
 			want := memstore.Stats{Claim: 10, Complete: 10}
 			if batched {
-				want = memstore.Stats{ClaimBatch: 1, CompleteBatch: 1}
+				want = memstore.Stats{ClaimBatch: 2, CompleteBatch: 2}
 			}
 			if st != want {
 				t.Fatalf("store calls %+v, want %+v", st, want)

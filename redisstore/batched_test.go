@@ -76,9 +76,10 @@ func (r *roundTrips) take() (trips, scripts int) {
 }
 
 // TestBatchedWritesRoundTrips: a batch of 10 fresh records under
-// WithBatchedWrites costs a redis-server 2 round trips, one script call
-// claiming the ten and one completing them, where one at a time costs 20
-// calls; its redelivery costs 1 where one at a time costs 10.
+// WithBatchedWrites costs a redis-server 4 round trips, two script calls
+// claiming five records each (the two lanes) and two completing them,
+// where one at a time costs 20 calls; its redelivery costs 2 where one at
+// a time costs 10.
 // Every record ends as one at a time leaves it: the same outcomes,
 // COMPLETED at attempt 1.
 func TestBatchedWritesRoundTrips(t *testing.T) {
@@ -127,9 +128,9 @@ func TestBatchedWritesRoundTrips(t *testing.T) {
 	}
 	batched := lambdaidem.WithBatchedWrites()
 	single1 := deliver("one at a time", "single", 20, 20)
-	batched1 := deliver("batched", "batched", 2, 2, batched)
+	batched1 := deliver("batched", "batched", 4, 4, batched)
 	single2 := deliver("one at a time, again", "single", 10, 10)
-	batched2 := deliver("batched, again", "batched", 1, 1, batched)
+	batched2 := deliver("batched, again", "batched", 2, 2, batched)
 
 	for _, c := range []struct {
 		what            string

@@ -225,8 +225,8 @@ func unitsText(units, messages int) string {
 }
 
 // PathBatchedWrites is a 10-record batch of first deliveries through a
-// handler built WithBatchedWrites: the batch's claims in one request, its
-// completions in one more.
+// handler built WithBatchedWrites: the batch's claims in two requests side
+// by side (two lanes of five), its completions in two more.
 const PathBatchedWrites = PathBatch + ", WithBatchedWrites (per message)"
 
 // VariantBatched is the decorator built WithBatchedWrites.

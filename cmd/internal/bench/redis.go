@@ -346,7 +346,7 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 		{PathDuplicate, 1, ok, ok, lambdaidem.OutcomeDuplicate, 0},
 		{"duplicate, WithCache (warm)", 0, cached, cached, lambdaidem.OutcomeCachedDuplicate, 0},
 		{PathBatch + " (per message)", 2, nil, ok, lambdaidem.OutcomeProcessed, batchSize},
-		{PathBatchedWrites, 2.0 / batchSize, nil, batched, lambdaidem.OutcomeProcessed, batchSize},
+		{PathBatchedWrites, 4.0 / batchSize, nil, batched, lambdaidem.OutcomeProcessed, batchSize},
 		{PathTxFirst, 2, nil, tx, lambdaidem.OutcomeProcessed, 0},
 		{PathTxFirst + ", WithOptimisticCommit", 1, nil, optimistic, lambdaidem.OutcomeProcessed, 0},
 	} {

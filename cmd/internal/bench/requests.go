@@ -160,7 +160,7 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 		{name: "takeover of an abandoned lease", want: 3, messages: 1, setup: abandoned(false), h: ok, outcome: lambdaidem.OutcomeProcessed, takeover: true},
 		{name: "expired record re-created", want: 3, messages: 1, setup: abandoned(true), h: ok, outcome: lambdaidem.OutcomeProcessed},
 		{name: PathBatch + " (per message)", want: 2, messages: batchSize, h: ok, outcome: lambdaidem.OutcomeProcessed},
-		{name: PathBatchedWrites, want: 2.0 / batchSize, messages: batchSize, h: batched, outcome: lambdaidem.OutcomeProcessed},
+		{name: PathBatchedWrites, want: 4.0 / batchSize, messages: batchSize, h: batched, outcome: lambdaidem.OutcomeProcessed},
 		{name: PathTxFirst, want: 2, messages: 1, h: tx, outcome: lambdaidem.OutcomeProcessed},
 		{name: PathTxFirst + ", WithOptimisticCommit", want: 1, messages: 1, h: optimistic, outcome: lambdaidem.OutcomeProcessed},
 		{name: PathTxFirst + " ×10, WithOptimisticCommit (per message)", want: 1, messages: batchSize, h: optimistic, outcome: lambdaidem.OutcomeProcessed},

@@ -15,17 +15,18 @@ import (
 // requests too, instead of one claim and one completion per record: a
 // batch of 10 new messages costs 4 requests instead of 20 (its claims in
 // two requests side by side, then its completions likewise; see
-// batchLanes). Each record keeps the outcome it would
-// have had one at a time (the store answers every key of a batch as its
-// single call would), FIFO order and fencing are unchanged, and a record
-// whose batched completion met an unavailable store is retried alone.
+// batchLanes). Each record keeps the outcome it would have had one at a
+// time (the store answers every key of a batch as its single call would),
+// FIFO order and fencing are unchanged, and a record whose batched
+// completion met an unavailable store is retried alone.
 //
-// What changes is when things happen. The first record of each FIFO
-// group (on a standard queue, of each key) is claimed before any handler
-// runs, up to WithConcurrency records at a time; their handlers run side
-// by side; their completions are written when the last of them has
+// What changes is when things happen. The first records of the FIFO
+// groups (on a standard queue, of the keys), up to WithConcurrency at a
+// time, are split into two lanes that run side by side. A lane's records
+// are claimed before any of its handlers runs; their handlers run side by
+// side; their completions are written when the last of them has
 // returned; then the rest of each group runs as before. A record's
-// completion therefore waits for the slowest handler beside it. With
+// completion therefore waits for the slowest handler of its lane. With
 // completion writes (AddCompletionWrite) nothing changes for the effect:
 // it commits with the completion or not at all. An effect a handler makes
 // on its own, though, stays unrecorded for that longer time, and a

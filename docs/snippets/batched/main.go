@@ -1,5 +1,5 @@
-// Command batched claims each SQS batch's new messages in one DynamoDB
-// request and completes the successful ones in one more.
+// Command batched claims each SQS batch's new messages in batched DynamoDB
+// requests and completes the successful ones likewise.
 package main
 
 import (

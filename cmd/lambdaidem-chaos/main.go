@@ -27,9 +27,9 @@ Modes (-mode): plain (the effect written by the handler, at-least-once),
 tx (the effect committed with the completion, exactly once), optimistic
 (tx's handler under WithOptimisticCommit: no claim on a first delivery,
 the commit decides), both (plain and tx, the default) or all three.
--batched runs plain and tx with WithBatchedWrites (one claim request and
-one completion request per batch); optimistic has no claim to batch and
-is refused with it. Every mode is checked for lost 0, and tx and
+-batched runs plain and tx with WithBatchedWrites (a batch's claims and
+its completions in batched requests, two lanes side by side); optimistic
+has no claim to batch and is refused with it. Every mode is checked for lost 0, and tx and
 optimistic for duplicate effects 0:
 
   localstack/stack.sh run -- go run ./cmd/lambdaidem-chaos -mode optimistic -messages 1500

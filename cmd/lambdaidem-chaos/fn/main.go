@@ -154,8 +154,8 @@ func main() {
 		opts = append(opts, lambdaidem.WithOptimisticCommit())
 	}
 	if os.Getenv("CHAOS_BATCHED") == "1" {
-		// Fresh records claimed in one request, successes completed in
-		// one more. SQS refuses it here with the optimistic mode.
+		// Fresh records claimed in batched requests, successes completed
+		// likewise. SQS refuses it here with the optimistic mode.
 		opts = append(opts, lambdaidem.WithBatchedWrites())
 	}
 	lambda.Start(lambdaidem.SQS(store, f.handle, opts...))

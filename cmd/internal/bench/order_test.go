@@ -164,3 +164,46 @@ func TestAbove(t *testing.T) {
 		t.Errorf("Powertools at its floor: above = %v, want 0 (not measured)", got)
 	}
 }
+
+// TestBatchedTargetNoise: the batched-writes target's limit is 1.00 × or
+// the batch path's A/A noise when larger, so a batched batch level with
+// one at a time within the noise meets it, and one slower than the noise
+// does not.
+func TestBatchedTargetNoise(t *testing.T) {
+	constant := func(ms float64) *Dist {
+		var d Dist
+		for range 100 {
+			d.Add(time.Duration(ms * float64(time.Millisecond)))
+		}
+		return &d
+	}
+	result := func(batched, twin float64) *DynamoResult {
+		return &DynamoResult{Store: "dynamodb", Paths: []PathResult{{Path: PathBatch, Dists: map[string]*Dist{
+			VariantLambdaidem: constant(10), VariantBatched: constant(batched),
+			VariantFloor: constant(10), VariantFloorTwin: constant(twin),
+		}}}}
+	}
+	target := func(r *DynamoResult) Target {
+		for _, tg := range r.Targets() {
+			if strings.Contains(tg.What, "WithBatchedWrites, p50") {
+				return tg
+			}
+		}
+		t.Fatal("no batched p50 target")
+		return Target{}
+	}
+	for _, c := range []struct {
+		batched, twin, limit float64
+		met                  bool
+	}{
+		{9, 10, 1.00, true},     // faster
+		{10.3, 10, 1.00, false}, // slower, and no noise to hide in
+		{10.3, 10.5, 1.05, true},
+		{10.8, 10.5, 1.05, false},
+	} {
+		tg := target(result(c.batched, c.twin))
+		if tg.Limit != c.limit || tg.Met() != c.met {
+			t.Errorf("batched %.1f ms, twin %.1f ms: limit %.2f, met %v; want %.2f, %v", c.batched, c.twin, tg.Limit, tg.Met(), c.limit, c.met)
+		}
+	}
+}

@@ -3,9 +3,10 @@ package lambdaidem
 import "context"
 
 // Batcher is implemented by a Store that can claim several keys, and
-// complete several leases, in fewer requests than one each: a batch's
-// records claimed in one request and those that finish together completed
-// in one more. The SQS handler uses it when built WithBatchedWrites. It is a
+// complete several leases, in fewer requests than one each: records
+// claimed together in one request and those that finish together
+// completed in one more. The SQS handler built WithBatchedWrites calls it
+// once per lane of a batch (see WithBatchedWrites). It is a
 // separate interface so that a Store written before it still compiles; the
 // in-memory, DynamoDB and Redis stores implement it, and the conformance
 // suite checks every store that does.

@@ -3,18 +3,13 @@ package redisstore_test
 import (
 	"context"
 	"crypto/rand"
-	"fmt"
-	"io"
-	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -79,9 +74,8 @@ func (r *roundTrips) take() (trips, scripts int) {
 // WithBatchedWrites costs a redis-server 4 round trips, two script calls
 // claiming five records each (the two lanes) and two completing them,
 // where one at a time costs 20 calls; its redelivery costs 2 where one at
-// a time costs 10.
-// Every record ends as one at a time leaves it: the same outcomes,
-// COMPLETED at attempt 1.
+// a time costs 10. Every record ends as one at a time leaves it
+// (storetest.BatchedWrites): the same outcomes, COMPLETED at attempt 1.
 func TestBatchedWritesRoundTrips(t *testing.T) {
 	client := newClient(t, addr(t))
 	counter := &roundTrips{}
@@ -91,67 +85,17 @@ func TestBatchedWritesRoundTrips(t *testing.T) {
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	base := "batched-" + rand.Text()[:8]
-	quiet := lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var ev events.SQSEvent
-	for i := range 10 {
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: fmt.Sprint("m", i), Body: fmt.Sprintf(`{"key":"k%d"}`, i),
-			EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",
-			Attributes:     map[string]string{"ApproximateReceiveCount": "1"},
-		})
+	type cost struct{ trips, scripts int }
+	want := map[storetest.BatchedDelivery]cost{
+		storetest.DeliverSingle:       {20, 20},
+		storetest.DeliverBatched:      {4, 4},
+		storetest.DeliverSingleAgain:  {10, 10},
+		storetest.DeliverBatchedAgain: {2, 2},
 	}
-	type delivery struct {
-		outcomes []lambdaidem.Outcome
-		failures int
-	}
-	deliver := func(what, ns string, trips, scripts int, opts ...lambdaidem.Option) delivery {
-		t.Helper()
-		var rep *lambdaidem.InvocationReport
-		opts = append([]lambdaidem.Option{lambdaidem.WithNamespace(base + "-" + ns), lambdaidem.WithKeyJSONField("key"), quiet,
-			lambdaidem.WithInvocationHook(func(r *lambdaidem.InvocationReport) { rep = r })}, opts...)
-		h := lambdaidem.SQS(store, func(context.Context, events.SQSMessage) error { return nil }, opts...)
-		counter.take()
-		resp, err := h(t.Context(), ev)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+	storetest.BatchedWrites(t, store, "batched-"+rand.Text()[:8], time.Now(), func(d storetest.BatchedDelivery, after bool) {
+		gt, gs := counter.take()
+		if w := want[d]; after && (gt != w.trips || gs != w.scripts) {
+			t.Errorf("%s: %d round trips carrying %d store commands, want %d carrying %d", d, gt, gs, w.trips, w.scripts)
 		}
-		if gt, gs := counter.take(); gt != trips || gs != scripts {
-			t.Errorf("%s: %d round trips carrying %d store commands, want %d carrying %d", what, gt, gs, trips, scripts)
-		}
-		var d delivery
-		for _, r := range rep.Records {
-			d.outcomes = append(d.outcomes, r.Outcome)
-		}
-		d.failures = len(resp.BatchItemFailures)
-		return d
-	}
-	batched := lambdaidem.WithBatchedWrites()
-	single1 := deliver("one at a time", "single", 20, 20)
-	batched1 := deliver("batched", "batched", 4, 4, batched)
-	single2 := deliver("one at a time, again", "single", 10, 10)
-	batched2 := deliver("batched, again", "batched", 2, 2, batched)
-
-	for _, c := range []struct {
-		what            string
-		single, batched delivery
-		want            lambdaidem.Outcome
-	}{{"first delivery", single1, batched1, lambdaidem.OutcomeProcessed}, {"redelivery", single2, batched2, lambdaidem.OutcomeDuplicate}} {
-		if !slices.Equal(c.batched.outcomes, c.single.outcomes) || c.batched.failures != c.single.failures {
-			t.Errorf("%s: batched outcomes %v (%d failed), one at a time %v (%d failed)", c.what, c.batched.outcomes, c.batched.failures, c.single.outcomes, c.single.failures)
-		}
-		for i, o := range c.batched.outcomes {
-			if o != c.want {
-				t.Errorf("%s: record %d %s, want %s", c.what, i, o, c.want)
-			}
-		}
-	}
-	for _, ns := range []string{"single", "batched"} {
-		for i := range 10 {
-			rec, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: base + "-" + ns, Key: fmt.Sprint("k", i), Now: time.Now()})
-			if err != nil || rec.Status != lambdaidem.StatusCompleted || rec.Attempts != 1 {
-				t.Errorf("%s k%d: %s at attempt %d (%v), want COMPLETED at attempt 1", ns, i, rec.Status, rec.Attempts, err)
-			}
-		}
-	}
+	})
 }

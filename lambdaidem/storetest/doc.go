@@ -89,4 +89,12 @@
 //     AllowScan where the store can scan ([lambdaidem.ErrNotIndexed]
 //     otherwise); an empty namespace is every namespace or
 //     [lambdaidem.ErrNamespaceRequired].
+//
+// # Batched writes through the handler
+//
+// [BatchedWrites] is not part of [Run]: a store that implements
+// [lambdaidem.Batcher] calls it from its own test to deliver one batch
+// through lambdaidem.SQS one record at a time and with
+// lambdaidem.WithBatchedWrites, check that the outcomes and records are
+// the same, and count, with its own instruments, what each delivery cost.
 package storetest

@@ -43,7 +43,7 @@ func init() { allScripts = append(allScripts, commitScript) }
 var commitScript = redis.NewScript(prelude + commands + `
 local now = tonumber(ARGV[1])
 local token, status, hash, member = ARGV[2], ARGV[3], ARGV[4], ARGV[10]
-for i = 2, 4 do redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end
+prune(now)
 
 local r, flat = load()
 local live = r ~= nil and not expired(r, now)

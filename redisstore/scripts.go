@@ -57,11 +57,12 @@ end
 -- head reads the fields a fenced write decides on (status, token,
 -- expiry, lease end, generation, claim), or returns nil when there is no
 -- record: every record has a status.
+local headFields = {'s', 't', 'ea', 'lu', 'g', 'c'}
 local function head()
-  local v = redis.call('HMGET', rec, 's', 't', 'ea', 'lu', 'g', 'c')
+  local v = redis.call('HMGET', rec, unpack(headFields))
   if not v[1] then return nil end
   local r = {}
-  for i, f in ipairs({'s', 't', 'ea', 'lu', 'g', 'c'}) do
+  for i, f in ipairs(headFields) do
     if v[i] then r[f] = v[i] end
   end
   return r

@@ -39,7 +39,7 @@ var waitStores = []struct {
 			}
 			_ = client.Close()
 		})
-		store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+		store := redisstore.New(client, prefix)
 		if err := store.LoadScripts(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -156,7 +156,7 @@ func TestKitOnRedis(t *testing.T) {
 		}
 		_ = client.Close()
 	})
-	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	store := redisstore.New(client, prefix)
 	var charges []string
 	k := lambdaidemtest.NewWithStore(store, careless(&charges), byOrder, lambdaidem.WithNamespace("kit"))
 	k.DeliverTwice(`{"order":"o-1"}`)

@@ -17,7 +17,7 @@ import (
 // runs, so it is sent again as an EVAL, which loads the script.
 func TestBatchWithoutCachedScripts(t *testing.T) {
 	client := newClient(t, addr(t))
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	ns := "batch-" + rand.Text()[:8]
 	now := time.Now().Truncate(time.Second)
 	var reqs []lambdaidem.ClaimRequest
@@ -58,7 +58,7 @@ func TestBatchWithoutCachedScripts(t *testing.T) {
 // while the other keys of the batch are claimed and completed.
 func TestBatchStepErrorStaysWithItsKey(t *testing.T) {
 	client := newClient(t, addr(t))
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	ns := "batch-" + rand.Text()[:8]
 	now := time.Now().Truncate(time.Second)
 	req := func(key string) lambdaidem.ClaimRequest {

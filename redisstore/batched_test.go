@@ -80,7 +80,7 @@ func TestBatchedWritesRoundTrips(t *testing.T) {
 	client := newClient(t, addr(t))
 	counter := &roundTrips{}
 	client.AddHook(counter)
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	// Cached scripts, so every call below is one EVALSHA.
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 // Capabilities declares what the store can do, so SQS, Wrap and httpidem
 // refuse at construction what it cannot: it commits Command and *Command
 // completion writes in the completion's script, keeps results up to
-// Options.MaxResultBytes and reserves '{' and '}' in namespaces (the
+// WithMaxResultBytes and reserves '{' and '}' in namespaces (the
 // namespace is the cluster hash tag). AddCompletionWrite checks each
 // command as the handler adds it (ErrInvalidCommand, ErrCrossSlot).
 func (s *Store) Capabilities() lambdaidem.Capabilities {

@@ -96,7 +96,7 @@ return {'committed', redis.call('HGETALL', rec)}
 
 // Commit records the outcome of a run that held no lease, in one script
 // call; see [lambdaidem.Committer]. A result larger than
-// Options.InlineResultBytes is kept apart by the same script. Extra
+// WithInlineResultBytes is kept apart by the same script. Extra
 // Writes are Commands, checked and run as Complete runs them: in the same
 // step as the commit, and only when it applies; a command that refuses
 // the commit yields a *CommandError (lambdaidem.ErrWriteRefused) and

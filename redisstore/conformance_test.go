@@ -20,7 +20,7 @@ import (
 func TestConformance(t *testing.T) {
 	client := newClient(t, addr(t))
 	storetest.Run(t, func(t *testing.T) lambdaidem.Store {
-		return redisstore.New(client, redisstore.Options{})
+		return redisstore.New(client, "")
 	})
 }
 
@@ -41,7 +41,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{server}})
 	t.Cleanup(func() { _ = client.Close() })
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func redisEffects(client redis.UniversalClient, store *redisstore.Store) storete
 func TestConformanceCompletionWrites(t *testing.T) {
 	server := addr(t)
 	client := newClient(t, server)
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return store }, redisEffects(client, store))
 
 	if err := client.Eval(t.Context(), "return redis.call('EXISTS', KEYS[1], KEYS[2])", []string{"{a}x", "{b}x"}).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
@@ -79,7 +79,7 @@ func TestConformanceCompletionWrites(t *testing.T) {
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{server}})
 	t.Cleanup(func() { _ = cluster.Close() })
-	cstore := redisstore.New(cluster, redisstore.Options{Prefix: "cluster"})
+	cstore := redisstore.New(cluster, "cluster")
 	t.Run("Cluster", func(t *testing.T) {
 		storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return cstore }, redisEffects(cluster, cstore))
 	})

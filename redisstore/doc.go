@@ -6,7 +6,7 @@
 // The smallest use:
 //
 //	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-//	store := redisstore.New(client, redisstore.Options{})
+//	store := redisstore.New(client, "lambdaidem")
 //	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("orders")))
 //
 // # The client
@@ -30,7 +30,7 @@
 //
 // # Stored layout
 //
-// Keys start with Options.Prefix (default "lambdaidem") and carry the
+// Keys start with the prefix given to New (default "lambdaidem") and carry the
 // namespace as the cluster hash tag:
 //
 //	PREFIX:{NS}:r:KEY                   the record, a hash
@@ -48,7 +48,7 @@
 //	lu  lease until             m   message ID of the latest claim
 //	a   attempts                r   result (absent when empty)
 //	to  takeovers               ru  result until ("" or absent: as long as the key)
-//	ea  expires at ("" never)   e   last error, cut to Options.LastErrorBytes
+//	ea  expires at ("" never)   e   last error, cut to WithLastErrorBytes
 //	dr  dead-letter reason      ds  dead-lettered (source) message ID
 //	dc  dead-letter copy's ID   fa  first attempt at
 //	ua  updated at              ps  status the latest claim replaced
@@ -57,8 +57,8 @@
 //
 // # Results
 //
-// A result of at most Options.InlineResultBytes (default 1 KiB) is the
-// record's field r. A larger one, up to Options.MaxResultBytes (default 1
+// A result of at most WithInlineResultBytes (default 1 KiB) is the
+// record's field r. A larger one, up to WithMaxResultBytes (default 1
 // MiB, well over the decorator's 350 KiB), is kept apart under the res
 // key, with the same hash tag, written by the completion's own script and
 // expiring at its ResultUntil (or the record's expiry). Every script reads
@@ -74,7 +74,7 @@
 //
 // Every script takes "now" from the caller and treats a record whose
 // expires_at is before it as absent, as the other stores do. The key itself
-// gets PEXPIREAT at expires_at plus Options.ExpirySlack (default a minute),
+// gets PEXPIREAT at expires_at plus WithExpirySlack (default a minute),
 // so the server frees the memory without ever deciding what counts as
 // expired: a server clock that runs ahead cannot delete a live record. Each
 // claim also drops expired members from its namespace's open sets.

@@ -26,7 +26,7 @@ func ExampleNew() {
 		ReadTimeout:  500 * time.Millisecond,
 		WriteTimeout: 500 * time.Millisecond,
 	})
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "")
 	if err := store.LoadScripts(context.Background()); err != nil {
 		log.Print(err) // not fatal: the first call of each script loads it
 	}

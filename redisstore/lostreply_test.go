@@ -35,8 +35,8 @@ func setup(t *testing.T, retries int) *bundle {
 	t.Cleanup(func() { _ = viaProxy.Close() })
 	b := &bundle{
 		proxy:  p,
-		store:  redisstore.New(viaProxy, redisstore.Options{}),
-		direct: redisstore.New(newClient(t, server), redisstore.Options{}),
+		store:  redisstore.New(viaProxy, ""),
+		direct: redisstore.New(newClient(t, server), ""),
 		ns:     "redisstore-" + rand.Text()[:12],
 		t0:     time.Now().UTC().Truncate(time.Second),
 	}

@@ -43,7 +43,7 @@ const (
 type keys struct {
 	record string
 	open   [3]string // IN_PROGRESS, FAILED, DEAD_LETTERED
-	result string    // a result larger than Options.InlineResultBytes
+	result string    // a result larger than WithInlineResultBytes
 	member string    // the record's member in the open sets: its key
 }
 

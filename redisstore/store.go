@@ -20,42 +20,61 @@ import (
 // with '{' or '}', which would break the cluster hash tag).
 var ErrInvalidKey = errors.New("redisstore: invalid key")
 
-// Defaults of [Options].
+// Defaults of the options.
 const (
 	DefaultPrefix         = "lambdaidem"
 	DefaultLastErrorBytes = 4096
 	DefaultMaxResultBytes = 1 << 20
 	DefaultExpirySlack    = time.Minute
 	// DefaultInlineResultBytes is the largest result kept in the record's
-	// own hash; see Options.InlineResultBytes.
+	// own hash; see WithInlineResultBytes.
 	DefaultInlineResultBytes = 1024
 )
 
-// Options configure a Store. The zero value is the defaults.
-type Options struct {
-	// Prefix starts every key the store writes (default "lambdaidem"), so
-	// one database can hold other data, or two stores, side by side.
-	Prefix string
-	// LastErrorBytes bounds the stored error text (default 4096; values
-	// below 64 become 64). Longer texts are cut and marked.
-	LastErrorBytes int
-	// MaxResultBytes bounds a stored result (default 1 MiB): a larger one
-	// fails Complete with lambdaidem.ErrResultTooLarge, recording nothing.
-	MaxResultBytes int
-	// InlineResultBytes is the largest result kept in the record's hash
-	// (default DefaultInlineResultBytes; a negative value keeps every
-	// non-empty result apart). A larger result is kept apart, in a hash of
-	// its own under the same hash tag, written by the same script as the
-	// completion: every script reads the whole record, and a refused claim
-	// returns it, so a record that holds a large result would make every
-	// duplicate and every conflicting claim carry it. A claim that replays
-	// the result reads it in the same script, still one round trip.
-	InlineResultBytes int
-	// ExpirySlack is how long after a record's ExpiresAt the server
-	// deletes its key (default one minute). The scripts treat a record as
-	// absent from ExpiresAt on by the caller's clock; the slack keeps a
-	// server whose clock runs ahead from deleting a record early.
-	ExpirySlack time.Duration
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLastErrorBytes sets how many bytes of an error's text are stored
+// (default DefaultLastErrorBytes; values below 64 become 64). Longer texts
+// are cut and marked.
+func WithLastErrorBytes(n int) Option {
+	return func(s *Store) { s.errLimit = max(n, 64) }
+}
+
+// WithMaxResultBytes bounds a stored result (default DefaultMaxResultBytes,
+// 1 MiB; values of 0 or less keep the default): a larger one fails
+// Complete with ErrResultTooLarge, recording nothing.
+func WithMaxResultBytes(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.maxRes = n
+		}
+	}
+}
+
+// WithInlineResultBytes sets the largest result kept in the record's hash
+// (default DefaultInlineResultBytes; negative values become 0, so that
+// every non-empty result is kept apart). A larger result is kept apart, in
+// a hash of its own under the same hash tag, written by the same script as
+// the completion: every script reads the whole record, and a refused claim
+// returns it, so a record that holds a large result would make every
+// duplicate and every conflicting claim carry it. A claim that replays the
+// result reads it in the same script, still one round trip.
+func WithInlineResultBytes(n int) Option {
+	return func(s *Store) { s.inline = max(n, 0) }
+}
+
+// WithExpirySlack sets how long after a record's ExpiresAt the server
+// deletes its key (default DefaultExpirySlack, a minute; values of 0 or
+// less keep the default). The scripts treat a record as absent from
+// ExpiresAt on by the caller's clock; the slack keeps a server whose clock
+// runs ahead from deleting a record early.
+func WithExpirySlack(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.slack = d
+		}
+	}
 }
 
 // Store is the Redis implementation of [lambdaidem.Store] (Redis OSS 7,
@@ -72,46 +91,35 @@ type Store struct {
 
 var _ lambdaidem.Store = (*Store)(nil)
 
-// New returns a Store on client: a *redis.Client, a *redis.ClusterClient
-// or any other redis.UniversalClient. A nil client, or a Prefix holding
-// '{' or '}' (it would change the cluster hash tag, so one namespace's
-// keys could fall in several slots), is refused at once: New panics with
-// a *lambdaidem.ConfigError wrapping lambdaidem.ErrInvalidOption, as the
+// New returns a Store on client (a *redis.Client, a *redis.ClusterClient
+// or any other redis.UniversalClient) whose keys all start with prefix, so
+// one database can hold other data, or two stores, side by side; an empty
+// prefix is DefaultPrefix. A nil client, or a prefix holding '{' or '}' (it
+// would change the cluster hash tag, so one namespace's keys could fall in
+// several slots), is refused at once: New panics with a
+// *lambdaidem.ConfigError wrapping lambdaidem.ErrInvalidOption, as the
 // decorators do for options that could never work.
-func New(client redis.UniversalClient, opts Options) *Store {
+func New(client redis.UniversalClient, prefix string, opts ...Option) *Store {
 	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
 		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "client", Err: fmt.Errorf("%w: the Redis client is nil", lambdaidem.ErrInvalidOption)})
 	}
-	if strings.ContainsAny(opts.Prefix, "{}") {
-		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "Options.Prefix",
-			Err: fmt.Errorf("%w: the prefix %q holds '{' or '}', which delimit the cluster hash tag", lambdaidem.ErrInvalidOption, opts.Prefix)})
+	if strings.ContainsAny(prefix, "{}") {
+		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "prefix",
+			Err: fmt.Errorf("%w: the prefix %q holds '{' or '}', which delimit the cluster hash tag", lambdaidem.ErrInvalidOption, prefix)})
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
 	}
 	s := &Store{
 		client:   client,
-		prefix:   opts.Prefix,
-		errLimit: opts.LastErrorBytes,
-		maxRes:   opts.MaxResultBytes,
-		inline:   opts.InlineResultBytes,
-		slack:    opts.ExpirySlack,
+		prefix:   prefix,
+		errLimit: DefaultLastErrorBytes,
+		maxRes:   DefaultMaxResultBytes,
+		inline:   DefaultInlineResultBytes,
+		slack:    DefaultExpirySlack,
 	}
-	if s.prefix == "" {
-		s.prefix = DefaultPrefix
-	}
-	if s.errLimit == 0 {
-		s.errLimit = DefaultLastErrorBytes
-	}
-	s.errLimit = max(s.errLimit, 64)
-	if s.maxRes <= 0 {
-		s.maxRes = DefaultMaxResultBytes
-	}
-	switch {
-	case s.inline == 0:
-		s.inline = DefaultInlineResultBytes
-	case s.inline < 0:
-		s.inline = 0
-	}
-	if s.slack == 0 {
-		s.slack = DefaultExpirySlack
+	for _, o := range opts {
+		o(s)
 	}
 	return s
 }
@@ -336,7 +344,7 @@ func (c *finishCall) reply(v []string, err error) error {
 }
 
 // Complete moves a leased record to COMPLETED with its result, in one
-// script call. A result larger than Options.InlineResultBytes is written
+// script call. A result larger than WithInlineResultBytes is written
 // apart from the record by the same script. Extra Writes must be
 // Commands: the same script runs them, atomically with the completion and
 // fenced by the lease (see Command); a command that refuses the

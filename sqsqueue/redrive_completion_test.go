@@ -59,7 +59,7 @@ var completionStores = map[string]func(t *testing.T) adminStore{
 		t.Cleanup(func() { _ = client.Close() })
 		// The slack keeps the server, on the real clock, from deleting
 		// keys the tests' clock (days behind) still counts as live.
-		return redisstore.New(client, redisstore.Options{Prefix: "sqsqueue-" + rand.Text()[:10], ExpirySlack: 365 * 24 * time.Hour})
+		return redisstore.New(client, "sqsqueue-"+rand.Text()[:10], redisstore.WithExpirySlack(365*24*time.Hour))
 	},
 }
 

@@ -27,7 +27,7 @@ func setupRedis(t *testing.T) *bundle {
 		ns:    "orders",
 		// The tests' clock is months behind the server's: the slack keeps
 		// the server from deleting keys that are live by the tests' clock.
-		store: redisstore.New(client, redisstore.Options{Prefix: prefix, ExpirySlack: 10 * 365 * 24 * time.Hour}),
+		store: redisstore.New(client, prefix, redisstore.WithExpirySlack(10*365*24*time.Hour)),
 		env: map[string]string{
 			"LAMBDAIDEM_STORE":        "redis://" + addr,
 			"LAMBDAIDEM_REDIS_PREFIX": prefix,

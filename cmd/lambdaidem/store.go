@@ -59,5 +59,5 @@ func (a *app) redisStore(c *common) (lambdaidem.Admin, error) {
 		}
 		client = redis.NewClient(o)
 	}
-	return redisstore.New(client, redisstore.Options{Prefix: a.env("LAMBDAIDEM_REDIS_PREFIX")}), nil
+	return redisstore.New(client, a.env("LAMBDAIDEM_REDIS_PREFIX")), nil
 }

@@ -51,7 +51,7 @@ var (
 var settings = []setting{
 	{"dynamo.New", "table name: empty (an unset variable), not 3 to 255 of `[A-Za-z0-9_.-]`, not a table ARN", func() { dynamo.New(dynamoDB, "") }, dynamo.ErrInvalidTableName},
 	{"dynamo.New", "a nil client", func() { dynamo.New(nil, "idempotency") }, lambdaidem.ErrInvalidOption},
-	{"redisstore.New", "a nil client; `Options.Prefix` with `{` or `}`", func() { redisstore.New(redisClient, redisstore.Options{Prefix: "a{b}"}) }, lambdaidem.ErrInvalidOption},
+	{"redisstore.New", "a nil client; a prefix with `{` or `}`", func() { redisstore.New(redisClient, "a{b}") }, lambdaidem.ErrInvalidOption},
 	{"sqsqueue.NewSink", "DLQ URL: empty, not `https://HOST/ACCOUNT/NAME` (an ARN, a name)", func() { sqsqueue.NewSink(sqsClient, "orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
 	{"sqsqueue.NewVisibilityChanger", "`WithQueueURLs`: a key that is not a queue ARN, a URL of another queue", func() {
 		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/111122223333/orders"}))
@@ -111,7 +111,7 @@ var moreRefused = []struct {
 	{func() { dynamo.New(dynamoDB, "ab") }, dynamo.ErrInvalidTableName},
 	{func() { dynamo.New(dynamoDB, "orders table") }, dynamo.ErrInvalidTableName},
 	{func() { dynamo.New(dynamoDB, "arn:aws:sqs:us-east-1:123456789012:orders") }, dynamo.ErrInvalidTableName},
-	{func() { redisstore.New(nil, redisstore.Options{}) }, lambdaidem.ErrInvalidOption},
+	{func() { redisstore.New(nil, "") }, lambdaidem.ErrInvalidOption},
 	{func() { sqsqueue.NewSink(sqsClient, "") }, sqsqueue.ErrInvalidQueueURL},
 	{func() { sqsqueue.NewSink(sqsClient, "arn:aws:sqs:us-east-1:123456789012:orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
 	{func() { sqsqueue.NewSink(sqsClient, "https://sqs.us-east-1.amazonaws.com/123456789012/orders dlq") }, sqsqueue.ErrInvalidQueueURL},
@@ -122,7 +122,7 @@ var moreRefused = []struct {
 	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace("a\x00b")) }, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders#eu")) }, lambdaidem.ErrInvalidOption},
 	{func() {
-		lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders{eu}"))
+		lambdaidem.SQS(redisstore.New(redisClient, ""), noop, lambdaidem.WithNamespace("orders{eu}"))
 	}, lambdaidem.ErrInvalidOption},
 	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithDeadLetterSink(nil)) }, lambdaidem.ErrInvalidOption},
 	{func() {
@@ -150,10 +150,10 @@ var accepted = []func(){
 	func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders/eu")) },
 	func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithBatchedWrites()) },
 	func() {
-		lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithBatchedWrites())
+		lambdaidem.SQS(redisstore.New(redisClient, ""), noop, lambdaidem.WithBatchedWrites())
 	},
 	func() {
-		lambdaidem.SQS(redisstore.New(redisClient, redisstore.Options{}), noop, lambdaidem.WithNamespace("orders#eu"))
+		lambdaidem.SQS(redisstore.New(redisClient, ""), noop, lambdaidem.WithNamespace("orders#eu"))
 	},
 }
 
@@ -257,7 +257,7 @@ not checked.
 		}
 		p(" %s |", w)
 	}
-	p("\n| largest result (`WithMaxResultBytes` above it is refused) | any | `dynamo.MaxResultBytes` (%d KiB) | `Options.MaxResultBytes` (default %d KiB) |\n",
+	p("\n| largest result (`WithMaxResultBytes` above it is refused) | any | `dynamo.MaxResultBytes` (%d KiB) | `redisstore.WithMaxResultBytes` (default %d KiB) |\n",
 		dynamo.MaxResultBytes>>10, redisstore.DefaultMaxResultBytes>>10)
 	p("| namespaces it cannot keep (refused by `WithNamespace`) | none beyond every store's rules | containing `#` | containing `{` or `}` |\n")
 	p("| redrive's reset (`lambdaidem.DeadLetterResetter`) | yes | yes | yes |\n")
@@ -310,7 +310,7 @@ Each line is the refusal of a run of the table (` + "`err.Error()`" + ` of the
 
 // samples are refusals as they read, from real constructors.
 func samples() []string {
-	redis := redisstore.New(redisClient, redisstore.Options{})
+	redis := redisstore.New(redisClient, "")
 	builds := []func(){
 		func() { lambdaidem.SQS(redis, noop, lambdaidem.WithCompletionWrites[foreignWrite]()) },
 		func() {

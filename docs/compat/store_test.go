@@ -129,7 +129,7 @@ func openRedis(t *testing.T) *env {
 		}
 		_ = client.Close()
 	})
-	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	store := redisstore.New(client, prefix)
 	return &env{store: store, effects: &effects{
 		declare: lambdaidem.WithCompletionWrites[redisstore.Command](),
 		insert:  func(ns, name, value string) any { return redisstore.SetNX(store.Key(ns, name), value) },

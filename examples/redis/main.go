@@ -30,7 +30,7 @@ func main() {
 		fail("AWS configuration", err)
 	}
 	client := NewClient(cfg)
-	if err := redisstore.New(client, redisstore.Options{}).LoadScripts(context.Background()); err != nil {
+	if err := redisstore.New(client, "lambdaidem").LoadScripts(context.Background()); err != nil {
 		logger.Warn("preloading the store's scripts", slog.Any("error", err))
 	}
 	lambda.Start(NewHandler(cfg, Deps{Redis: client, SQS: sqs.NewFromConfig(awsCfg), Logger: logger, Metrics: os.Stdout}))

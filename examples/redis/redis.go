@@ -139,7 +139,7 @@ func NewHandler(cfg Config, deps Deps, extra ...lambdaidem.Option) func(context.
 	if deps.Metrics != nil {
 		opts = append(opts, lambdaidem.WithInvocationHook(emf.Hook(emf.WithEmitter(emf.NewWriter(deps.Metrics)), emf.WithLogger(logger))))
 	}
-	store := redisstore.New(deps.Redis, redisstore.Options{})
+	store := redisstore.New(deps.Redis, "lambdaidem")
 	return lambdaidem.SQS(store, handle(logger), append(opts, extra...)...)
 }
 

@@ -62,7 +62,7 @@ func RunRedis(ctx context.Context, cfg RedisConfig) (*DynamoResult, error) {
 	client := redis.NewClient(&redis.Options{Addr: cfg.Addr, PoolSize: dc.Concurrency, MinIdleConns: 1})
 	defer client.Close()
 	prefix := harness.UniqueName("lambdaidem-bench")
-	b := &redisBench{cfg: dc, store: redisstore.New(client, redisstore.Options{Prefix: prefix})}
+	b := &redisBench{cfg: dc, store: redisstore.New(client, prefix)}
 	if err := b.store.LoadScripts(ctx); err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func (b *redisBench) requests(ctx context.Context, addr, prefix string) ([]Reque
 	defer client.Close()
 	var trips tripCounter
 	client.AddHook(&trips)
-	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	store := redisstore.New(client, prefix)
 	var out outcomes
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(Namespace), lambdaidem.WithLogger(quietLogger()),

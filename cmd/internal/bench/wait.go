@@ -137,7 +137,7 @@ func RunWait(ctx context.Context, cfg WaitConfig) (*WaitResult, error) {
 		prefix := harness.UniqueName("lambdaidem-bench-wait")
 		client := redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
 		defer client.Close()
-		direct := redisstore.New(client, redisstore.Options{Prefix: prefix})
+		direct := redisstore.New(client, prefix)
 		if err := direct.LoadScripts(ctx); err != nil {
 			return nil, err
 		}
@@ -153,7 +153,7 @@ func RunWait(ctx context.Context, cfg WaitConfig) (*WaitResult, error) {
 			return nil, err
 		}
 		stores = append(stores, storePair{
-			name: "redis-server", direct: direct, counted: redisstore.New(pc, redisstore.Options{Prefix: prefix}),
+			name: "redis-server", direct: direct, counted: redisstore.New(pc, prefix),
 			counts: p.Counts, reset: p.ResetCounts,
 		})
 	}

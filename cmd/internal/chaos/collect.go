@@ -43,7 +43,7 @@ func (r *run) collect(ctx context.Context) (Report, error) {
 	if r.cfg.Store == StoreRedis {
 		client := redis.NewClient(&redis.Options{Addr: r.cfg.RedisAddr})
 		defer client.Close()
-		redisStore = redisstore.New(client, redisstore.Options{Prefix: r.h.Prefix})
+		redisStore = redisstore.New(client, r.h.Prefix)
 	}
 	var err error
 	if redisStore != nil && r.cfg.Mode.committed() {

@@ -136,7 +136,7 @@ func main() {
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		})
 		client.AddHook(f.crasher)
-		f.redis = redisstore.New(client, redisstore.Options{Prefix: os.Getenv("REDIS_PREFIX")})
+		f.redis = redisstore.New(client, os.Getenv("REDIS_PREFIX"))
 		store = f.redis
 	}
 	if f.mode == modeTx || f.mode == modeOptimistic {

@@ -26,6 +26,6 @@ func main() {
 		Addrs:     []string{os.Getenv("REDIS_ENDPOINT")},
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12},
 	})
-	store := redisstore.New(client, redisstore.Options{})
+	store := redisstore.New(client, "lambdaidem")
 	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("orders")))
 }

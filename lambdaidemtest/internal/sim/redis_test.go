@@ -50,7 +50,7 @@ func redisStore(t *testing.T) lambdaidem.Store {
 		}
 		_ = client.Close()
 	})
-	store := redisstore.New(client, redisstore.Options{Prefix: prefix})
+	store := redisstore.New(client, prefix)
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) 
 			if err == nil {
 				for _, p := range chunk {
 					rec := p.item.record()
-					out[p.i].Result = lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Record: rec}
+					out[p.i].Result = lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Record: rec}
 				}
 				break
 			}

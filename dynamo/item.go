@@ -217,18 +217,6 @@ func (it item) record() lambdaidem.Record {
 	}
 }
 
-// leaseOf is the lease a successful claim hands out.
-func leaseOf(r lambdaidem.Record) lambdaidem.Lease {
-	return lambdaidem.Lease{
-		Namespace: r.Namespace,
-		Key:       r.Key,
-		Token:     r.LeaseToken,
-		Until:     r.LeaseUntil,
-		Fence:     r.Fence,
-		Attempt:   r.Attempts,
-	}
-}
-
 // avSize estimates the stored size of a value the way DynamoDB bills it,
 // rounding up where the exact rule is fiddly (numbers, containers).
 func avSize(av types.AttributeValue) int {

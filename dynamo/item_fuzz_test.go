@@ -63,7 +63,7 @@ func FuzzItemRecord(f *testing.F) {
 			}
 		}
 		_ = it.leaseExpiredAt(now, 2*time.Second)
-		_ = leaseOf(r)
+		_ = r.Lease()
 		_ = mapSize(it)
 	})
 }

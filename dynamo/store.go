@@ -192,7 +192,7 @@ func (c *claimCall) claimed(step claimStep, it item) lambdaidem.ClaimResult {
 			prev = lambdaidem.StatusFailed
 		}
 	}
-	return lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Previous: prev, Record: rec}
+	return lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: prev, Record: rec}
 }
 
 // setLease writes what every claim writes.

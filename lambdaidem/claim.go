@@ -39,8 +39,3 @@ func (e *engine) claimRequest(t timing, key, hash, msgID string, now time.Time) 
 		ExpiresAt:   e.retentionUntil(now, false),
 	}
 }
-
-// leaseOf rebuilds the lease of a record's latest claim.
-func leaseOf(rec Record) Lease {
-	return Lease{Namespace: rec.Namespace, Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil, Fence: rec.Fence, Attempt: rec.Attempts}
-}

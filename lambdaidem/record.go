@@ -87,6 +87,13 @@ type Record struct {
 	RedrivenFrom string
 }
 
+// Lease returns the lease of the record's latest claim: the one its
+// LeaseToken fences (a claim hands it out; an operator or a holder that
+// lost its answer rebuilds it from the record).
+func (r Record) Lease() Lease {
+	return Lease{Namespace: r.Namespace, Key: r.Key, Token: r.LeaseToken, Until: r.LeaseUntil, Fence: r.Fence, Attempt: r.Attempts}
+}
+
 // Expired reports whether the record counts as absent at now.
 func (r Record) Expired(now time.Time) bool {
 	return !r.ExpiresAt.IsZero() && r.ExpiresAt.Before(now)

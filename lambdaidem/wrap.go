@@ -463,5 +463,5 @@ func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Rec
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)
-	return w.markUnknown(ctx, dctx, t, leaseOf(rec), key, cause, r)
+	return w.markUnknown(ctx, dctx, t, rec.Lease(), key, cause, r)
 }

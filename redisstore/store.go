@@ -208,7 +208,7 @@ func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
 		// whose reply was lost; the token is fresh, so only our own
 		// script can have put it there.
 		prev, _ := v[1].(string)
-		return lambdaidem.ClaimResult{Claimed: true, Lease: leaseOf(rec), Previous: lambdaidem.Status(prev), Record: rec}, nil
+		return lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: lambdaidem.Status(prev), Record: rec}, nil
 	default:
 		if len(v) == 5 {
 			if rec, err = withApart(rec, v[3], v[4]); err != nil {
@@ -232,18 +232,6 @@ func withApart(rec lambdaidem.Record, token, result any) (lambdaidem.Record, err
 	}
 	rec.Result = []byte(r)
 	return rec, nil
-}
-
-// leaseOf is the lease of a record's latest claim.
-func leaseOf(r lambdaidem.Record) lambdaidem.Lease {
-	return lambdaidem.Lease{
-		Namespace: r.Namespace,
-		Key:       r.Key,
-		Token:     r.LeaseToken,
-		Until:     r.LeaseUntil,
-		Fence:     r.Fence,
-		Attempt:   r.Attempts,
-	}
 }
 
 // write is a fenced write's changes: fields to set and to delete, the

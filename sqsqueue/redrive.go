@@ -580,11 +580,8 @@ func (r *redriver) finishMark(ctx context.Context, rec lambdaidem.Record, copyID
 		return skip, rec, StepMark, fmt.Errorf("%w: %s holds only this copy's pending dead-letter mark, and no Marker was given to write the final one", ErrNotRedrivable, key)
 	}
 	err := m.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
-		Lease: lambdaidem.Lease{
-			Namespace: rec.Namespace, Key: rec.Key, Token: rec.LeaseToken, Until: rec.LeaseUntil,
-			Fence: rec.Fence, Attempt: rec.Attempts,
-		},
-		Now: now, Reason: rec.DeadLetterReason, Error: rec.LastError,
+		Lease: rec.Lease(),
+		Now:   now, Reason: rec.DeadLetterReason, Error: rec.LastError,
 		MessageID: rec.DeadLetteredMessageID, DeadLetterMessageID: copyID, ExpiresAt: rec.ExpiresAt,
 	})
 	switch {

@@ -137,7 +137,7 @@ func (b *bundle) claimed(t *testing.T, ns, key string, now int) lambdaidem.Lease
 	if err != nil {
 		t.Fatalf("Get(%s/%s): %v", ns, key, err)
 	}
-	return lambdaidem.Lease{Namespace: ns, Key: key, Token: r.LeaseToken, Until: r.LeaseUntil, Fence: r.Fence, Attempt: r.Attempts}
+	return r.Lease()
 }
 
 // refusedClaim checks that a claim of the key at now is refused.

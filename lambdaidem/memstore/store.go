@@ -83,15 +83,8 @@ func (s *Store) claimLocked(req lambdaidem.ClaimRequest) lambdaidem.ClaimResult 
 	r.ExpiresAt = req.ExpiresAt
 	r.UpdatedAt = req.Now
 	return lambdaidem.ClaimResult{
-		Claimed: true,
-		Lease: lambdaidem.Lease{
-			Namespace: r.Namespace,
-			Key:       r.Key,
-			Token:     r.LeaseToken,
-			Until:     r.LeaseUntil,
-			Fence:     r.Fence,
-			Attempt:   r.Attempts,
-		},
+		Claimed:  true,
+		Lease:    r.Lease(),
 		Previous: prev,
 		Record:   copyRecord(r),
 	}

@@ -433,7 +433,7 @@ func testNoTakeover(t *testing.T, f *fixture) {
 	// At-most-once: the claimer marks the abandoned record "outcome unknown"
 	// under the old fence, which it learned from the refusal alone.
 	now := leaseSecs + graceSecs + 100
-	f.ok("DeadLetter(LeaseOf(refusing record))", f.deadLetter(LeaseOf(res.Record), now, lambdaidem.ReasonOutcomeUnknown))
+	f.ok("DeadLetter(refusing record.Lease())", f.deadLetter(res.Record.Lease(), now, lambdaidem.ReasonOutcomeUnknown))
 	got := f.get("k", f.at(now))
 	if got.Status != lambdaidem.StatusDeadLettered || got.DeadLetterReason != lambdaidem.ReasonOutcomeUnknown {
 		t.Errorf("after dead-lettering: %s (%q), want DEAD_LETTERED (outcome_unknown)", got.Status, got.DeadLetterReason)

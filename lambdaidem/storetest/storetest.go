@@ -48,20 +48,6 @@ var cmpOpts = cmp.Options{
 	cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) }),
 }
 
-// LeaseOf returns the lease of the record's latest claim. A caller that
-// only read the record (an at-most-once claimer that found an abandoned
-// lease, an operator tool) uses it to write under the record's own fence.
-func LeaseOf(r lambdaidem.Record) lambdaidem.Lease {
-	return lambdaidem.Lease{
-		Namespace: r.Namespace,
-		Key:       r.Key,
-		Token:     r.LeaseToken,
-		Until:     r.LeaseUntil,
-		Fence:     r.Fence,
-		Attempt:   r.Attempts,
-	}
-}
-
 // fixture is what every case needs: its own store, its own namespace and a
 // second-aligned origin of time.
 type fixture struct {

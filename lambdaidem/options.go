@@ -26,9 +26,6 @@ const (
 	// DefaultLeaseWithoutDeadline is the lease when the context has no
 	// deadline (outside Lambda): never "forever".
 	DefaultLeaseWithoutDeadline = time.Minute
-	// DefaultGrace is how far past its end a lease must be before another
-	// instance may take it over, to absorb clock skew.
-	DefaultGrace = 2 * time.Second
 	// DefaultDeadlineMargin is the time kept back before the invocation's
 	// deadline to record outcomes. It covers one store call at its slowest
 	// with the DynamoDB store's default client tuning (three tries of at
@@ -43,9 +40,9 @@ const (
 	// DEAD_LETTERED record is kept: SQS's longest message retention, so a
 	// poison message's attempt count never silently restarts.
 	DefaultUnfinishedRetention = 14 * 24 * time.Hour
-	// DefaultMaxResultBytes bounds a stored Wrap result, under DynamoDB's
-	// 400 KB item limit with room for the record's other attributes.
-	DefaultMaxResultBytes = 350 * 1024
+	// DefaultMaxResultBytes bounds a stored Wrap result: the smallest
+	// result every store holds.
+	DefaultMaxResultBytes = MinResultBytes
 )
 
 // Option configures SQS and Wrap.
@@ -301,12 +298,12 @@ func (c *config) check(handler string, store Store) {
 	}
 	if caps.CheckNamespace != nil {
 		if err := caps.CheckNamespace(c.namespace); err != nil {
-			unsupported("WithNamespace", ErrInvalidOption, "%s cannot keep the namespace %q: %v", caps.storeName(), c.namespace, err)
+			unsupported("WithNamespace", ErrInvalidOption, "%s cannot keep the namespace %q: %v", storeName(caps), c.namespace, err)
 		}
 	}
 	for _, t := range c.writeKinds {
 		if !caps.CommitsWrite(t) {
-			unsupported("WithCompletionWrites["+t.String()+"]", ErrUnsupportedWrite, "%s commits %s with a completion", caps.storeName(), caps.writeKinds())
+			unsupported("WithCompletionWrites["+t.String()+"]", ErrUnsupportedWrite, "%s commits %s with a completion", storeName(caps), writeKinds(caps))
 		}
 	}
 	if handler != handlerSQS && caps.MaxResultBytes > 0 && c.maxResultBytes > caps.MaxResultBytes {
@@ -314,7 +311,7 @@ func (c *config) check(handler string, store Store) {
 		if !c.has("WithMaxResultBytes") {
 			option = fmt.Sprintf("the default result limit (%d bytes)", c.maxResultBytes)
 		}
-		unsupported(option, nil, "%s keeps results of at most %d bytes; set WithMaxResultBytes at most that", caps.storeName(), caps.MaxResultBytes)
+		unsupported(option, nil, "%s keeps results of at most %d bytes; set WithMaxResultBytes at most that", storeName(caps), caps.MaxResultBytes)
 	}
 }
 

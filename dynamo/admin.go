@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // AdminAPI is what the operator calls need: the store's calls plus Scan,
@@ -25,7 +25,7 @@ type AdminAPI interface {
 
 var _ AdminAPI = (*dynamodb.Client)(nil)
 
-// Admin is a Store with the operator calls of [lambdaidem.Admin]: release
+// Admin is a Store with the operator calls of [idemstore.Admin]: release
 // a stuck lease, forget a key, count and list records. Functions never
 // need it; the operator CLI does.
 type Admin struct {
@@ -33,7 +33,7 @@ type Admin struct {
 	scan AdminAPI
 }
 
-var _ lambdaidem.Admin = (*Admin)(nil)
+var _ idemstore.Admin = (*Admin)(nil)
 
 // NewAdmin returns an Admin over table. Options are the Store's.
 func NewAdmin(client AdminAPI, table string, opts ...Option) *Admin {
@@ -41,30 +41,30 @@ func NewAdmin(client AdminAPI, table string, opts ...Option) *Admin {
 }
 
 // Release ends the lease of an IN_PROGRESS record; see
-// [lambdaidem.Admin]. It is one UpdateItem conditioned on the status, the
+// [idemstore.Admin]. It is one UpdateItem conditioned on the status, the
 // token the operator read, the expiry and lease_until < Now-Grace (the
 // rounding of a takeover). A forced release of a live lease is a second
 // UpdateItem, conditioned on the lease still being live, that replaces the
 // token and the last error and nothing else.
-func (a *Admin) Release(ctx context.Context, req lambdaidem.ReleaseRequest) (lambdaidem.Record, error) {
+func (a *Admin) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.Record, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	if req.Token == "" {
-		return lambdaidem.Record{}, fmt.Errorf("%w: release %q: no lease token (read the record first)", ErrInvalidKey, pk)
+		return idemstore.Record{}, fmt.Errorf("%w: release %q: no lease token (read the record first)", ErrInvalidKey, pk)
 	}
 	token := "released-" + rand.Text()
 	rec, refused, err := a.release(ctx, pk, req, token, false)
-	if err == nil && refused != nil && req.Force && lambdaidem.LeaseLive(*refused, req.Now, req.Grace) && refused.LeaseToken == req.Token {
+	if err == nil && refused != nil && req.Force && idemstore.LeaseLive(*refused, req.Now, req.Grace) && refused.LeaseToken == req.Token {
 		rec, refused, err = a.release(ctx, pk, req, token, true)
 	}
 	if err != nil || refused == nil {
 		return rec, err
 	}
-	why := lambdaidem.ReleaseRefusal(*refused, req)
+	why := idemstore.ReleaseRefusal(*refused, req)
 	if why == nil {
-		why = fmt.Errorf("%w: the write's condition failed", lambdaidem.ErrRecordChanged)
+		why = fmt.Errorf("%w: the write's condition failed", idemstore.ErrRecordChanged)
 	}
 	return *refused, fmt.Errorf("dynamo: release %q: %w", pk, why)
 }
@@ -72,22 +72,22 @@ func (a *Admin) Release(ctx context.Context, req lambdaidem.ReleaseRequest) (lam
 // release writes a release (revoke false: to FAILED, if the lease is no
 // longer live) or a revocation (revoke true: a new token, if it is live).
 // It returns the record as written, or the record that refused the write.
-func (a *Admin) release(ctx context.Context, pk string, req lambdaidem.ReleaseRequest, token string, revoke bool) (rec lambdaidem.Record, refused *lambdaidem.Record, err error) {
+func (a *Admin) release(ctx context.Context, pk string, req idemstore.ReleaseRequest, token string, revoke bool) (rec idemstore.Record, refused *idemstore.Record, err error) {
 	e := newExpr()
 	if !revoke {
-		failed := strAV(string(lambdaidem.StatusFailed))
+		failed := strAV(string(idemstore.StatusFailed))
 		e.Set(attrStatus, failed)
 		e.Set(attrOpenStatus, failed)
 	}
 	e.Set(attrToken, strAV(token))
-	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, lambdaidem.DefaultReleaseNote), a.errLimit)))
+	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, idemstore.DefaultReleaseNote), a.errLimit)))
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	cmpLease := " < "
 	if revoke {
 		cmpLease = " >= "
 	}
 	cond := e.n(attrToken) + " = " + e.s(req.Token) + " AND " +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusInProgress)) + " AND " +
 		e.n(attrLeaseUntil) + cmpLease + e.num(ceilMillis(req.Now.Add(-req.Grace))) + " AND " +
 		e.unexpired(ceilSecs(req.Now))
 	rec, old, err := a.updateOrOld(ctx, "release", pk, e, cond)
@@ -95,26 +95,26 @@ func (a *Admin) release(ctx context.Context, pk string, req lambdaidem.ReleaseRe
 	case err != nil || old == nil:
 		return rec, nil, err
 	case len(old) == 0 || old.expiredAt(req.Now):
-		return lambdaidem.Record{}, nil, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+		return idemstore.Record{}, nil, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
 	case old.str(attrToken) == token:
 		// A retried request whose first try applied (docs/design.md, rule 1).
 		return old.record(), nil, nil
 	}
 	r := old.record()
-	return lambdaidem.Record{}, &r, nil
+	return idemstore.Record{}, &r, nil
 }
 
 // Forget removes a record, or revokes its live lease and lets it expire
-// when that lease has run out; see [lambdaidem.Admin]. It is one
+// when that lease has run out; see [idemstore.Admin]. It is one
 // DeleteItem conditioned on the record being neither DEAD_LETTERED (unless
 // AbandonCopy) nor under a live lease; a forced forget of a live lease is
 // then an UpdateItem, conditioned on the lease the DeleteItem saw, that
 // replaces the token and sets expires_at, and lease_until with it, to the
 // lease's end plus the grace (rounded up to the second).
-func (a *Admin) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambdaidem.ForgetResult, error) {
+func (a *Admin) Forget(ctx context.Context, req idemstore.ForgetRequest) (idemstore.ForgetResult, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.ForgetResult{}, err
+		return idemstore.ForgetResult{}, err
 	}
 	// A holder extending its lease between the delete and the revocation
 	// moves lease_until; each round looks again. Extensions are seconds
@@ -123,34 +123,34 @@ func (a *Admin) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambd
 		deleted, refused, err := a.forgetDelete(ctx, pk, req)
 		switch {
 		case err != nil:
-			return lambdaidem.ForgetResult{}, err
+			return idemstore.ForgetResult{}, err
 		case deleted != nil:
-			return lambdaidem.ForgetResult{Record: *deleted, ForgottenAt: req.Now}, nil
+			return idemstore.ForgetResult{Record: *deleted, ForgottenAt: req.Now}, nil
 		}
-		if why := lambdaidem.ForgetRefusal(*refused, req); why != nil {
-			return lambdaidem.ForgetResult{Record: *refused}, fmt.Errorf("dynamo: forget %q: %w", pk, why)
+		if why := idemstore.ForgetRefusal(*refused, req); why != nil {
+			return idemstore.ForgetResult{Record: *refused}, fmt.Errorf("dynamo: forget %q: %w", pk, why)
 		}
 		res, done, err := a.revokeForget(ctx, pk, req, *refused)
 		if done || err != nil {
 			return res, err
 		}
 	}
-	return lambdaidem.ForgetResult{}, fmt.Errorf("dynamo: forget %q: %w: its lease kept moving", pk, lambdaidem.ErrRecordChanged)
+	return idemstore.ForgetResult{}, fmt.Errorf("dynamo: forget %q: %w: its lease kept moving", pk, idemstore.ErrRecordChanged)
 }
 
 // forgetDelete deletes the record unless it is DEAD_LETTERED (without
 // AbandonCopy) or under a live lease. It returns the deleted record, or
 // the unexpired record that refused the delete; an absent or expired
 // record is ErrNotFound.
-func (a *Admin) forgetDelete(ctx context.Context, pk string, req lambdaidem.ForgetRequest) (deleted, refused *lambdaidem.Record, err error) {
+func (a *Admin) forgetDelete(ctx context.Context, pk string, req idemstore.ForgetRequest) (deleted, refused *idemstore.Record, err error) {
 	e := newExpr()
 	exp := e.n(attrExpiresAt)
 	status := e.n(attrStatus)
 	// An absent item passes (nothing is deleted, and no ALL_OLD comes
 	// back); so does an expired one.
-	ended := "(" + status + " <> " + e.s(string(lambdaidem.StatusInProgress)) + " OR " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(req.Now.Add(-req.Grace))) + ")"
+	ended := "(" + status + " <> " + e.s(string(idemstore.StatusInProgress)) + " OR " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(req.Now.Add(-req.Grace))) + ")"
 	if !req.AbandonCopy {
-		ended = "(" + ended + " AND " + status + " <> " + e.s(string(lambdaidem.StatusDeadLettered)) + ")"
+		ended = "(" + ended + " AND " + status + " <> " + e.s(string(idemstore.StatusDeadLettered)) + ")"
 	}
 	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (attribute_exists(" + exp + ") AND " + exp + " < " + e.num(ceilSecs(req.Now)) + ") OR " + ended
 	out, err := a.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -169,7 +169,7 @@ func (a *Admin) forgetDelete(ctx context.Context, pk string, req lambdaidem.Forg
 		return nil, nil, err
 	}
 	if len(old) == 0 || old.expiredAt(req.Now) {
-		return nil, nil, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+		return nil, nil, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
 	}
 	r := old.record()
 	if out != nil {
@@ -195,30 +195,30 @@ func conditionFailedOrClassify(op, pk string, err error) (item, error) {
 // revokeForget revokes the live lease of r and sets the record to expire
 // when that lease has run out. done is false when the record moved since r
 // was read: the caller looks again.
-func (a *Admin) revokeForget(ctx context.Context, pk string, req lambdaidem.ForgetRequest, r lambdaidem.Record) (res lambdaidem.ForgetResult, done bool, err error) {
+func (a *Admin) revokeForget(ctx context.Context, pk string, req idemstore.ForgetRequest, r idemstore.Record) (res idemstore.ForgetResult, done bool, err error) {
 	token := "forgotten-" + rand.Text()
 	until := ceilSecs(r.LeaseUntil.Add(req.Grace))
 	e := newExpr()
 	e.Set(attrToken, strAV(token))
-	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, lambdaidem.DefaultForgetNote), a.errLimit)))
+	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, idemstore.DefaultForgetNote), a.errLimit)))
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	e.Set(attrExpiresAt, numAV(until))
 	e.Set(attrLeaseUntil, numAV(until*1000))
 	cond := e.n(attrToken) + " = " + e.s(r.LeaseToken) + " AND " +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusInProgress)) + " AND " +
 		e.n(attrLeaseUntil) + " = " + e.num(ceilMillis(r.LeaseUntil)) + " AND " +
 		e.unexpired(ceilSecs(req.Now))
 	rec, old, err := a.updateOrOld(ctx, "forget", pk, e, cond)
 	switch {
 	case err != nil:
-		return lambdaidem.ForgetResult{}, true, err
+		return idemstore.ForgetResult{}, true, err
 	case old != nil && old.str(attrToken) == token:
 		// A retried request whose first try applied.
 		rec = old.record()
 	case old != nil:
-		return lambdaidem.ForgetResult{}, false, nil
+		return idemstore.ForgetResult{}, false, nil
 	}
-	return lambdaidem.ForgetResult{Record: rec, Revoked: true, ForgottenAt: time.Unix(until, 0).UTC()}, true, nil
+	return idemstore.ForgetResult{Record: rec, Revoked: true, ForgottenAt: time.Unix(until, 0).UTC()}, true, nil
 }
 
 // Count counts records of one status, page by page, asking DynamoDB for
@@ -226,8 +226,8 @@ func (a *Admin) revokeForget(ctx context.Context, pk string, req lambdaidem.Forg
 // and DEAD_LETTERED are counted from the open index; COMPLETED records are
 // not in it, and are counted only with AllowScan, by a scan of the whole
 // table. An empty Namespace counts every namespace. See
-// [lambdaidem.Admin].
-func (a *Admin) Count(ctx context.Context, req lambdaidem.CountRequest) (int, error) {
+// [idemstore.Admin].
+func (a *Admin) Count(ctx context.Context, req idemstore.CountRequest) (int, error) {
 	if strings.Contains(req.Namespace, "#") {
 		return 0, fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, req.Namespace)
 	}
@@ -245,7 +245,7 @@ func (a *Admin) Count(ctx context.Context, req lambdaidem.CountRequest) (int, er
 	}
 	var page func(start map[string]types.AttributeValue) (count, scanned int32, next map[string]types.AttributeValue, err error)
 	switch req.Status {
-	case lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered:
+	case idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered:
 		keyCond := e.n(attrOpenStatus) + " = " + e.s(string(req.Status))
 		filter := strings.Join(filters, " AND ")
 		page = func(start map[string]types.AttributeValue) (int32, int32, map[string]types.AttributeValue, error) {
@@ -264,9 +264,9 @@ func (a *Admin) Count(ctx context.Context, req lambdaidem.CountRequest) (int, er
 			}
 			return out.Count, out.ScannedCount, out.LastEvaluatedKey, nil
 		}
-	case lambdaidem.StatusCompleted:
+	case idemstore.StatusCompleted:
 		if !req.AllowScan {
-			return 0, fmt.Errorf("dynamo: count %s: %w (it takes a scan of the whole table: AllowScan)", req.Status, lambdaidem.ErrNotIndexed)
+			return 0, fmt.Errorf("dynamo: count %s: %w (it takes a scan of the whole table: AllowScan)", req.Status, idemstore.ErrNotIndexed)
 		}
 		filters = append(filters, e.n(attrStatus)+" = "+e.s(string(req.Status)))
 		filter := strings.Join(filters, " AND ")
@@ -285,9 +285,9 @@ func (a *Admin) Count(ctx context.Context, req lambdaidem.CountRequest) (int, er
 			return out.Count, out.ScannedCount, out.LastEvaluatedKey, nil
 		}
 	default:
-		return 0, fmt.Errorf("dynamo: count %q: %w", req.Status, lambdaidem.ErrNotIndexed)
+		return 0, fmt.Errorf("dynamo: count %q: %w", req.Status, idemstore.ErrNotIndexed)
 	}
-	var p lambdaidem.PageProgress
+	var p idemstore.PageProgress
 	var start map[string]types.AttributeValue
 	for {
 		n, scanned, next, err := page(start)

@@ -10,7 +10,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // adminSetup is setup plus an Admin whose client goes through the proxy.
@@ -30,14 +30,14 @@ func TestReleaseLostResponse(t *testing.T) {
 	b, a := adminSetup(t)
 	held := b.mustClaim(t, b.claimReq("k", 0))
 	b.proxy.Inject(faultproxy.Fault{Match: faultproxy.Op("UpdateItem"), Action: faultproxy.DropResponse, Times: 1})
-	r, err := a.Release(t.Context(), lambdaidem.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(31)})
+	r, err := a.Release(t.Context(), idemstore.ReleaseRequest{Namespace: b.ns, Key: "k", Token: held.Lease.Token, Now: b.at(31)})
 	if err != nil {
 		t.Fatalf("Release with a lost response: %v", err)
 	}
 	if b.proxy.Applied(faultproxy.DropResponse) != 1 {
 		t.Fatal("the response was not dropped")
 	}
-	if r.Status != lambdaidem.StatusFailed {
+	if r.Status != idemstore.StatusFailed {
 		t.Errorf("status %s, want FAILED", r.Status)
 	}
 }
@@ -51,18 +51,18 @@ func TestCount(t *testing.T) {
 	b.mustClaim(t, b.claimReq("run", 100))
 	b.mustClaim(t, b.claimReq("stuck", 0))
 	f := b.mustClaim(t, b.claimReq("fail", 0))
-	if err := b.store.Fail(ctx, lambdaidem.FailRequest{Lease: f.Lease, Now: b.at(1), Error: "e", ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Fail(ctx, idemstore.FailRequest{Lease: f.Lease, Now: b.at(1), Error: "e", ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	d := b.mustClaim(t, b.claimReq("dead", 0))
-	if err := b.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{Lease: d.Lease, Now: b.at(1), Reason: lambdaidem.ReasonPoison, ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.DeadLetter(ctx, idemstore.DeadLetterRequest{Lease: d.Lease, Now: b.at(1), Reason: idemstore.ReasonPoison, ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	complete := func(ns, key string) {
 		req := b.claimReq(key, 0)
 		req.Namespace = ns
 		c := b.mustClaim(t, req)
-		if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
+		if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,31 +73,31 @@ func TestCount(t *testing.T) {
 	of := b.claimReq("fail", 0)
 	of.Namespace = "other"
 	ol := b.mustClaim(t, of)
-	if err := b.store.Fail(ctx, lambdaidem.FailRequest{Lease: ol.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Fail(ctx, idemstore.FailRequest{Lease: ol.Lease, Now: b.at(1), ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 
 	now := b.at(110)
 	for _, tc := range []struct {
-		status lambdaidem.Status
+		status idemstore.Status
 		ns     string
 		stuck  bool
 		want   int
 	}{
-		{lambdaidem.StatusInProgress, b.ns, false, 2},
-		{lambdaidem.StatusInProgress, b.ns, true, 1},
-		{lambdaidem.StatusFailed, b.ns, false, 1},
-		{lambdaidem.StatusFailed, "", false, 2},
-		{lambdaidem.StatusDeadLettered, b.ns, false, 1},
-		{lambdaidem.StatusCompleted, b.ns, false, 3},
-		{lambdaidem.StatusCompleted, "", false, 4},
+		{idemstore.StatusInProgress, b.ns, false, 2},
+		{idemstore.StatusInProgress, b.ns, true, 1},
+		{idemstore.StatusFailed, b.ns, false, 1},
+		{idemstore.StatusFailed, "", false, 2},
+		{idemstore.StatusDeadLettered, b.ns, false, 1},
+		{idemstore.StatusCompleted, b.ns, false, 3},
+		{idemstore.StatusCompleted, "", false, 4},
 	} {
-		req := lambdaidem.CountRequest{Status: tc.status, Namespace: tc.ns, Now: now, AllowScan: tc.status == lambdaidem.StatusCompleted}
+		req := idemstore.CountRequest{Status: tc.status, Namespace: tc.ns, Now: now, AllowScan: tc.status == idemstore.StatusCompleted}
 		if tc.stuck {
 			req.LeaseEndedBefore = now
 		}
-		var last lambdaidem.PageProgress
-		req.Progress = func(p lambdaidem.PageProgress) { last = p }
+		var last idemstore.PageProgress
+		req.Progress = func(p idemstore.PageProgress) { last = p }
 		got, err := a.Count(ctx, req)
 		if err != nil {
 			t.Fatalf("Count(%s, %q): %v", tc.status, tc.ns, err)
@@ -110,10 +110,10 @@ func TestCount(t *testing.T) {
 		}
 	}
 	// Expired records are not counted.
-	if got, err := a.Count(ctx, lambdaidem.CountRequest{Status: lambdaidem.StatusCompleted, Now: b.at(7200), AllowScan: true}); err != nil || got != 0 {
+	if got, err := a.Count(ctx, idemstore.CountRequest{Status: idemstore.StatusCompleted, Now: b.at(7200), AllowScan: true}); err != nil || got != 0 {
 		t.Errorf("Count of expired records: %d, %v", got, err)
 	}
-	if _, err := a.Count(ctx, lambdaidem.CountRequest{Status: "NOPE"}); !errors.Is(err, lambdaidem.ErrNotIndexed) {
+	if _, err := a.Count(ctx, idemstore.CountRequest{Status: "NOPE"}); !errors.Is(err, idemstore.ErrNotIndexed) {
 		t.Errorf("Count of an unknown status: %v, want ErrNotIndexed", err)
 	}
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.Batcher = (*Store)(nil)
+var _ idemstore.Batcher = (*Store)(nil)
 
 // StatementAPI is the PartiQL call the store's batched completions use.
 // *dynamodb.Client has it; a client given to New as an [API] without it
@@ -31,7 +31,7 @@ var _ StatementAPI = (*dynamodb.Client)(nil)
 // BatchExecuteStatement.
 const maxStatements = 25
 
-// ClaimBatch claims several keys; see [lambdaidem.Batcher].
+// ClaimBatch claims several keys; see [idemstore.Batcher].
 //
 // It sends one TransactWriteItems of up to 100 puts, each the fresh
 // record a claim of an absent key writes, conditioned on the key being
@@ -57,8 +57,8 @@ const maxStatements = 25
 // claims side by side). The transaction's price is write units: two per
 // record where a claim's UpdateItem, or an INSERT, costs one
 // (docs/stores.md compares the modes).
-func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) []lambdaidem.BatchClaim {
-	out := make([]lambdaidem.BatchClaim, len(reqs))
+func (s *Store) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
+	out := make([]idemstore.BatchClaim, len(reqs))
 	type pending struct {
 		i     int
 		pk    string
@@ -112,7 +112,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) 
 			if err == nil {
 				for _, p := range chunk {
 					rec := p.item.record()
-					out[p.i].Result = lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Record: rec}
+					out[p.i].Result = idemstore.ClaimResult{Claimed: true, Lease: rec.Lease(), Record: rec}
 				}
 				break
 			}
@@ -146,7 +146,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) 
 					}
 					req := reqs[p.i]
 					rec, err := s.withResult(ctx, old, req.Now, old.str(attrHash) == req.PayloadHash)
-					out[p.i] = lambdaidem.BatchClaim{Result: lambdaidem.ClaimResult{Record: rec}, Err: err}
+					out[p.i] = idemstore.BatchClaim{Result: idemstore.ClaimResult{Record: rec}, Err: err}
 				default:
 					// A conflicting transaction, throttling: this key on
 					// its own.
@@ -161,18 +161,18 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) 
 	slices.Sort(alone)
 	for _, i := range alone {
 		res, err := s.Claim(ctx, reqs[i])
-		out[i] = lambdaidem.BatchClaim{Result: res, Err: err}
+		out[i] = idemstore.BatchClaim{Result: res, Err: err}
 	}
 	return out
 }
 
 // freshClaim is the item a claim of an absent key writes.
-func freshClaim(pk, token string, req lambdaidem.ClaimRequest) item {
+func freshClaim(pk, token string, req idemstore.ClaimRequest) item {
 	now := numAV(ceilMillis(req.Now))
-	inProgress := strAV(string(lambdaidem.StatusInProgress))
+	inProgress := strAV(string(idemstore.StatusInProgress))
 	it := item{
 		attrPK:           strAV(pk),
-		attrSchema:       numAV(lambdaidem.SchemaVersion),
+		attrSchema:       numAV(idemstore.SchemaVersion),
 		attrStatus:       inProgress,
 		attrOpenStatus:   inProgress,
 		attrToken:        strAV(token),
@@ -199,7 +199,7 @@ func isValidation(err error) bool {
 	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException"
 }
 
-// CompleteBatch completes several leases; see [lambdaidem.Batcher].
+// CompleteBatch completes several leases; see [idemstore.Batcher].
 //
 // Completions without writes whose result fits on the record go out as
 // PartiQL UPDATE statements, up to 25 in one BatchExecuteStatement: each
@@ -219,7 +219,7 @@ func isValidation(err error) bool {
 // and was not chosen: it costs two write units per record where a
 // statement costs one, and one lost lease would cancel the others'
 // completions until they were sent again.
-func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+func (s *Store) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	type stmt struct {
 		i  int
@@ -252,7 +252,7 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 		}
 		out, err := api.BatchExecuteStatement(ctx, in)
 		if err == nil && len(out.Responses) != len(chunk) {
-			err = fmt.Errorf("%w: %d answers to %d statements", lambdaidem.ErrStoreUnavailable, len(out.Responses), len(chunk))
+			err = fmt.Errorf("%w: %d answers to %d statements", idemstore.ErrStoreUnavailable, len(out.Responses), len(chunk))
 		}
 		if err != nil {
 			for _, c := range chunk {
@@ -266,11 +266,11 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 			switch {
 			case r.Error == nil:
 			case r.Error.Code == types.BatchStatementErrorCodeEnumConditionalCheckFailed:
-				errs[c.i] = refused("complete", c.pk, req.Lease, req.Now, lambdaidem.StatusCompleted, item(r.Error.Item))
+				errs[c.i] = refused("complete", c.pk, req.Lease, req.Now, idemstore.StatusCompleted, item(r.Error.Item))
 			case r.Error.Code == types.BatchStatementErrorCodeEnumValidationError:
 				errs[c.i] = fmt.Errorf("dynamo complete %q: %s: %s", c.pk, r.Error.Code, aws.ToString(r.Error.Message))
 			default:
-				errs[c.i] = fmt.Errorf("%w: dynamo complete %q: %s: %s", lambdaidem.ErrStoreUnavailable, c.pk, r.Error.Code, aws.ToString(r.Error.Message))
+				errs[c.i] = fmt.Errorf("%w: dynamo complete %q: %s: %s", idemstore.ErrStoreUnavailable, c.pk, r.Error.Code, aws.ToString(r.Error.Message))
 			}
 		}
 	}
@@ -283,7 +283,7 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteReq
 // completeStatement is the PartiQL form of a completion that Complete
 // would send as one UpdateItem: the same attributes, the same lease
 // condition.
-func (s *Store) completeStatement(pk string, req lambdaidem.CompleteRequest) types.BatchStatementRequest {
+func (s *Store) completeStatement(pk string, req idemstore.CompleteRequest) types.BatchStatementRequest {
 	var b strings.Builder
 	var params []types.AttributeValue
 	set := func(attr string, v types.AttributeValue) {
@@ -292,7 +292,7 @@ func (s *Store) completeStatement(pk string, req lambdaidem.CompleteRequest) typ
 	}
 	remove := func(attr string) { fmt.Fprintf(&b, ` REMOVE "%s"`, attr) }
 	fmt.Fprintf(&b, `UPDATE "%s"`, s.table)
-	set(attrStatus, strAV(string(lambdaidem.StatusCompleted)))
+	set(attrStatus, strAV(string(idemstore.StatusCompleted)))
 	remove(attrOpenStatus)
 	if len(req.Result) > 0 {
 		set(attrResult, &types.AttributeValueMemberB{Value: req.Result})
@@ -313,7 +313,7 @@ func (s *Store) completeStatement(pk string, req lambdaidem.CompleteRequest) typ
 	set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	fmt.Fprintf(&b, ` WHERE "%s" = ? AND "%s" = ? AND "%s" = ? AND ("%s" IS MISSING OR "%s" >= ?)`,
 		attrPK, attrToken, attrStatus, attrExpiresAt, attrExpiresAt)
-	params = append(params, strAV(pk), strAV(req.Lease.Token), strAV(string(lambdaidem.StatusInProgress)), numAV(ceilSecs(req.Now)))
+	params = append(params, strAV(pk), strAV(req.Lease.Token), strAV(string(idemstore.StatusInProgress)), numAV(ceilSecs(req.Now)))
 	return types.BatchStatementRequest{
 		Statement:                           aws.String(b.String()),
 		Parameters:                          params,

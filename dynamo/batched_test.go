@@ -3,7 +3,7 @@ package dynamo_test
 import (
 	"testing"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 )
 
 // TestBatchedWritesRequests: a batch of 10 fresh records under

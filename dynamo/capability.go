@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Capabilities declares what the store can do, so SQS, Wrap and httpidem
@@ -17,8 +17,8 @@ import (
 // in the completion's transaction, keeps results up to MaxResultBytes,
 // and reserves '#' in namespaces (it separates the namespace from the key
 // in the partition key).
-func (s *Store) Capabilities() lambdaidem.Capabilities {
-	return lambdaidem.Capabilities{
+func (s *Store) Capabilities() idemstore.Capabilities {
+	return idemstore.Capabilities{
 		Store:            "DynamoDB",
 		CompletionWrites: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()},
 		MaxResultBytes:   MaxResultBytes,
@@ -35,7 +35,7 @@ func checkNamespace(ns string) error {
 	return nil
 }
 
-var _ lambdaidem.Capable = (*Store)(nil)
+var _ idemstore.Capable = (*Store)(nil)
 
 // Limits of a DynamoDB table name.
 const (
@@ -45,7 +45,7 @@ const (
 
 // CheckTableName returns nil when DynamoDB accepts table as a table name
 // or table ARN, or an error wrapping ErrInvalidTableName and
-// lambdaidem.ErrInvalidOption: a name is 3 to 255 letters, digits, '_',
+// idemstore.ErrInvalidOption: a name is 3 to 255 letters, digits, '_',
 // '-' and '.'; an ARN is arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME
 // with such a name. New checks its table with it; a tool that reads the
 // name from its flags or the environment may check it first.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestCheckTableName(t *testing.T) {
@@ -28,7 +29,7 @@ func TestCheckTableName(t *testing.T) {
 		"arn:aws:dynamodb:us-east-1:111122223333:table/x",
 	} {
 		err := dynamo.CheckTableName(name)
-		if !errors.Is(err, dynamo.ErrInvalidTableName) || !errors.Is(err, lambdaidem.ErrInvalidOption) {
+		if !errors.Is(err, dynamo.ErrInvalidTableName) || !errors.Is(err, idemstore.ErrInvalidOption) {
 			t.Errorf("CheckTableName(%q) = %v, want ErrInvalidTableName and lambdaidem.ErrInvalidOption", name, err)
 		}
 	}
@@ -45,11 +46,11 @@ func TestNewRefusesWhatCouldNeverWork(t *testing.T) {
 	}{
 		{func() { dynamo.New(client, "") }, dynamo.ErrInvalidTableName, "table name"},
 		{func() { dynamo.NewAdmin(client, "a b") }, dynamo.ErrInvalidTableName, "table name"},
-		{func() { dynamo.New(nil, "idempotency") }, lambdaidem.ErrInvalidOption, "client"},
-		{func() { dynamo.New((*dynamodb.Client)(nil), "idempotency") }, lambdaidem.ErrInvalidOption, "client"},
+		{func() { dynamo.New(nil, "idempotency") }, idemstore.ErrInvalidOption, "client"},
+		{func() { dynamo.New((*dynamodb.Client)(nil), "idempotency") }, idemstore.ErrInvalidOption, "client"},
 	} {
 		err := lambdaidem.Check(tc.build)
-		var ce *lambdaidem.ConfigError
+		var ce *idemstore.ConfigError
 		if !errors.As(err, &ce) || !errors.Is(err, tc.want) || ce.Option != tc.option || ce.Handler != "dynamo.New" {
 			t.Errorf("refusal %v, want dynamo.New's ConfigError for %q matching %v", err, tc.option, tc.want)
 		}

@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.Committer = (*Store)(nil)
+var _ idemstore.Committer = (*Store)(nil)
 
 // Commit records the outcome of a run that held no lease (the optimistic
-// mode); see [lambdaidem.Committer].
+// mode); see [idemstore.Committer].
 //
 // The first request assumes what a first delivery finds, an absent key: a
 // PutItem of the whole record conditioned on attribute_not_exists(pk), or,
@@ -36,66 +36,66 @@ var _ lambdaidem.Committer = (*Store)(nil)
 // request's round, so a retry of the same commit within DynamoDB's ten
 // minutes is answered as the success it was, not applied twice; past
 // them, the item's token says the same.
-func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
-	if err := lambdaidem.CheckCommit(req); err != nil {
-		return lambdaidem.CommitResult{}, fmt.Errorf("dynamo: %w", err)
+func (s *Store) Commit(ctx context.Context, req idemstore.CommitRequest) (idemstore.CommitResult, error) {
+	if err := idemstore.CheckCommit(req); err != nil {
+		return idemstore.CommitResult{}, fmt.Errorf("dynamo: %w", err)
 	}
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.CommitResult{}, err
+		return idemstore.CommitResult{}, err
 	}
 	for _, f := range []struct{ name, v string }{{"payload hash", req.PayloadHash}, {"message ID", req.MessageID}} {
 		if err := checkField(f.name, f.v); err != nil {
-			return lambdaidem.CommitResult{}, err
+			return idemstore.CommitResult{}, err
 		}
 	}
 	if len(req.Result) > MaxResultBytes {
-		return lambdaidem.CommitResult{}, fmt.Errorf("%w: dynamo commit %q: result of %d bytes, over the %d a result item holds",
-			lambdaidem.ErrResultTooLarge, pk, len(req.Result), MaxResultBytes)
+		return idemstore.CommitResult{}, fmt.Errorf("%w: dynamo commit %q: result of %d bytes, over the %d a result item holds",
+			idemstore.ErrResultTooLarge, pk, len(req.Result), MaxResultBytes)
 	}
-	if req.Status == lambdaidem.StatusFailed && req.MaxAttempts == 1 {
+	if req.Status == idemstore.StatusFailed && req.MaxAttempts == 1 {
 		// Every failure is the last one: nothing to ask the table.
-		return lambdaidem.CommitResult{AtLimit: true}, nil
+		return idemstore.CommitResult{AtLimit: true}, nil
 	}
 	c := &commitCall{s: s, req: req, pk: pk}
 	if err := c.prepare(); err != nil {
-		return lambdaidem.CommitResult{}, err
+		return idemstore.CommitResult{}, err
 	}
 	var seen item // nil: assume the key is absent
 	for round := range maxClaimRounds {
 		written, err := c.write(ctx, round, seen)
 		if err == nil {
-			return lambdaidem.CommitResult{Committed: true, Record: written.record()}, nil
+			return idemstore.CommitResult{Committed: true, Record: written.record()}, nil
 		}
 		old, refused, err := c.refusal(err)
 		if !refused {
-			return lambdaidem.CommitResult{}, err
+			return idemstore.CommitResult{}, err
 		}
-		var live *lambdaidem.Record
+		var live *idemstore.Record
 		if old != nil && !old.expiredAt(req.Now) {
 			r := old.record()
 			live = &r
 		}
-		apply, atLimit, own, _ := lambdaidem.CommitRefusal(live, req)
+		apply, atLimit, own, _ := idemstore.CommitRefusal(live, req)
 		switch {
 		case own:
 			// An earlier try of this very commit applied, its answer lost:
 			// only this commit writes its token.
-			return lambdaidem.CommitResult{Committed: true, Record: *live}, nil
+			return idemstore.CommitResult{Committed: true, Record: *live}, nil
 		case atLimit:
-			return lambdaidem.CommitResult{AtLimit: true, Record: recordOf(live)}, nil
+			return idemstore.CommitResult{AtLimit: true, Record: recordOf(live)}, nil
 		case !apply && live != nil:
-			return lambdaidem.CommitResult{Record: *live}, nil
+			return idemstore.CommitResult{Record: *live}, nil
 		}
 		seen = old
 	}
-	return lambdaidem.CommitResult{}, fmt.Errorf("%w: dynamo commit %q: the record changed under each of %d conditional writes",
-		lambdaidem.ErrStoreUnavailable, pk, maxClaimRounds)
+	return idemstore.CommitResult{}, fmt.Errorf("%w: dynamo commit %q: the record changed under each of %d conditional writes",
+		idemstore.ErrStoreUnavailable, pk, maxClaimRounds)
 }
 
-func recordOf(r *lambdaidem.Record) lambdaidem.Record {
+func recordOf(r *idemstore.Record) idemstore.Record {
 	if r == nil {
-		return lambdaidem.Record{}
+		return idemstore.Record{}
 	}
 	return *r
 }
@@ -104,7 +104,7 @@ func recordOf(r *lambdaidem.Record) lambdaidem.Record {
 // writes.
 type commitCall struct {
 	s   *Store
-	req lambdaidem.CommitRequest
+	req idemstore.CommitRequest
 	pk  string
 	// set are the attributes every round sets (nil values: removed).
 	set map[string]types.AttributeValue
@@ -119,7 +119,7 @@ func (c *commitCall) prepare() error {
 	req, s := c.req, c.s
 	now := numAV(ceilMillis(req.Now))
 	c.set = map[string]types.AttributeValue{
-		attrSchema:     numAV(lambdaidem.SchemaVersion),
+		attrSchema:     numAV(idemstore.SchemaVersion),
 		attrStatus:     strAV(string(req.Status)),
 		attrToken:      strAV(req.Token),
 		attrLeaseUntil: now,
@@ -136,15 +136,15 @@ func (c *commitCall) prepare() error {
 		c.set[attrExpiresAt] = numAV(ceilSecs(req.ExpiresAt))
 	}
 	c.set[attrResult], c.set[attrResultApart], c.set[attrResultUntil] = nil, nil, nil
-	if req.Status == lambdaidem.StatusFailed {
-		c.set[attrOpenStatus] = strAV(string(lambdaidem.StatusFailed))
+	if req.Status == idemstore.StatusFailed {
+		c.set[attrOpenStatus] = strAV(string(idemstore.StatusFailed))
 		c.set[attrLastError] = nil
 		if e := truncate(req.Error, s.errLimit); e != "" {
 			c.set[attrLastError] = strAV(e)
 		}
 		return nil
 	}
-	creq := lambdaidem.CompleteRequest{Lease: lambdaidem.Lease{Token: req.Token}, Result: req.Result, ResultUntil: req.ResultUntil, ExpiresAt: req.ExpiresAt}
+	creq := idemstore.CompleteRequest{Lease: idemstore.Lease{Token: req.Token}, Result: req.Result, ResultUntil: req.ResultUntil, ExpiresAt: req.ExpiresAt}
 	switch {
 	case len(req.Result) > s.inlineLimit || s.itemBound(c.pk)+len(attrResult)+len(req.Result) > maxItemBytes:
 		c.apart = s.resultPut(c.pk, creq)
@@ -165,7 +165,7 @@ func (c *commitCall) prepare() error {
 			}
 			c.writes = append(c.writes, *w)
 		default:
-			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", lambdaidem.ErrUnsupportedWrite, i, w)
+			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", idemstore.ErrUnsupportedWrite, i, w)
 		}
 	}
 	if len(c.writes) > 0 || c.apart != nil {
@@ -222,7 +222,7 @@ func (c *commitCall) write(ctx context.Context, round int, seen item) (item, err
 			e.n(attrClaim) + " = " + e.v(seen[attrClaim]) + " AND " +
 			e.n(attrUpdatedAt) + " = " + e.v(seen[attrUpdatedAt]) + " AND " +
 			e.unexpired(ceilSecs(c.req.Now))
-		if seen.str(attrStatus) == string(lambdaidem.StatusInProgress) {
+		if seen.str(attrStatus) == string(idemstore.StatusInProgress) {
 			cond += " AND " + e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(c.req.Now.Add(-c.req.Grace)))
 		}
 		own.Update = &types.Update{
@@ -310,7 +310,7 @@ func (c *commitCall) over(seen item) item {
 	attempts, _ := seen.num(attrAttempts)
 	claim, _ := seen.num(attrClaim)
 	takeovers, _ := seen.num(attrTakeovers)
-	if seen.str(attrStatus) == string(lambdaidem.StatusInProgress) {
+	if seen.str(attrStatus) == string(idemstore.StatusInProgress) {
 		takeovers++
 	}
 	it[attrAttempts] = numAV(attempts + 1)
@@ -344,6 +344,6 @@ func (c *commitCall) refusal(err error) (old item, refused bool, _ error) {
 	// The record's own write would have applied: the caller's writes or
 	// a transient conflict cancelled it. The completion's analysis names
 	// them; the record's own reason is already known to be no refusal.
-	creq := lambdaidem.CompleteRequest{Lease: lambdaidem.Lease{Token: c.req.Token}, Now: c.req.Now, Writes: c.req.Writes}
+	creq := idemstore.CompleteRequest{Lease: idemstore.Lease{Token: c.req.Token}, Now: c.req.Now, Writes: c.req.Writes}
 	return nil, false, cancellation(c.pk, creq, tce, c.apart != nil)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 )
 
 // TestConformance runs the suite every Store must pass on DynamoDB Local,
@@ -19,7 +19,7 @@ import (
 // its own.
 func TestConformance(t *testing.T) {
 	client, table := newTable(t)
-	storetest.Run(t, func(t *testing.T) lambdaidem.Store {
+	storetest.Run(t, func(t *testing.T) idemstore.Store {
 		return dynamo.NewAdmin(client, table)
 	})
 }
@@ -30,7 +30,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceCompletionWrites(t *testing.T) {
 	client, table := newTable(t)
 	_, effects := newTable(t)
-	storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store {
+	storetest.RunCompletionWrites(t, func(t *testing.T) idemstore.Store {
 		return dynamo.New(client, table)
 	}, storetest.Effects{
 		Insert: func(ns, name, value string) any {

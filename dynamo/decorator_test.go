@@ -3,7 +3,7 @@ package dynamo_test
 import (
 	"testing"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 )
 
 // The request floor, measured on DynamoDB Local through the fault proxy

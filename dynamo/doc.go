@@ -1,4 +1,4 @@
-// Package dynamo is the DynamoDB implementation of [lambdaidem.Store]: one
+// Package dynamo is the DynamoDB implementation of [idemstore.Store]: one
 // item per (namespace, key), moved between states by conditional writes
 // fenced with the lease token. It is the only package of the library that
 // talks to DynamoDB.
@@ -21,7 +21,7 @@
 // # Operators
 //
 // [Admin] (from [NewAdmin]) is a Store with the operator calls of
-// [lambdaidem.Admin], which the operator CLI uses: list and count the open
+// [idemstore.Admin], which the operator CLI uses: list and count the open
 // index, release or revoke a lease, forget a key. Counting COMPLETED
 // records takes a scan of the whole table, only with
 // CountRequest.AllowScan.
@@ -35,7 +35,7 @@
 //
 //	attribute                 type  meaning
 //	pk                        S     namespace + "#" + key (the namespace may not contain "#"; at most 2048 bytes)
-//	schema_version            N     layout version, lambdaidem.SchemaVersion
+//	schema_version            N     layout version, idemstore.SchemaVersion
 //	status                    S     IN_PROGRESS, COMPLETED, FAILED or DEAD_LETTERED
 //	lease_token               S     token of the latest claim; stays after complete/fail/dead-letter (the fence)
 //	lease_until               N ms  when the lease runs out
@@ -51,7 +51,7 @@
 //	result_until              N s   end of result replay (absent: as long as the key)
 //	expires_at                N s   the record counts as absent after it; the table's TTL attribute
 //	last_error                S     latest failure text, cut to WithLastErrorBytes
-//	dead_letter_reason        S     lambdaidem.Reason of DEAD_LETTERED
+//	dead_letter_reason        S     idemstore.Reason of DEAD_LETTERED
 //	dead_lettered_message_id  S     the source message that was dead-lettered
 //	dead_letter_message_id    S     the ID the dead-letter queue gave its copy
 //	first_attempt_at          N ms  first claim of this generation
@@ -71,7 +71,7 @@
 // result (B), schema_version and expires_at (the result's end of replay,
 // else the record's expiry). It is put in the same TransactWriteItems as
 // the completion, and is at most MaxResultBytes (about 396 KiB); a larger
-// result is lambdaidem.ErrResultTooLarge. Forgetting a record leaves its
+// result is idemstore.ErrResultTooLarge. Forgetting a record leaves its
 // result item to TTL; nothing reads it after that.
 //
 // Expiry is enforced in every condition and read (expires_at < now counts
@@ -123,9 +123,9 @@
 //
 // Throttling, 5xx, timeouts, connection failures, a canceled context, and
 // anything else that leaves the store unable to answer (a missing table, a
-// denied permission) wrap [lambdaidem.ErrStoreUnavailable], keeping the
+// denied permission) wrap [idemstore.ErrStoreUnavailable], keeping the
 // cause. A result over MaxResultBytes is refused before sending with
-// [lambdaidem.ErrResultTooLarge] (as is DynamoDB's own item-size
+// [idemstore.ErrResultTooLarge] (as is DynamoDB's own item-size
 // ValidationException); the record stays as it was, and lambdaidem.Wrap
 // then completes the key without its result.
 // Keys and fields that cannot be stored are [ErrInvalidKey].
@@ -133,7 +133,7 @@
 // # Transactional completion
 //
 // CompleteRequest.Writes may hold types.TransactWriteItem values (or
-// pointers to them); any other type is [lambdaidem.ErrUnsupportedWrite].
+// pointers to them); any other type is [idemstore.ErrUnsupportedWrite].
 // They are committed with the completion in one TransactWriteItems: the
 // effect and the COMPLETED mark apply together or not at all. DynamoDB's
 // limits are checked before sending ([ErrTransactionLimit]): at most 100
@@ -141,7 +141,7 @@
 // (a write may not target the record itself or an item another write
 // targets). A canceled transaction is reported per write as a
 // [*TransactionError]; a cancellation of the record's own update is
-// [lambdaidem.ErrLeaseLost].
+// [idemstore.ErrLeaseLost].
 //
 // # Tuning the SDK client
 //

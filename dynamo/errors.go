@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Named errors of this store, in addition to those of package lambdaidem.
@@ -32,18 +32,18 @@ var (
 )
 
 // invalidSetting is a named error of a setting a constructor refuses; it
-// matches lambdaidem.ErrInvalidOption too.
+// matches idemstore.ErrInvalidOption too.
 type invalidSetting string
 
 func (e invalidSetting) Error() string { return string(e) }
 
-// Is reports whether target is lambdaidem.ErrInvalidOption.
-func (e invalidSetting) Is(target error) bool { return target == lambdaidem.ErrInvalidOption }
+// Is reports whether target is idemstore.ErrInvalidOption.
+func (e invalidSetting) Is(target error) bool { return target == idemstore.ErrInvalidOption }
 
 // TransactionError reports which extra writes of a transactional completion
 // made DynamoDB cancel the transaction. Nothing of the transaction was
 // applied. The record's own update is not listed: its refusal is reported as
-// [lambdaidem.ErrLeaseLost].
+// [idemstore.ErrLeaseLost].
 type TransactionError struct {
 	// Failures lists the extra writes that were refused, in order.
 	Failures []WriteFailure
@@ -62,13 +62,13 @@ type WriteFailure struct {
 	Item map[string]types.AttributeValue
 }
 
-// Is makes errors.Is(err, lambdaidem.ErrWriteRefused) true: the
+// Is makes errors.Is(err, idemstore.ErrWriteRefused) true: the
 // transaction was refused for good (a write's condition failed, or a write
 // was invalid), not cut short by a transient conflict, and nothing of it
 // was written. lambdaidem.Wrap then leaves the key retryable and returns
 // an error rather than the function's result.
 func (e *TransactionError) Is(target error) bool {
-	return target == lambdaidem.ErrWriteRefused && len(e.Failures) > 0
+	return target == idemstore.ErrWriteRefused && len(e.Failures) > 0
 }
 
 func (e *TransactionError) Error() string {
@@ -97,11 +97,11 @@ func classify(op, pk string, err error) error {
 	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		if isItemSizeMessage(ae.ErrorMessage()) {
-			return fmt.Errorf("%w: dynamo %s %q: %w", lambdaidem.ErrResultTooLarge, op, pk, err)
+			return fmt.Errorf("%w: dynamo %s %q: %w", idemstore.ErrResultTooLarge, op, pk, err)
 		}
 		return fmt.Errorf("dynamo %s %q: %w", op, pk, err)
 	}
-	return fmt.Errorf("%w: dynamo %s %q: %w", lambdaidem.ErrStoreUnavailable, op, pk, err)
+	return fmt.Errorf("%w: dynamo %s %q: %w", idemstore.ErrStoreUnavailable, op, pk, err)
 }
 
 // isItemSizeMessage recognises DynamoDB's "Item size has exceeded the

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/storeutil"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Stored attribute names. The table in doc.go is their documentation; keep
@@ -67,12 +67,12 @@ func pkOf(namespace, key string) (string, error) {
 	case namespace == "":
 		return "", fmt.Errorf("%w: empty namespace", ErrInvalidKey)
 	case key == "":
-		return "", fmt.Errorf("%w: %w (namespace %q)", ErrInvalidKey, lambdaidem.ErrMissingKey, namespace)
+		return "", fmt.Errorf("%w: %w (namespace %q)", ErrInvalidKey, idemstore.ErrMissingKey, namespace)
 	case strings.Contains(namespace, "#"):
 		return "", fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, namespace)
 	case !utf8.ValidString(namespace) || !utf8.ValidString(key):
 		// DynamoDB refuses such strings; the decorator never sends one (it
-		// stores such keys hashed, see lambdaidem.StoredKey).
+		// stores such keys hashed, see idemstore.StoredKey).
 		return "", fmt.Errorf("%w: namespace %q or key %q is not valid UTF-8", ErrInvalidKey, namespace, key)
 	}
 	pk := namespace + "#" + key
@@ -180,7 +180,7 @@ func (it item) leaseExpiredAt(now time.Time, grace time.Duration) bool {
 }
 
 // record decodes a stored item. Missing attributes decode as zero values.
-func (it item) record() lambdaidem.Record {
+func (it item) record() idemstore.Record {
 	ns, key, _ := strings.Cut(it.str(attrPK), "#")
 	n := func(name string) int {
 		v, _ := it.num(name)
@@ -191,23 +191,23 @@ func (it item) record() lambdaidem.Record {
 	if v, ok := it[attrResult].(*types.AttributeValueMemberB); ok {
 		result = v.Value
 	}
-	return lambdaidem.Record{
+	return idemstore.Record{
 		Namespace:             ns,
 		Key:                   key,
 		SchemaVersion:         n(attrSchema),
-		Status:                lambdaidem.Status(it.str(attrStatus)),
+		Status:                idemstore.Status(it.str(attrStatus)),
 		LeaseToken:            it.str(attrToken),
 		LeaseUntil:            it.millis(attrLeaseUntil),
 		Attempts:              n(attrAttempts),
 		Takeovers:             n(attrTakeovers),
-		Fence:                 lambdaidem.Fence{Generation: it.str(attrGeneration), Claim: claim},
+		Fence:                 idemstore.Fence{Generation: it.str(attrGeneration), Claim: claim},
 		PayloadHash:           it.str(attrHash),
 		MessageID:             it.str(attrMessageID),
 		Result:                result,
 		ResultUntil:           it.secs(attrResultUntil),
 		ExpiresAt:             it.secs(attrExpiresAt),
 		LastError:             it.str(attrLastError),
-		DeadLetterReason:      lambdaidem.Reason(it.str(attrDLReason)),
+		DeadLetterReason:      idemstore.Reason(it.str(attrDLReason)),
 		DeadLetteredMessageID: it.str(attrDLSourceID),
 		DeadLetterMessageID:   it.str(attrDLCopyID),
 		FirstAttemptAt:        it.millis(attrFirstAttempt),

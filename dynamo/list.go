@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // ListOpen yields the unfinished records of one status, least recently
@@ -20,17 +20,17 @@ import (
 // namespaces; a namespace is a filter). The index is eventually
 // consistent, so a record written a moment ago may be missing or show its
 // previous state; read it with Get before acting on it. The sequence stops
-// at the first error, which it yields. See [lambdaidem.Admin].
-func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) iter.Seq2[lambdaidem.Record, error] {
-	return func(yield func(lambdaidem.Record, error) bool) {
+// at the first error, which it yields. See [idemstore.Admin].
+func (s *Store) ListOpen(ctx context.Context, req idemstore.ListOpenRequest) iter.Seq2[idemstore.Record, error] {
+	return func(yield func(idemstore.Record, error) bool) {
 		switch req.Status {
-		case lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered:
+		case idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered:
 		default:
-			yield(lambdaidem.Record{}, fmt.Errorf("dynamo: list %q: %w: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in the open index", req.Status, lambdaidem.ErrNotIndexed))
+			yield(idemstore.Record{}, fmt.Errorf("dynamo: list %q: %w: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in the open index", req.Status, idemstore.ErrNotIndexed))
 			return
 		}
 		if strings.Contains(req.Namespace, "#") {
-			yield(lambdaidem.Record{}, fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, req.Namespace))
+			yield(idemstore.Record{}, fmt.Errorf("%w: namespace %q contains '#'", ErrInvalidKey, req.Namespace))
 			return
 		}
 		now := req.Now
@@ -50,7 +50,7 @@ func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) it
 		if req.Namespace != "" {
 			filter = aws.String("begins_with(" + e.n(attrPK) + ", " + e.s(req.Namespace+"#") + ")")
 		}
-		var p lambdaidem.PageProgress
+		var p idemstore.PageProgress
 		var start map[string]types.AttributeValue
 		for {
 			out, err := s.client.Query(ctx, &dynamodb.QueryInput{
@@ -64,10 +64,10 @@ func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) it
 				Limit:                     aws.Int32(size),
 			})
 			if err != nil {
-				yield(lambdaidem.Record{}, classify("list", string(req.Status), err))
+				yield(idemstore.Record{}, classify("list", string(req.Status), err))
 				return
 			}
-			var live []lambdaidem.Record
+			var live []idemstore.Record
 			for _, raw := range out.Items {
 				if it := item(raw); !it.expiredAt(now) {
 					live = append(live, it.record())

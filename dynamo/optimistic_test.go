@@ -17,6 +17,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // countEffect adds one to the effect item of key: an effect that shows how
@@ -123,7 +124,7 @@ func TestOptimisticLostResponse(t *testing.T) {
 	if n := effectCount(t, b.direct, effects, "a"); n != 1 {
 		t.Errorf("the effect was committed %d times, want 1", n)
 	}
-	if r := b.get(t, "a", 0); r.Attempts != 1 || r.Status != lambdaidem.StatusCompleted {
+	if r := b.get(t, "a", 0); r.Attempts != 1 || r.Status != idemstore.StatusCompleted {
 		t.Errorf("record %s with %d attempts, want COMPLETED after 1", r.Status, r.Attempts)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // wantRequests fails the test unless the proxy saw exactly want, per
@@ -49,35 +49,35 @@ func TestRequestsPerTransition(t *testing.T) {
 	// First delivery: claim 1, complete 1.
 	c := b.mustClaim(t, b.claimReq("a", 0))
 	wantRequests(t, b.proxy, "claim of an absent key", map[string]int{"UpdateItem": 1})
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte("ok"), ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte("ok"), ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	wantRequests(t, b.proxy, "complete", map[string]int{"UpdateItem": 1})
 
 	// Duplicate: refused claim 1 (the record comes back with the refusal).
 	res, err := b.store.Claim(ctx, b.claimReq("a", 2))
-	if err != nil || res.Claimed || res.Record.Status != lambdaidem.StatusCompleted || string(res.Record.Result) != "ok" {
+	if err != nil || res.Claimed || res.Record.Status != idemstore.StatusCompleted || string(res.Record.Result) != "ok" {
 		t.Fatalf("duplicate claim = %+v, %v", res, err)
 	}
 	wantRequests(t, b.proxy, "refused claim", map[string]int{"UpdateItem": 1})
 
 	// Handler failure: claim 1, fail 1; the retry's claim of FAILED 1.
 	c = b.mustClaim(t, b.claimReq("f", 0))
-	if err := b.store.Fail(ctx, lambdaidem.FailRequest{Lease: c.Lease, Now: b.at(1), Error: "boom", ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Fail(ctx, idemstore.FailRequest{Lease: c.Lease, Now: b.at(1), Error: "boom", ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	wantRequests(t, b.proxy, "claim and fail", map[string]int{"UpdateItem": 2})
 	c = b.mustClaim(t, b.claimReq("f", 2))
-	if c.Previous != lambdaidem.StatusFailed || c.Lease.Attempt != 2 {
+	if c.Previous != idemstore.StatusFailed || c.Lease.Attempt != 2 {
 		t.Fatalf("re-claim of FAILED: previous %q attempt %d", c.Previous, c.Lease.Attempt)
 	}
 	wantRequests(t, b.proxy, "claim of FAILED", map[string]int{"UpdateItem": 1})
 
 	// Dead-letter and extend: 1 each.
-	if err := b.store.Extend(ctx, lambdaidem.ExtendRequest{Lease: c.Lease, Now: b.at(3), LeaseUntil: b.at(60)}); err != nil {
+	if err := b.store.Extend(ctx, idemstore.ExtendRequest{Lease: c.Lease, Now: b.at(3), LeaseUntil: b.at(60)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{Lease: c.Lease, Now: b.at(4), Reason: lambdaidem.ReasonPoison, MessageID: "m-f", DeadLetterMessageID: "d-1", ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.DeadLetter(ctx, idemstore.DeadLetterRequest{Lease: c.Lease, Now: b.at(4), Reason: idemstore.ReasonPoison, MessageID: "m-f", DeadLetterMessageID: "d-1", ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	wantRequests(t, b.proxy, "extend and dead-letter", map[string]int{"UpdateItem": 2})
@@ -93,7 +93,7 @@ func TestRequestsPerTransition(t *testing.T) {
 	b.mustClaim(t, b.claimReq("t", 0))
 	b.proxy.ResetCounts()
 	c = b.mustClaim(t, b.claimReq("t", 100))
-	if c.Previous != lambdaidem.StatusInProgress || c.Record.Takeovers != 1 || c.Lease.Attempt != 2 {
+	if c.Previous != idemstore.StatusInProgress || c.Record.Takeovers != 1 || c.Lease.Attempt != 2 {
 		t.Fatalf("takeover: previous %q takeovers %d attempt %d", c.Previous, c.Record.Takeovers, c.Lease.Attempt)
 	}
 	wantRequests(t, b.proxy, "takeover", map[string]int{"UpdateItem": 2})
@@ -106,9 +106,9 @@ func TestRequestsPerTransition(t *testing.T) {
 	wantRequests(t, b.proxy, "claim of a held key", map[string]int{"UpdateItem": 1})
 
 	// A stale owner's complete: refused in 1, no read.
-	stale := lambdaidem.Lease{Namespace: b.ns, Key: "t", Token: "not-mine"}
-	err = b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: stale, Now: b.at(102), ExpiresAt: b.at(3600)})
-	if !errors.Is(err, lambdaidem.ErrLeaseLost) {
+	stale := idemstore.Lease{Namespace: b.ns, Key: "t", Token: "not-mine"}
+	err = b.store.Complete(ctx, idemstore.CompleteRequest{Lease: stale, Now: b.at(102), ExpiresAt: b.at(3600)})
+	if !errors.Is(err, idemstore.ErrLeaseLost) {
 		t.Fatalf("stale complete = %v, want ErrLeaseLost", err)
 	}
 	wantRequests(t, b.proxy, "stale complete", map[string]int{"UpdateItem": 1})
@@ -134,12 +134,12 @@ func TestLostResponses(t *testing.T) {
 		wantRequests(t, b.proxy, "claim with a lost response", map[string]int{"UpdateItem": 2})
 
 		drop("UpdateItem")
-		if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte("r"), ExpiresAt: b.at(3600)}); err != nil {
+		if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte("r"), ExpiresAt: b.at(3600)}); err != nil {
 			t.Fatalf("complete after lost response: %v", err)
 		}
 		wantRequests(t, b.proxy, "complete with a lost response", map[string]int{"UpdateItem": 2})
 		r := b.get(t, "k", 2)
-		if r.Status != lambdaidem.StatusCompleted || r.Attempts != 1 || r.LeaseToken != c.Lease.Token || string(r.Result) != "r" {
+		if r.Status != idemstore.StatusCompleted || r.Attempts != 1 || r.LeaseToken != c.Lease.Token || string(r.Result) != "r" {
 			t.Errorf("record = %+v", r)
 		}
 	})
@@ -147,12 +147,12 @@ func TestLostResponses(t *testing.T) {
 	t.Run("fail and re-claim", func(t *testing.T) {
 		c := b.mustClaim(t, b.claimReq("f", 0))
 		drop("UpdateItem")
-		if err := b.store.Fail(ctx, lambdaidem.FailRequest{Lease: c.Lease, Now: b.at(1), Error: "e", ExpiresAt: b.at(3600)}); err != nil {
+		if err := b.store.Fail(ctx, idemstore.FailRequest{Lease: c.Lease, Now: b.at(1), Error: "e", ExpiresAt: b.at(3600)}); err != nil {
 			t.Fatalf("fail after lost response: %v", err)
 		}
 		drop("UpdateItem")
 		c2 := b.mustClaim(t, b.claimReq("f", 2))
-		if c2.Previous != lambdaidem.StatusFailed || c2.Lease.Attempt != 2 {
+		if c2.Previous != idemstore.StatusFailed || c2.Lease.Attempt != 2 {
 			t.Errorf("re-claim after lost response: previous %q attempt %d", c2.Previous, c2.Lease.Attempt)
 		}
 		b.proxy.ResetCounts()
@@ -165,7 +165,7 @@ func TestLostResponses(t *testing.T) {
 		b.proxy.ResetCounts()
 		b.proxy.Inject(faultproxy.Fault{Match: nth("UpdateItem", 2), Action: faultproxy.DropResponse, Times: 1})
 		c := b.mustClaim(t, b.claimReq("t", 100))
-		if c.Previous != lambdaidem.StatusInProgress || c.Record.Takeovers != 1 || c.Lease.Attempt != 2 {
+		if c.Previous != idemstore.StatusInProgress || c.Record.Takeovers != 1 || c.Lease.Attempt != 2 {
 			t.Errorf("takeover after lost response: previous %q takeovers %d attempt %d", c.Previous, c.Record.Takeovers, c.Lease.Attempt)
 		}
 		if b.proxy.Applied(faultproxy.DropResponse) != 1 {
@@ -240,14 +240,14 @@ func TestStoreUnavailable(t *testing.T) {
 			b.proxy.Inject(tc.fault)
 			defer b.proxy.ClearFaults()
 			_, err := b.store.Claim(ctx, b.claimReq(tc.name, 0))
-			if !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+			if !errors.Is(err, idemstore.ErrStoreUnavailable) {
 				t.Fatalf("Claim = %v, want ErrStoreUnavailable", err)
 			}
 			if got := attempts.Swap(0); got != dynamo.DefaultMaxAttempts {
 				t.Errorf("%d attempts, want %d", got, dynamo.DefaultMaxAttempts)
 			}
-			_, err = b.store.Get(ctx, lambdaidem.GetRequest{Namespace: b.ns, Key: tc.name, Now: b.at(1)})
-			if !errors.Is(err, lambdaidem.ErrNotFound) {
+			_, err = b.store.Get(ctx, idemstore.GetRequest{Namespace: b.ns, Key: tc.name, Now: b.at(1)})
+			if !errors.Is(err, idemstore.ErrNotFound) {
 				t.Errorf("after the failed claim Get = %v, want ErrNotFound", err)
 			}
 		})
@@ -257,7 +257,7 @@ func TestStoreUnavailable(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		_, err := b.store.Claim(cctx, b.claimReq("canceled", 0))
-		if !errors.Is(err, lambdaidem.ErrStoreUnavailable) || !errors.Is(err, context.Canceled) {
+		if !errors.Is(err, idemstore.ErrStoreUnavailable) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Claim = %v, want ErrStoreUnavailable wrapping context.Canceled", err)
 		}
 	})
@@ -279,7 +279,7 @@ func TestNoRetryLockOut(t *testing.T) {
 	// 60 calls of 3 attempts make 120.
 	b.proxy.Inject(faultproxy.ServerError(faultproxy.Op("GetItem"), 0))
 	for range 60 {
-		if _, err := b.store.Get(ctx, lambdaidem.GetRequest{Namespace: b.ns, Key: "k", Now: b.t0}); !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+		if _, err := b.store.Get(ctx, idemstore.GetRequest{Namespace: b.ns, Key: "k", Now: b.t0}); !errors.Is(err, idemstore.ErrStoreUnavailable) {
 			t.Fatalf("Get during the outage = %v", err)
 		}
 	}
@@ -300,7 +300,7 @@ func TestConnectionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := b.store.Claim(t.Context(), b.claimReq("k", 0))
-	if !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+	if !errors.Is(err, idemstore.ErrStoreUnavailable) {
 		t.Fatalf("Claim = %v, want ErrStoreUnavailable", err)
 	}
 }

@@ -9,36 +9,36 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.DeadLetterResetter = (*Store)(nil)
+var _ idemstore.DeadLetterResetter = (*Store)(nil)
 
 // ResetDeadLetter makes a record dead-lettered by the given dead-letter
 // copy claimable again, in one UpdateItem conditioned on status
 // DEAD_LETTERED, dead_letter_message_id equal to the copy's ID, the record
 // not expired and (with MaxRedrives) redrives below the limit. A refusal
 // returns the record from the same request (ALL_OLD), with no second read.
-// See [lambdaidem.DeadLetterResetter].
-func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+// See [idemstore.DeadLetterResetter].
+func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	if req.DeadLetterMessageID == "" {
-		return lambdaidem.Record{}, fmt.Errorf("%w: dynamo reset %q: no dead-letter message ID", lambdaidem.ErrResetRefused, pk)
+		return idemstore.Record{}, fmt.Errorf("%w: dynamo reset %q: no dead-letter message ID", idemstore.ErrResetRefused, pk)
 	}
 	if err := checkField("dead-letter message ID", req.DeadLetterMessageID); err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	note := req.Note
 	if note == "" {
-		note = lambdaidem.DefaultResetNote
+		note = idemstore.DefaultResetNote
 	}
 	// A fresh token: it fences out any late write under an older lease, and
 	// it is how a retried request recognises its own applied write.
 	token := "redriven-" + rand.Text()
-	failed := strAV(string(lambdaidem.StatusFailed))
+	failed := strAV(string(idemstore.StatusFailed))
 	e := newExpr()
 	e.Set(attrStatus, failed)
 	e.Set(attrOpenStatus, failed)
@@ -51,7 +51,7 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 	e.Remove(attrDLSourceID)
 	e.Remove(attrDLCopyID)
 	e.Add(attrRedrives, 1)
-	cond := e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusDeadLettered)) + " AND " +
+	cond := e.n(attrStatus) + " = " + e.s(string(idemstore.StatusDeadLettered)) + " AND " +
 		e.n(attrDLCopyID) + " = " + e.s(req.DeadLetterMessageID) + " AND " +
 		e.unexpired(ceilSecs(req.Now))
 	if req.MaxRedrives > 0 {
@@ -64,18 +64,18 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 	}
 	switch {
 	case len(old) == 0 || old.expiredAt(req.Now):
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
 	case old.str(attrToken) == token:
 		// The SDK retried a request whose first try applied: only our own
 		// write can have put this fresh token there.
 		return old.record(), nil
 	}
 	r := old.record()
-	why := lambdaidem.ResetRefusal(r, req)
+	why := idemstore.ResetRefusal(r, req)
 	if why == "" {
 		why = "the record changed during the request"
 	}
-	return r, fmt.Errorf("%w: dynamo reset %q: %s", lambdaidem.ErrResetRefused, pk, why)
+	return r, fmt.Errorf("%w: dynamo reset %q: %s", idemstore.ErrResetRefused, pk, why)
 }
 
 // updateOrOld is one conditional UpdateItem that returns the new item when
@@ -83,7 +83,7 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 // fails, so deciding what a refusal means never costs a read. old is nil
 // when the update applied; a refusal of an absent item returns an empty,
 // non-nil old. Any other failure is classified under op.
-func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond string) (rec lambdaidem.Record, old item, err error) {
+func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond string) (rec idemstore.Record, old item, err error) {
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
@@ -99,10 +99,10 @@ func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond st
 	}
 	old, ok := conditionFailed(err)
 	if !ok {
-		return lambdaidem.Record{}, nil, classify(op, pk, err)
+		return idemstore.Record{}, nil, classify(op, pk, err)
 	}
 	if old == nil {
 		old = item{}
 	}
-	return lambdaidem.Record{}, old, nil
+	return idemstore.Record{}, old, nil
 }

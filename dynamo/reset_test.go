@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // TestResetDeadLetterRequests: a reset is one UpdateItem, applied or
@@ -18,29 +18,29 @@ func TestResetDeadLetterRequests(t *testing.T) {
 	deadLetter := func(key, copyID string) {
 		t.Helper()
 		c := b.mustClaim(t, b.claimReq(key, 0))
-		if err := b.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{Lease: c.Lease, Now: b.at(1), Reason: lambdaidem.ReasonPoison, MessageID: "m", DeadLetterMessageID: copyID, ExpiresAt: b.at(3600)}); err != nil {
+		if err := b.store.DeadLetter(ctx, idemstore.DeadLetterRequest{Lease: c.Lease, Now: b.at(1), Reason: idemstore.ReasonPoison, MessageID: "m", DeadLetterMessageID: copyID, ExpiresAt: b.at(3600)}); err != nil {
 			t.Fatal(err)
 		}
 		b.proxy.ResetCounts()
 	}
-	req := func(key, copyID string) lambdaidem.ResetRequest {
-		return lambdaidem.ResetRequest{Namespace: b.ns, Key: key, DeadLetterMessageID: copyID, Now: b.at(2)}
+	req := func(key, copyID string) idemstore.ResetRequest {
+		return idemstore.ResetRequest{Namespace: b.ns, Key: key, DeadLetterMessageID: copyID, Now: b.at(2)}
 	}
 
 	deadLetter("a", "copy-a")
 	r, err := b.store.ResetDeadLetter(ctx, req("a", "copy-a"))
-	if err != nil || r.Status != lambdaidem.StatusFailed || r.Redrives != 1 || r.RedrivenFrom != "copy-a" {
+	if err != nil || r.Status != idemstore.StatusFailed || r.Redrives != 1 || r.RedrivenFrom != "copy-a" {
 		t.Fatalf("reset = %+v, %v", r, err)
 	}
 	wantRequests(t, b.proxy, "reset", map[string]int{"UpdateItem": 1})
 
 	r, err = b.store.ResetDeadLetter(ctx, req("a", "copy-a"))
-	if !errors.Is(err, lambdaidem.ErrResetRefused) || r.Status != lambdaidem.StatusFailed || r.RedrivenFrom != "copy-a" {
+	if !errors.Is(err, idemstore.ErrResetRefused) || r.Status != idemstore.StatusFailed || r.RedrivenFrom != "copy-a" {
 		t.Fatalf("second reset = %+v, %v; want refused with the record", r, err)
 	}
 	wantRequests(t, b.proxy, "refused reset", map[string]int{"UpdateItem": 1})
 
-	if _, err := b.store.ResetDeadLetter(ctx, req("absent", "copy-x")); !errors.Is(err, lambdaidem.ErrNotFound) {
+	if _, err := b.store.ResetDeadLetter(ctx, req("absent", "copy-x")); !errors.Is(err, idemstore.ErrNotFound) {
 		t.Fatalf("reset of an absent key = %v, want ErrNotFound", err)
 	}
 	wantRequests(t, b.proxy, "reset of an absent key", map[string]int{"UpdateItem": 1})
@@ -48,7 +48,7 @@ func TestResetDeadLetterRequests(t *testing.T) {
 	deadLetter("lost", "copy-l")
 	b.proxy.Inject(faultproxy.Fault{Match: faultproxy.Op("UpdateItem"), Action: faultproxy.DropResponse, Times: 1})
 	r, err = b.store.ResetDeadLetter(ctx, req("lost", "copy-l"))
-	if err != nil || r.Redrives != 1 || r.Status != lambdaidem.StatusFailed {
+	if err != nil || r.Redrives != 1 || r.Status != idemstore.StatusFailed {
 		t.Fatalf("reset after a lost response = %+v, %v; want applied once", r, err)
 	}
 	wantRequests(t, b.proxy, "reset with a lost response", map[string]int{"UpdateItem": 2})

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // DefaultInlineResultBytes is the largest result kept on the record's own
@@ -22,7 +22,7 @@ const DefaultInlineResultBytes = 1024
 
 // MaxResultBytes is the largest result the store holds: what fits in a
 // result item of its own under DynamoDB's 400 KB item limit. A larger one
-// is refused with lambdaidem.ErrResultTooLarge.
+// is refused with idemstore.ErrResultTooLarge.
 const MaxResultBytes = maxItemBytes - resultItemOverheadBytes
 
 // resultItemOverheadBytes bounds a result item apart from its result: the
@@ -53,13 +53,13 @@ func resultPK(pk string) string {
 // token of the completion that wrote it: a record reads back only the
 // result its own completion wrote, never one left by an earlier
 // generation. It expires with the result (or the record).
-func (s *Store) resultPut(pk string, req lambdaidem.CompleteRequest) *types.Put {
+func (s *Store) resultPut(pk string, req idemstore.CompleteRequest) *types.Put {
 	it := map[string]types.AttributeValue{
 		attrPK:     strAV(resultPK(pk)),
 		attrRecord: strAV(pk),
 		attrToken:  strAV(req.Lease.Token),
 		attrResult: &types.AttributeValueMemberB{Value: req.Result},
-		attrSchema: numAV(lambdaidem.SchemaVersion),
+		attrSchema: numAV(idemstore.SchemaVersion),
 	}
 	until := req.ResultUntil
 	if until.IsZero() {
@@ -75,10 +75,10 @@ func (s *Store) resultPut(pk string, req lambdaidem.CompleteRequest) *types.Put 
 // result item when it is stored apart and wanted: the record is
 // COMPLETED, its result has not expired at now, and want says the caller
 // needs it.
-func (s *Store) withResult(ctx context.Context, it item, now time.Time, want bool) (lambdaidem.Record, error) {
+func (s *Store) withResult(ctx context.Context, it item, now time.Time, want bool) (idemstore.Record, error) {
 	rec := it.record()
 	size, apart := it.num(attrResultApart)
-	if !apart || !want || rec.Status != lambdaidem.StatusCompleted || rec.ResultExpired(now) {
+	if !apart || !want || rec.Status != idemstore.StatusCompleted || rec.ResultExpired(now) {
 		return rec, nil
 	}
 	pk := it.str(attrPK)
@@ -88,15 +88,15 @@ func (s *Store) withResult(ctx context.Context, it item, now time.Time, want boo
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return lambdaidem.Record{}, classify("read result", pk, err)
+		return idemstore.Record{}, classify("read result", pk, err)
 	}
 	res := item(out.Item)
 	v, ok := res[attrResult].(*types.AttributeValueMemberB)
 	if !ok || res.str(attrToken) != rec.LeaseToken || int64(len(v.Value)) != size {
 		// Only an operator's hand can get here (the two items are written
 		// in one transaction and expire together).
-		return lambdaidem.Record{}, fmt.Errorf("%w: dynamo read result %q: the result item of this completion is missing",
-			lambdaidem.ErrStoreUnavailable, pk)
+		return idemstore.Record{}, fmt.Errorf("%w: dynamo read result %q: the result item of this completion is missing",
+			idemstore.ErrStoreUnavailable, pk)
 	}
 	rec.Result = v.Value
 	return rec, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // recordItem reads a record's item as stored, straight from DynamoDB Local.
@@ -60,7 +61,7 @@ func TestLargeResultStoredApart(t *testing.T) {
 
 	c := b.mustClaim(t, b.claimReq("big", 0))
 	b.proxy.ResetCounts()
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: big, ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: big, ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	wantRequests(t, b.proxy, "complete with a large result", map[string]int{"TransactWriteItems": 1})
@@ -92,7 +93,7 @@ func TestLargeResultStoredApart(t *testing.T) {
 	// A small result stays inline: one request each way.
 	c = b.mustClaim(t, b.claimReq("small", 0))
 	b.proxy.ResetCounts()
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte(`"ok"`), ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte(`"ok"`), ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := b.store.Claim(ctx, b.claimReq("small", 2)); err != nil || string(res.Record.Result) != `"ok"` {
@@ -109,10 +110,10 @@ func TestLargeResultLostResponse(t *testing.T) {
 	big := bytes.Repeat([]byte{9}, 64*1024)
 	c := b.mustClaim(t, b.claimReq("k", 0))
 	b.proxy.Inject(faultproxy.Fault{Match: faultproxy.Op("TransactWriteItems"), Action: faultproxy.DropResponse, Times: 1})
-	if err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: big, ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: big, ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatalf("complete after a lost response: %v", err)
 	}
-	if r := b.get(t, "k", 2); r.Status != lambdaidem.StatusCompleted || !bytes.Equal(r.Result, big) {
+	if r := b.get(t, "k", 2); r.Status != idemstore.StatusCompleted || !bytes.Equal(r.Result, big) {
 		t.Fatalf("record %s with %d result bytes", r.Status, len(r.Result))
 	}
 }

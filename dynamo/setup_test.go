@@ -11,7 +11,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // testTuning keeps retries fast in tests. The per-attempt timeout is a
@@ -76,8 +76,8 @@ func setup(t *testing.T, tuning dynamo.Tuning) *bundle {
 
 func (b *bundle) at(sec int) time.Time { return b.t0.Add(time.Duration(sec) * time.Second) }
 
-func (b *bundle) claimReq(key string, now int) lambdaidem.ClaimRequest {
-	return lambdaidem.ClaimRequest{
+func (b *bundle) claimReq(key string, now int) idemstore.ClaimRequest {
+	return idemstore.ClaimRequest{
 		Namespace:   b.ns,
 		Key:         key,
 		PayloadHash: "hash",
@@ -89,7 +89,7 @@ func (b *bundle) claimReq(key string, now int) lambdaidem.ClaimRequest {
 	}
 }
 
-func (b *bundle) mustClaim(t *testing.T, req lambdaidem.ClaimRequest) lambdaidem.ClaimResult {
+func (b *bundle) mustClaim(t *testing.T, req idemstore.ClaimRequest) idemstore.ClaimResult {
 	t.Helper()
 	res, err := b.store.Claim(t.Context(), req)
 	if err != nil {
@@ -101,9 +101,9 @@ func (b *bundle) mustClaim(t *testing.T, req lambdaidem.ClaimRequest) lambdaidem
 	return res
 }
 
-func (b *bundle) get(t *testing.T, key string, now int) lambdaidem.Record {
+func (b *bundle) get(t *testing.T, key string, now int) idemstore.Record {
 	t.Helper()
-	r, err := dynamo.New(b.direct, b.table).Get(t.Context(), lambdaidem.GetRequest{Namespace: b.ns, Key: key, Now: b.at(now)})
+	r, err := dynamo.New(b.direct, b.table).Get(t.Context(), idemstore.GetRequest{Namespace: b.ns, Key: key, Now: b.at(now)})
 	if err != nil {
 		t.Fatalf("Get(%s): %v", key, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // API is the part of *dynamodb.Client the store uses. Tests and tools may
@@ -44,7 +44,7 @@ func WithLastErrorBytes(n int) Option {
 	return func(s *Store) { s.errLimit = max(n, 64) }
 }
 
-// Store is the DynamoDB implementation of [lambdaidem.Store]. It is safe for
+// Store is the DynamoDB implementation of [idemstore.Store]. It is safe for
 // concurrent use and holds no state besides its configuration.
 type Store struct {
 	client      API
@@ -53,22 +53,22 @@ type Store struct {
 	inlineLimit int
 }
 
-var _ lambdaidem.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store keeping records in table (a name or a table ARN)
 // through client. The table must have a string partition key "pk"
 // (CreateTable makes one). A nil client, or a table name DynamoDB would
 // refuse (CheckTableName: an unset environment variable reads as ""), is
-// refused at once: New panics with a *lambdaidem.ConfigError wrapping
-// ErrInvalidTableName (or lambdaidem.ErrInvalidOption for the client), as
+// refused at once: New panics with a *idemstore.ConfigError wrapping
+// ErrInvalidTableName (or idemstore.ErrInvalidOption for the client), as
 // the decorators do for options that could never work, rather than fail
 // every message with a validation error.
 func New(client API, table string, opts ...Option) *Store {
 	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
-		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "client", Err: fmt.Errorf("%w: the DynamoDB client is nil", lambdaidem.ErrInvalidOption)})
+		panic(&idemstore.ConfigError{Handler: "dynamo.New", Option: "client", Err: fmt.Errorf("%w: the DynamoDB client is nil", idemstore.ErrInvalidOption)})
 	}
 	if err := CheckTableName(table); err != nil {
-		panic(&lambdaidem.ConfigError{Handler: "dynamo.New", Option: "table name", Err: err})
+		panic(&idemstore.ConfigError{Handler: "dynamo.New", Option: "table name", Err: err})
 	}
 	s := &Store{client: client, table: table, errLimit: DefaultLastErrorBytes, inlineLimit: DefaultInlineResultBytes}
 	for _, o := range opts {
@@ -97,16 +97,16 @@ const (
 // UpdateItem; a takeover of an abandoned lease and the re-creation of an
 // expired record take a second request, conditioned on the item the first
 // one returned. See the package documentation for why.
-func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	if err := checkField("payload hash", req.PayloadHash); err != nil {
-		return lambdaidem.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	if err := checkField("message ID", req.MessageID); err != nil {
-		return lambdaidem.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	c := &claimCall{s: s, req: req, pk: pk, token: rand.Text()}
 	step, seen := stepClaim, item(nil)
@@ -125,7 +125,7 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 		}
 		old, ok := conditionFailed(err)
 		if !ok {
-			return lambdaidem.ClaimResult{}, classify("claim", pk, err)
+			return idemstore.ClaimResult{}, classify("claim", pk, err)
 		}
 		if old != nil && old.str(attrToken) == c.token {
 			// The SDK retried a request whose first try applied but whose
@@ -138,18 +138,18 @@ func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdai
 			// A replay needs the result; a conflict does not.
 			rec, err := s.withResult(ctx, old, req.Now, old.str(attrHash) == req.PayloadHash)
 			if err != nil {
-				return lambdaidem.ClaimResult{}, err
+				return idemstore.ClaimResult{}, err
 			}
-			return lambdaidem.ClaimResult{Record: rec}, nil
+			return idemstore.ClaimResult{Record: rec}, nil
 		}
 		step, seen = next, old
 	}
-	return lambdaidem.ClaimResult{}, fmt.Errorf("%w: dynamo claim %q: the record changed under each of %d conditional writes", lambdaidem.ErrStoreUnavailable, pk, maxClaimRounds)
+	return idemstore.ClaimResult{}, fmt.Errorf("%w: dynamo claim %q: the record changed under each of %d conditional writes", idemstore.ErrStoreUnavailable, pk, maxClaimRounds)
 }
 
 type claimCall struct {
 	s     *Store
-	req   lambdaidem.ClaimRequest
+	req   idemstore.ClaimRequest
 	pk    string
 	token string
 }
@@ -165,10 +165,10 @@ func (c *claimCall) decide(old item) (claimStep, bool) {
 	case old.str(attrHash) != c.req.PayloadHash:
 		return 0, false
 	}
-	switch lambdaidem.Status(old.str(attrStatus)) {
-	case lambdaidem.StatusFailed:
+	switch idemstore.Status(old.str(attrStatus)) {
+	case idemstore.StatusFailed:
 		return stepClaim, true
-	case lambdaidem.StatusInProgress:
+	case idemstore.StatusInProgress:
 		if !c.req.NoTakeover && old.leaseExpiredAt(c.req.Now, c.req.Grace) {
 			return stepTakeover, true
 		}
@@ -177,27 +177,27 @@ func (c *claimCall) decide(old item) (claimStep, bool) {
 }
 
 // claimed builds the result of the write step that applied.
-func (c *claimCall) claimed(step claimStep, it item) lambdaidem.ClaimResult {
+func (c *claimCall) claimed(step claimStep, it item) idemstore.ClaimResult {
 	rec := it.record()
-	var prev lambdaidem.Status
+	var prev idemstore.Status
 	switch step {
 	case stepTakeover:
-		prev = lambdaidem.StatusInProgress
+		prev = idemstore.StatusInProgress
 	case stepClaim:
 		// The plain claim applies to an absent or a FAILED record only, and
 		// it starts a generation exactly when the claim counter is 1: so
 		// the counter tells the previous state without returning the old
 		// item as well.
 		if rec.Fence.Claim > 1 {
-			prev = lambdaidem.StatusFailed
+			prev = idemstore.StatusFailed
 		}
 	}
-	return lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: prev, Record: rec}
+	return idemstore.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: prev, Record: rec}
 }
 
 // setLease writes what every claim writes.
 func (c *claimCall) setLease(e *expr) {
-	inProgress := strAV(string(lambdaidem.StatusInProgress))
+	inProgress := strAV(string(idemstore.StatusInProgress))
 	e.Set(attrStatus, inProgress)
 	e.Set(attrOpenStatus, inProgress)
 	e.Set(attrToken, strAV(c.token))
@@ -206,7 +206,7 @@ func (c *claimCall) setLease(e *expr) {
 	e.SetOrRemove(attrMessageID, c.req.MessageID)
 	setExpiry(e, c.req.ExpiresAt)
 	e.Set(attrUpdatedAt, numAV(ceilMillis(c.req.Now)))
-	e.Set(attrSchema, numAV(lambdaidem.SchemaVersion))
+	e.Set(attrSchema, numAV(idemstore.SchemaVersion))
 }
 
 // claim is the common claim: absent, or FAILED with the same hash.
@@ -222,7 +222,7 @@ func (c *claimCall) claim(ctx context.Context) (item, error) {
 		sameHash = "(" + sameHash + " OR attribute_exists(" + e.n(attrHash) + "))" // a FAILED record claimed by any payload
 	}
 	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (" +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusFailed)) + " AND " + sameHash + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusFailed)) + " AND " + sameHash + " AND " +
 		e.unexpired(ceilSecs(c.req.Now)) + ")"
 	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(c.s.table),
@@ -249,7 +249,7 @@ func (c *claimCall) takeover(ctx context.Context, seen item) (item, error) {
 	e.Add(attrClaim, 1)
 	e.Add(attrTakeovers, 1)
 	cond := e.n(attrToken) + " = " + e.s(seen.str(attrToken)) + " AND " +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusInProgress)) + " AND " +
 		e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(c.req.Now.Add(-c.req.Grace))) + " AND " +
 		e.n(attrHash) + " = " + e.s(c.req.PayloadHash) + " AND " +
 		e.unexpired(ceilSecs(c.req.Now))
@@ -276,9 +276,9 @@ func (c *claimCall) recreate(ctx context.Context, seen item) (item, error) {
 	now := ceilMillis(c.req.Now)
 	it := item{
 		attrPK:           strAV(c.pk),
-		attrSchema:       numAV(lambdaidem.SchemaVersion),
-		attrStatus:       strAV(string(lambdaidem.StatusInProgress)),
-		attrOpenStatus:   strAV(string(lambdaidem.StatusInProgress)),
+		attrSchema:       numAV(idemstore.SchemaVersion),
+		attrStatus:       strAV(string(idemstore.StatusInProgress)),
+		attrOpenStatus:   strAV(string(idemstore.StatusInProgress)),
 		attrToken:        strAV(c.token),
 		attrLeaseUntil:   numAV(ceilMillis(c.req.LeaseUntil)),
 		attrAttempts:     numAV(1),
@@ -324,17 +324,17 @@ func setExpiry(e *expr, t time.Time) {
 // Writes and with a result of at most WithInlineResultBytes it is one
 // UpdateItem; otherwise one TransactWriteItems that also puts the result
 // item and commits the Writes (see the package documentation).
-func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *Store) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return err
 	}
 	if len(req.Result) > MaxResultBytes {
 		return fmt.Errorf("%w: dynamo complete %q: result of %d bytes, over the %d a result item holds",
-			lambdaidem.ErrResultTooLarge, pk, len(req.Result), MaxResultBytes)
+			idemstore.ErrResultTooLarge, pk, len(req.Result), MaxResultBytes)
 	}
 	e := newExpr()
-	e.Set(attrStatus, strAV(string(lambdaidem.StatusCompleted)))
+	e.Set(attrStatus, strAV(string(idemstore.StatusCompleted)))
 	// Leaving the sparse index: a completed record is nobody's worry.
 	e.Remove(attrOpenStatus)
 	var apart *types.Put
@@ -360,27 +360,27 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 	if len(req.Writes) > 0 || apart != nil {
 		return s.completeTx(ctx, pk, req, e, apart)
 	}
-	return s.finish(ctx, "complete", pk, req.Lease, req.Now, lambdaidem.StatusCompleted, e)
+	return s.finish(ctx, "complete", pk, req.Lease, req.Now, idemstore.StatusCompleted, e)
 }
 
 // Fail moves a leased record to FAILED, keeping the token.
-func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return err
 	}
-	failed := strAV(string(lambdaidem.StatusFailed))
+	failed := strAV(string(idemstore.StatusFailed))
 	e := newExpr()
 	e.Set(attrStatus, failed)
 	e.Set(attrOpenStatus, failed)
 	e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
 	setExpiry(e, req.ExpiresAt)
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-	return s.finish(ctx, "fail", pk, req.Lease, req.Now, lambdaidem.StatusFailed, e)
+	return s.finish(ctx, "fail", pk, req.Lease, req.Now, idemstore.StatusFailed, e)
 }
 
 // DeadLetter moves a leased record to DEAD_LETTERED with its reason.
-func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+func (s *Store) DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error {
 	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return err
@@ -402,9 +402,9 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 		e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
 		e.SetOrRemove(attrDLSourceID, req.MessageID)
 		e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-		return s.finish(ctx, "dead-letter (pending)", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, e)
+		return s.finish(ctx, "dead-letter (pending)", pk, req.Lease, req.Now, idemstore.StatusInProgress, e)
 	}
-	dl := strAV(string(lambdaidem.StatusDeadLettered))
+	dl := strAV(string(idemstore.StatusDeadLettered))
 	e := newExpr()
 	e.Set(attrStatus, dl)
 	e.Set(attrOpenStatus, dl)
@@ -414,11 +414,11 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 	e.SetOrRemove(attrDLCopyID, req.DeadLetterMessageID)
 	setExpiry(e, req.ExpiresAt)
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
-	return s.finish(ctx, "dead-letter", pk, req.Lease, req.Now, lambdaidem.StatusDeadLettered, e)
+	return s.finish(ctx, "dead-letter", pk, req.Lease, req.Now, idemstore.StatusDeadLettered, e)
 }
 
 // Extend moves the end of a lease the caller still holds.
-func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+func (s *Store) Extend(ctx context.Context, req idemstore.ExtendRequest) error {
 	pk, err := pkOf(req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return err
@@ -439,22 +439,22 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 		return err
 	}
 	if old != nil && !old.expiredAt(req.Now) && old.str(attrToken) == req.Lease.Token &&
-		lambdaidem.Status(old.str(attrStatus)) == lambdaidem.StatusInProgress {
+		idemstore.Status(old.str(attrStatus)) == idemstore.StatusInProgress {
 		return nil // still ours, and a later extension applied first
 	}
-	return refused("extend", pk, req.Lease, req.Now, lambdaidem.StatusInProgress, old)
+	return refused("extend", pk, req.Lease, req.Now, idemstore.StatusInProgress, old)
 }
 
 // leaseCondition is the fence of every write after a claim: our token, still
 // IN_PROGRESS, not expired.
-func leaseCondition(e *expr, l lambdaidem.Lease, now time.Time) string {
+func leaseCondition(e *expr, l idemstore.Lease, now time.Time) string {
 	return e.n(attrToken) + " = " + e.s(l.Token) + " AND " +
-		e.n(attrStatus) + " = " + e.s(string(lambdaidem.StatusInProgress)) + " AND " +
+		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusInProgress)) + " AND " +
 		e.unexpired(ceilSecs(now))
 }
 
 // finish sends a fenced update of a leased record.
-func (s *Store) finish(ctx context.Context, op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, e *expr) error {
+func (s *Store) finish(ctx context.Context, op, pk string, l idemstore.Lease, now time.Time, target idemstore.Status, e *expr) error {
 	old, refusedByCond, err := s.fencedUpdate(ctx, op, pk, e, leaseCondition(e, l, now))
 	if !refusedByCond {
 		return err
@@ -488,7 +488,7 @@ func (s *Store) fencedUpdate(ctx context.Context, op, pk string, e *expr, cond s
 // refused explains a failed lease condition. An item that carries our token
 // and already has the target state is our own write, applied by a try whose
 // response was lost (docs/design.md, rule 1): success. Anything else is a lost lease.
-func refused(op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem.Status, old item) error {
+func refused(op, pk string, l idemstore.Lease, now time.Time, target idemstore.Status, old item) error {
 	var why string
 	switch {
 	case old == nil:
@@ -498,12 +498,12 @@ func refused(op, pk string, l lambdaidem.Lease, now time.Time, target lambdaidem
 	case old.str(attrToken) != l.Token:
 		r := old.record()
 		why = fmt.Sprintf("the lease was taken over (now %s, claim %d of generation %s)", r.Status, r.Fence.Claim, r.Fence.Generation)
-	case lambdaidem.Status(old.str(attrStatus)) == target && target != lambdaidem.StatusInProgress:
+	case idemstore.Status(old.str(attrStatus)) == target && target != idemstore.StatusInProgress:
 		return nil
 	default:
 		why = "the record is already " + old.str(attrStatus)
 	}
-	return fmt.Errorf("%w: dynamo %s %q: %s", lambdaidem.ErrLeaseLost, op, pk, why)
+	return fmt.Errorf("%w: dynamo %s %q: %s", idemstore.ErrLeaseLost, op, pk, why)
 }
 
 // itemBound bounds the size of a record's item apart from its result: the
@@ -513,10 +513,10 @@ func (s *Store) itemBound(pk string) int {
 }
 
 // Get reads a record with a strongly consistent read.
-func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+func (s *Store) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(s.table),
@@ -524,17 +524,17 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return lambdaidem.Record{}, classify("get", pk, err)
+		return idemstore.Record{}, classify("get", pk, err)
 	}
 	it := item(out.Item)
 	if len(it) == 0 || it.expiredAt(req.Now) {
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, pk)
+		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
 	}
 	return s.withResult(ctx, it, req.Now, true)
 }
 
 // Delete removes a record unconditionally.
-func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+func (s *Store) Delete(ctx context.Context, req idemstore.DeleteRequest) error {
 	pk, err := pkOf(req.Namespace, req.Key)
 	if err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 )
 
 // TestInvalidKeys: what cannot be stored is refused with a named error
@@ -24,20 +24,20 @@ func TestInvalidKeys(t *testing.T) {
 	long := strings.Repeat("k", 2048)
 	for _, tc := range []struct {
 		name   string
-		mutate func(*lambdaidem.ClaimRequest)
+		mutate func(*idemstore.ClaimRequest)
 		also   error
 	}{
-		{"empty namespace", func(r *lambdaidem.ClaimRequest) { r.Namespace = "" }, nil},
-		{"empty key", func(r *lambdaidem.ClaimRequest) { r.Key = "" }, lambdaidem.ErrMissingKey},
-		{"namespace with #", func(r *lambdaidem.ClaimRequest) { r.Namespace = "a#b" }, nil},
-		{"key over 2048 bytes with the namespace", func(r *lambdaidem.ClaimRequest) { r.Key = long }, nil},
-		{"huge payload hash", func(r *lambdaidem.ClaimRequest) { r.PayloadHash = long }, nil},
+		{"empty namespace", func(r *idemstore.ClaimRequest) { r.Namespace = "" }, nil},
+		{"empty key", func(r *idemstore.ClaimRequest) { r.Key = "" }, idemstore.ErrMissingKey},
+		{"namespace with #", func(r *idemstore.ClaimRequest) { r.Namespace = "a#b" }, nil},
+		{"key over 2048 bytes with the namespace", func(r *idemstore.ClaimRequest) { r.Key = long }, nil},
+		{"huge payload hash", func(r *idemstore.ClaimRequest) { r.PayloadHash = long }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := b.claimReq("k", 0)
 			tc.mutate(&req)
 			_, err := b.store.Claim(t.Context(), req)
-			if !errors.Is(err, dynamo.ErrInvalidKey) || errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+			if !errors.Is(err, dynamo.ErrInvalidKey) || errors.Is(err, idemstore.ErrStoreUnavailable) {
 				t.Fatalf("Claim = %v, want ErrInvalidKey", err)
 			}
 			if tc.also != nil && !errors.Is(err, tc.also) {
@@ -68,8 +68,8 @@ func TestResultTooLarge(t *testing.T) {
 	c := b.mustClaim(t, b.claimReq("big", 0))
 	before := b.get(t, "big", 1)
 	b.proxy.ResetCounts()
-	err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: make([]byte, 400*1024), ExpiresAt: b.at(3600)})
-	if !errors.Is(err, lambdaidem.ErrResultTooLarge) {
+	err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: make([]byte, 400*1024), ExpiresAt: b.at(3600)})
+	if !errors.Is(err, idemstore.ErrResultTooLarge) {
 		t.Fatalf("Complete = %v, want ErrResultTooLarge", err)
 	}
 	if n := b.proxy.Total(); n != 0 {
@@ -79,13 +79,13 @@ func TestResultTooLarge(t *testing.T) {
 		t.Errorf("record changed (-before +after):\n%s", d)
 	}
 	// The lease is intact: the caller can still record the failure.
-	if err := b.store.Fail(ctx, lambdaidem.FailRequest{Lease: c.Lease, Now: b.at(2), Error: err.Error(), ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Fail(ctx, idemstore.FailRequest{Lease: c.Lease, Now: b.at(2), Error: err.Error(), ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatalf("Fail after ErrResultTooLarge: %v", err)
 	}
 	// A result just under the limit of the decorator (350 KB) fits.
 	c = b.mustClaim(t, b.claimReq("fits", 0))
-	result := bytes.Repeat([]byte{7}, lambdaidem.DefaultMaxResultBytes)
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: result, ExpiresAt: b.at(3600)}); err != nil {
+	result := bytes.Repeat([]byte{7}, idemstore.MinResultBytes)
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: result, ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatalf("Complete with %d bytes: %v", len(result), err)
 	}
 	if got := b.get(t, "fits", 2).Result; !bytes.Equal(got, result) {
@@ -106,7 +106,7 @@ func TestItemSizeValidationIsResultTooLarge(t *testing.T) {
 	if err == nil {
 		t.Fatal("PutItem of 410 KB succeeded")
 	}
-	if got := dynamo.Classify("put", "x#y", err); !errors.Is(got, lambdaidem.ErrResultTooLarge) {
+	if got := dynamo.Classify("put", "x#y", err); !errors.Is(got, idemstore.ErrResultTooLarge) {
 		t.Errorf("PutItem's %v classified as %v", err, got)
 	}
 	_, err = client.UpdateItem(t.Context(), &dynamodb.UpdateItemInput{
@@ -119,7 +119,7 @@ func TestItemSizeValidationIsResultTooLarge(t *testing.T) {
 	if err == nil {
 		t.Fatal("UpdateItem of 410 KB succeeded")
 	}
-	if got := dynamo.Classify("update", "x#y", err); !errors.Is(got, lambdaidem.ErrResultTooLarge) {
+	if got := dynamo.Classify("update", "x#y", err); !errors.Is(got, idemstore.ErrResultTooLarge) {
 		t.Errorf("UpdateItem's %v classified as %v", err, got)
 	}
 	// Other validation errors are neither.
@@ -128,7 +128,7 @@ func TestItemSizeValidationIsResultTooLarge(t *testing.T) {
 		Key:       map[string]types.AttributeValue{"nope": &types.AttributeValueMemberS{Value: "x"}},
 	})
 	got := dynamo.Classify("get", "x", err)
-	if errors.Is(got, lambdaidem.ErrResultTooLarge) || errors.Is(got, lambdaidem.ErrStoreUnavailable) {
+	if errors.Is(got, idemstore.ErrResultTooLarge) || errors.Is(got, idemstore.ErrStoreUnavailable) {
 		t.Errorf("a bad key schema's %v classified as %v", err, got)
 	}
 }
@@ -140,15 +140,15 @@ func TestLastErrorTruncated(t *testing.T) {
 	client, table := newTable(t)
 	s := dynamo.New(client, table, dynamo.WithLastErrorBytes(100))
 	now := time.Now().Truncate(time.Second)
-	c, err := s.Claim(t.Context(), lambdaidem.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	c, err := s.Claim(t.Context(), idemstore.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	if err != nil || !c.Claimed {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
 	msg := strings.Repeat("é", 200)
-	if err := s.Fail(t.Context(), lambdaidem.FailRequest{Lease: c.Lease, Now: now, Error: msg, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := s.Fail(t.Context(), idemstore.FailRequest{Lease: c.Lease, Now: now, Error: msg, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.Get(t.Context(), lambdaidem.GetRequest{Namespace: "n", Key: "k", Now: now})
+	r, err := s.Get(t.Context(), idemstore.GetRequest{Namespace: "n", Key: "k", Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,16 +164,16 @@ func TestZeroExpiryNeverExpires(t *testing.T) {
 	client, table := newTable(t)
 	s := dynamo.New(client, table)
 	now := time.Now().Truncate(time.Second)
-	c, err := s.Claim(t.Context(), lambdaidem.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
+	c, err := s.Claim(t.Context(), idemstore.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: now, LeaseUntil: now.Add(time.Minute)})
 	if err != nil || !c.Claimed || !c.Record.ExpiresAt.IsZero() {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
-	if err := s.Fail(t.Context(), lambdaidem.FailRequest{Lease: c.Lease, Now: now}); err != nil {
+	if err := s.Fail(t.Context(), idemstore.FailRequest{Lease: c.Lease, Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	later := now.Add(100 * 365 * 24 * time.Hour)
-	c, err = s.Claim(t.Context(), lambdaidem.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: later, LeaseUntil: later.Add(time.Minute)})
-	if err != nil || !c.Claimed || c.Previous != lambdaidem.StatusFailed {
+	c, err = s.Claim(t.Context(), idemstore.ClaimRequest{Namespace: "n", Key: "k", PayloadHash: "h", Now: later, LeaseUntil: later.Add(time.Minute)})
+	if err != nil || !c.Claimed || c.Previous != idemstore.StatusFailed {
 		t.Fatalf("Claim a century later = %+v, %v", c, err)
 	}
 }

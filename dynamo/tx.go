@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // DynamoDB's transaction limits.
@@ -32,7 +32,7 @@ var transientCancel = map[string]bool{
 // result item (when the result is stored apart) in one TransactWriteItems.
 // The completion is action 0; write i is action i+1; the result item is
 // the last action.
-func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.CompleteRequest, e *expr, apart *types.Put) error {
+func (s *Store) completeTx(ctx context.Context, pk string, req idemstore.CompleteRequest, e *expr, apart *types.Put) error {
 	own := &types.Update{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
@@ -54,7 +54,7 @@ func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.Comple
 			}
 			actions = append(actions, *w)
 		default:
-			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", lambdaidem.ErrUnsupportedWrite, i, w)
+			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", idemstore.ErrUnsupportedWrite, i, w)
 		}
 	}
 	if err := s.checkTx(pk, actions, apart); err != nil {
@@ -85,7 +85,7 @@ func (s *Store) completeTx(ctx context.Context, pk string, req lambdaidem.Comple
 
 // cancellation explains a canceled transaction from its per-action reasons.
 // apart says the last action is the result item's put.
-func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.TransactionCanceledException, apart bool) error {
+func cancellation(pk string, req idemstore.CompleteRequest, tce *types.TransactionCanceledException, apart bool) error {
 	txErr := &TransactionError{}
 	transient := false
 	var ownReason *types.CancellationReason
@@ -113,7 +113,7 @@ func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.Transact
 	if ownReason != nil {
 		code := aws.ToString(ownReason.Code)
 		if code == "ConditionalCheckFailed" {
-			err := refused("complete", pk, req.Lease, req.Now, lambdaidem.StatusCompleted, item(ownReason.Item))
+			err := refused("complete", pk, req.Lease, req.Now, idemstore.StatusCompleted, item(ownReason.Item))
 			if err == nil {
 				// The record is COMPLETED under our token, which only this
 				// transaction writes: an earlier try of it applied, with
@@ -131,10 +131,10 @@ func cancellation(pk string, req lambdaidem.CompleteRequest, tce *types.Transact
 		}
 	}
 	if transient && !slices.ContainsFunc(txErr.Failures, func(f WriteFailure) bool { return !transientCancel[f.Code] }) {
-		return fmt.Errorf("%w: dynamo complete %q: %w", lambdaidem.ErrStoreUnavailable, pk, tceOr(txErr, tce))
+		return fmt.Errorf("%w: dynamo complete %q: %w", idemstore.ErrStoreUnavailable, pk, tceOr(txErr, tce))
 	}
 	if len(txErr.Failures) == 0 {
-		return fmt.Errorf("%w: dynamo complete %q: %w", lambdaidem.ErrStoreUnavailable, pk, tce)
+		return fmt.Errorf("%w: dynamo complete %q: %w", idemstore.ErrStoreUnavailable, pk, tce)
 	}
 	return fmt.Errorf("dynamo complete %q: %w", pk, txErr)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // effects is a second table standing for the handler's own state, keyed by
@@ -65,8 +65,8 @@ func TestTransactionalComplete(t *testing.T) {
 	b := setup(t, testTuning)
 	fx := effectsTable(t, b.direct)
 	ctx := t.Context()
-	complete := func(l lambdaidem.Lease, writes ...any) error {
-		return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: l, Now: b.at(1), Result: []byte("r"), ExpiresAt: b.at(3600), Writes: writes})
+	complete := func(l idemstore.Lease, writes ...any) error {
+		return b.store.Complete(ctx, idemstore.CompleteRequest{Lease: l, Now: b.at(1), Result: []byte("r"), ExpiresAt: b.at(3600), Writes: writes})
 	}
 
 	t.Run("both commit in one request", func(t *testing.T) {
@@ -80,7 +80,7 @@ func TestTransactionalComplete(t *testing.T) {
 		if !exists(t, b.direct, fx, "ok-1") || !exists(t, b.direct, fx, "ok-2") {
 			t.Error("effects missing")
 		}
-		if r := b.get(t, "ok", 2); r.Status != lambdaidem.StatusCompleted || string(r.Result) != "r" {
+		if r := b.get(t, "ok", 2); r.Status != idemstore.StatusCompleted || string(r.Result) != "r" {
 			t.Errorf("record = %+v", r)
 		}
 	})
@@ -97,7 +97,7 @@ func TestTransactionalComplete(t *testing.T) {
 		if !errors.As(err, &txErr) {
 			t.Fatalf("Complete = %v, want a *TransactionError", err)
 		}
-		if errors.Is(err, lambdaidem.ErrLeaseLost) || errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+		if errors.Is(err, idemstore.ErrLeaseLost) || errors.Is(err, idemstore.ErrStoreUnavailable) {
 			t.Errorf("Complete = %v: the lease was fine and the store answered", err)
 		}
 		if len(txErr.Failures) != 1 || txErr.Failures[0].Index != 1 || txErr.Failures[0].Code != "ConditionalCheckFailed" {
@@ -109,7 +109,7 @@ func TestTransactionalComplete(t *testing.T) {
 		if exists(t, b.direct, fx, "dup-1") {
 			t.Error("write 0 applied although the transaction was canceled")
 		}
-		if r := b.get(t, "dup", 2); r.Status != lambdaidem.StatusInProgress || r.LeaseToken != c.Lease.Token {
+		if r := b.get(t, "dup", 2); r.Status != idemstore.StatusInProgress || r.LeaseToken != c.Lease.Token {
 			t.Errorf("record = %+v, want still IN_PROGRESS under our lease", r)
 		}
 	})
@@ -118,7 +118,7 @@ func TestTransactionalComplete(t *testing.T) {
 		old := b.mustClaim(t, b.claimReq("lost", 0))
 		b.mustClaim(t, b.claimReq("lost", 100)) // takeover
 		err := complete(old.Lease, putOnce(fx, "lost-1"))
-		if !errors.Is(err, lambdaidem.ErrLeaseLost) {
+		if !errors.Is(err, idemstore.ErrLeaseLost) {
 			t.Fatalf("Complete = %v, want ErrLeaseLost", err)
 		}
 		if exists(t, b.direct, fx, "lost-1") {
@@ -151,7 +151,7 @@ func TestTransactionalComplete(t *testing.T) {
 		c := b.mustClaim(t, b.claimReq("unsupported", 0))
 		b.proxy.ResetCounts()
 		err := complete(c.Lease, putOnce(fx, "u-1"), &dynamodb.PutItemInput{})
-		if !errors.Is(err, lambdaidem.ErrUnsupportedWrite) {
+		if !errors.Is(err, idemstore.ErrUnsupportedWrite) {
 			t.Fatalf("Complete = %v, want ErrUnsupportedWrite", err)
 		}
 		wantRequests(t, b.proxy, "unsupported write", map[string]int{})
@@ -203,7 +203,7 @@ func TestTransactionLimits(t *testing.T) {
 		{"no table", []any{types.TransactWriteItem{Delete: &types.Delete{Key: keyed("y")}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600), Writes: tc.writes})
+			err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600), Writes: tc.writes})
 			if !errors.Is(err, dynamo.ErrTransactionLimit) {
 				t.Fatalf("Complete = %v, want ErrTransactionLimit", err)
 			}
@@ -216,7 +216,7 @@ func TestTransactionLimits(t *testing.T) {
 	// 99 writes plus the completion is the maximum, and works.
 	fxReal := effectsTable(t, b.direct)
 	writes := many(99, func(i int) types.TransactWriteItem { return putOnce(fxReal, fmt.Sprint(i)) })
-	if err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600), Writes: writes}); err != nil {
+	if err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600), Writes: writes}); err != nil {
 		t.Fatalf("Complete with 99 writes: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // A string that is not valid UTF-8 cannot be stored faithfully: the SDK's
@@ -24,11 +25,11 @@ import (
 func TestInvalidUTF8NeverReachesDynamoDB(t *testing.T) {
 	t.Parallel()
 	b := setup(t, testTuning)
-	for _, mutate := range []func(*lambdaidem.ClaimRequest){
-		func(r *lambdaidem.ClaimRequest) { r.Key = "k\xff" },
-		func(r *lambdaidem.ClaimRequest) { r.Namespace = "n\xfe" },
-		func(r *lambdaidem.ClaimRequest) { r.PayloadHash = "h\xff" },
-		func(r *lambdaidem.ClaimRequest) { r.MessageID = "m\xff" },
+	for _, mutate := range []func(*idemstore.ClaimRequest){
+		func(r *idemstore.ClaimRequest) { r.Key = "k\xff" },
+		func(r *idemstore.ClaimRequest) { r.Namespace = "n\xfe" },
+		func(r *idemstore.ClaimRequest) { r.PayloadHash = "h\xff" },
+		func(r *idemstore.ClaimRequest) { r.MessageID = "m\xff" },
 	} {
 		req := b.claimReq("k", 0)
 		mutate(&req)
@@ -60,8 +61,8 @@ func TestInvalidUTF8NeverReachesDynamoDB(t *testing.T) {
 		t.Fatalf("failures %v, runs %v: want both run and failed", resp.BatchItemFailures, runs)
 	}
 	for _, k := range []string{"\xff", "\xfe"} {
-		r := b.get(t, lambdaidem.StoredKey(k), 0)
-		if r.Status != lambdaidem.StatusFailed || !strings.HasPrefix(r.LastError, "refused body \ufffd") {
+		r := b.get(t, idemstore.StoredKey(k), 0)
+		if r.Status != idemstore.StatusFailed || !strings.HasPrefix(r.LastError, "refused body \ufffd") {
 			t.Errorf("record of %q: %s, last error %q; want FAILED with the error recorded", k, r.Status, r.LastError)
 		}
 	}

@@ -19,7 +19,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 const (
@@ -214,7 +215,7 @@ func (b *bundle) handle(ctx context.Context, m events.SQSMessage) error {
 		return lambdaidem.Poison(errors.New("cannot parse order"))
 	case "steal":
 		now := b.clock.Now().Add(time.Hour)
-		_, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+		_, err := b.store.Claim(ctx, idemstore.ClaimRequest{
 			Namespace: idemNS, Key: body.ID, PayloadHash: mustHash(m.Body), MessageID: "thief",
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour),
 		})
@@ -228,7 +229,7 @@ func (b *bundle) handle(ctx context.Context, m events.SQSMessage) error {
 func (b *bundle) preclaim(t *testing.T, key, body string, until time.Time) {
 	t.Helper()
 	now := until.Add(-10 * time.Minute)
-	cr, err := b.store.Claim(context.Background(), lambdaidem.ClaimRequest{
+	cr, err := b.store.Claim(context.Background(), idemstore.ClaimRequest{
 		Namespace: idemNS, Key: key, PayloadHash: mustHash(body), MessageID: "holder",
 		Now: now, LeaseUntil: until, ExpiresAt: now.Add(24 * time.Hour),
 	})

@@ -16,7 +16,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // cancelStore is an in-memory store whose transactional completion fails
@@ -27,7 +28,7 @@ type cancelStore struct {
 	err              error
 }
 
-func (s *cancelStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *cancelStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	if s.err != nil && len(req.Writes) > 0 {
 		return s.err
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 func TestHTTPRepeatReplaysStoredResponse(t *testing.T) {
@@ -380,14 +381,14 @@ func TestDeadLetteredKeyGets500(t *testing.T) {
 	// outcome unknown. Its payload hash is irrelevant: a dead-lettered key
 	// is refused whatever the payload.
 	now := time.Now()
-	cr, err := store.Claim(ctx, lambdaidem.ClaimRequest{
+	cr, err := store.Claim(ctx, idemstore.ClaimRequest{
 		Namespace: namespace, Key: httpidem.StoreKey("POST /payments", "", "k-1") /* no caller */, PayloadHash: "h",
 		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 	})
 	if err != nil || !cr.Claimed {
 		t.Fatalf("claim: %+v, %v", cr, err)
 	}
-	if err := store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{Lease: cr.Lease, Now: now, Reason: lambdaidem.ReasonOutcomeUnknown, ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := store.DeadLetter(ctx, idemstore.DeadLetterRequest{Lease: cr.Lease, Now: now, Reason: lambdaidem.ReasonOutcomeUnknown, ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,7 +13,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -55,7 +56,7 @@ type heldReads struct {
 	gate    chan struct{}
 }
 
-func (s *heldReads) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+func (s *heldReads) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	s.reading <- struct{}{}
 	select {
 	case <-s.gate:

@@ -13,6 +13,7 @@ import (
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // fencedCondition is the rule a downstream row follows, written once per
@@ -36,7 +37,7 @@ import (
 const fencedCondition = "attribute_not_exists(pk) OR fence_gen <> :gen OR fence_claim <= :claim"
 
 // fencedPut writes key's downstream row under the lease's fencing number.
-func fencedPut(ctx context.Context, db *dynamodb.Client, table, key string, f lambdaidem.Fence, value string) error {
+func fencedPut(ctx context.Context, db *dynamodb.Client, table, key string, f idemstore.Fence, value string) error {
 	_, err := db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(table),
 		Item: map[string]dbtypes.AttributeValue{

@@ -23,6 +23,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -140,9 +141,9 @@ func (e *env) wrapOpts(more ...lambdaidem.Option) []lambdaidem.Option {
 }
 
 // record reads a key's record at the fake clock's time.
-func (e *env) record(t *testing.T, key string) lambdaidem.Record {
+func (e *env) record(t *testing.T, key string) idemstore.Record {
 	t.Helper()
-	r, err := e.store.Get(t.Context(), lambdaidem.GetRequest{Namespace: e.ns, Key: key, Now: e.clock.Now()})
+	r, err := e.store.Get(t.Context(), idemstore.GetRequest{Namespace: e.ns, Key: key, Now: e.clock.Now()})
 	if err != nil {
 		t.Fatalf("Get(%s): %v", key, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // WithBatchedWrites claims a batch's fresh records in batched store
@@ -46,10 +47,7 @@ import (
 // httpidem, which have no batch (ErrUnsupportedOption). The in-memory,
 // DynamoDB and Redis stores implement Batcher.
 func WithBatchedWrites() Option {
-	return func(c *config) {
-		c.note("WithBatchedWrites")
-		c.batched = true
-	}
+	return option("WithBatchedWrites", "", func(c *config) { c.batched = true })
 }
 
 // checkBatched refuses, when SQS is built, batched writes that could not
@@ -67,13 +65,13 @@ func (c *config) checkBatched(store Store) *ConfigError {
 	case c.optimistic:
 		return pair("WithOptimisticCommit", "an optimistic first delivery takes no claim, so there is no claim to batch; give one")
 	}
-	if _, ok := store.(Batcher); !ok {
+	if _, ok := store.(idemstore.Batcher); !ok {
 		name := fmt.Sprintf("%T", store)
-		if caps, ok := CapabilitiesOf(store); ok && caps.Store != "" {
+		if caps, ok := idemstore.CapabilitiesOf(store); ok && caps.Store != "" {
 			name = caps.Store
 		}
 		return &ConfigError{Option: "WithBatchedWrites", Store: name, Err: &reason{
-			text:  fmt.Sprintf("%v: %s does not implement lambdaidem.Batcher", ErrBatchUnsupported, name),
+			text:  fmt.Sprintf("%v: %s does not implement idemstore.Batcher", ErrBatchUnsupported, name),
 			named: []error{ErrBatchUnsupported, ErrUnsupportedOption},
 		}}
 	}
@@ -124,7 +122,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 	type head struct {
 		ctx   context.Context
 		r     RecordReport
-		claim ClaimRequest
+		claim idemstore.ClaimRequest
 		ask   bool // the claim is to be made
 		run   *claimRun
 	}
@@ -146,7 +144,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 
 	// One request claims them all.
 	asked := make([]int, 0, n)
-	reqs := make([]ClaimRequest, 0, n)
+	reqs := make([]idemstore.ClaimRequest, 0, n)
 	for k := range heads {
 		if heads[k].ask {
 			asked = append(asked, k)
@@ -154,7 +152,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 		}
 	}
 	answers := p.claimAll(ctx, reqs)
-	claims := make([]*BatchClaim, n)
+	claims := make([]*idemstore.BatchClaim, n)
 	for j, k := range asked {
 		claims[k] = &answers[j]
 	}
@@ -186,7 +184,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 	// One request completes the successes; a completion the store could
 	// not answer is retried alone, as it would have been.
 	done := make([]int, 0, n)
-	creqs := make([]CompleteRequest, 0, n)
+	creqs := make([]idemstore.CompleteRequest, 0, n)
 	now := t.now()
 	for k := range heads {
 		if run := heads[k].run; run != nil {
@@ -236,20 +234,20 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 }
 
 // claimAll claims reqs in one request (a single Claim for one).
-func (p *sqsProcessor) claimAll(ctx context.Context, reqs []ClaimRequest) []BatchClaim {
+func (p *sqsProcessor) claimAll(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
 	switch len(reqs) {
 	case 0:
 		return nil
 	case 1:
 		cr, err := p.store.Claim(ctx, reqs[0])
-		return []BatchClaim{{Result: cr, Err: err}}
+		return []idemstore.BatchClaim{{Result: cr, Err: err}}
 	}
-	out := p.store.(Batcher).ClaimBatch(ctx, reqs)
+	out := p.store.(idemstore.Batcher).ClaimBatch(ctx, reqs)
 	if len(out) != len(reqs) {
 		// A store that answered another number of keys answered none
 		// of them that can be trusted.
 		err := fmt.Errorf("%w: ClaimBatch answered %d of %d claims", ErrStoreUnavailable, len(out), len(reqs))
-		out = make([]BatchClaim, len(reqs))
+		out = make([]idemstore.BatchClaim, len(reqs))
 		for i := range out {
 			out[i].Err = err
 		}
@@ -258,11 +256,11 @@ func (p *sqsProcessor) claimAll(ctx context.Context, reqs []ClaimRequest) []Batc
 }
 
 // completeAll completes reqs in one request (a single Complete for one).
-func (p *sqsProcessor) completeAll(ctx context.Context, reqs []CompleteRequest) []error {
+func (p *sqsProcessor) completeAll(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	if len(reqs) == 1 {
 		return []error{p.store.Complete(ctx, reqs[0])}
 	}
-	errs := p.store.(Batcher).CompleteBatch(ctx, reqs)
+	errs := p.store.(idemstore.Batcher).CompleteBatch(ctx, reqs)
 	if len(errs) != len(reqs) {
 		err := fmt.Errorf("%w: CompleteBatch answered %d of %d completions", ErrStoreUnavailable, len(errs), len(reqs))
 		errs = make([]error, len(reqs))

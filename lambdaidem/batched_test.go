@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // A batch of ten new messages costs two claim requests and two completion

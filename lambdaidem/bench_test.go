@@ -12,7 +12,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // The per-record overhead of the decorator with the in-memory store, next
@@ -154,14 +155,14 @@ func BenchmarkSQS(b *testing.B) {
 // nopStore grants every claim and accepts every write.
 type nopStore struct{ lambdaidem.Store }
 
-func (nopStore) Claim(_ context.Context, r lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
-	return lambdaidem.ClaimResult{Claimed: true, Lease: lambdaidem.Lease{
+func (nopStore) Claim(_ context.Context, r idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
+	return idemstore.ClaimResult{Claimed: true, Lease: lambdaidem.Lease{
 		Namespace: r.Namespace, Key: r.Key, Token: "t", Until: r.LeaseUntil, Attempt: 1,
-		Fence: lambdaidem.Fence{Generation: "g", Claim: 1},
+		Fence: idemstore.Fence{Generation: "g", Claim: 1},
 	}}, nil
 }
 
-func (nopStore) Complete(context.Context, lambdaidem.CompleteRequest) error { return nil }
+func (nopStore) Complete(context.Context, idemstore.CompleteRequest) error { return nil }
 
 // BenchmarkWrap is the per-call overhead of Wrap with the in-memory store:
 // a first call (claim, run, store the result) and a repeated one (the

@@ -2,6 +2,7 @@ package lambdaidem
 
 import (
 	"fmt"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"reflect"
 	"slices"
 	"strings"
@@ -9,7 +10,7 @@ import (
 
 // writeKinds names the types of completion writes a store commits, for
 // errors.
-func writeKinds(c Capabilities) string {
+func writeKinds(c idemstore.Capabilities) string {
 	if len(c.CompletionWrites) == 0 {
 		return "no writes"
 	}
@@ -21,7 +22,7 @@ func writeKinds(c Capabilities) string {
 }
 
 // storeName is the store's name for errors.
-func storeName(c Capabilities) string {
+func storeName(c idemstore.Capabilities) string {
 	if c.Store == "" {
 		return "the store"
 	}
@@ -34,7 +35,7 @@ func storeName(c Capabilities) string {
 // WithCompletionWrites (when it declared any).
 func (e *engine) acceptWrite(lease Lease, w any) error {
 	t := reflect.TypeOf(w)
-	if caps, ok := CapabilitiesOf(e.store); ok {
+	if caps, ok := idemstore.CapabilitiesOf(e.store); ok {
 		if !caps.CommitsWrite(t) {
 			return fmt.Errorf("%w: %s commits %s with a completion, not %T", ErrUnsupportedWrite, storeName(caps), writeKinds(caps), w)
 		}

@@ -11,17 +11,18 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // declared is the in-memory store declaring the capabilities a test
 // gives it.
 type declared struct {
 	lambdaidem.Store
-	caps lambdaidem.Capabilities
+	caps idemstore.Capabilities
 }
 
-func (d declared) Capabilities() lambdaidem.Capabilities { return d.caps }
+func (d declared) Capabilities() idemstore.Capabilities { return d.caps }
 
 // undeclared is the in-memory store hidden behind a type that declares
 // nothing and unwraps to nothing, as a store of a user's own would be.
@@ -56,7 +57,7 @@ func refusal(t *testing.T, build func()) *lambdaidem.ConfigError {
 func TestRefusedWhenBuilt(t *testing.T) {
 	t.Parallel()
 	plain := undeclared{memstore.New()}
-	redisLike := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
+	redisLike := declared{Store: memstore.New(), caps: idemstore.Capabilities{
 		Store:          "Braces",
 		MaxResultBytes: 1000,
 		CheckNamespace: func(ns string) error {
@@ -66,7 +67,7 @@ func TestRefusedWhenBuilt(t *testing.T) {
 			return nil
 		},
 	}}
-	writer := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
+	writer := declared{Store: memstore.New(), caps: idemstore.Capabilities{
 		Store: "Ledger", CompletionWrites: []reflect.Type{reflect.TypeFor[ledgerWrite]()},
 	}}
 	sqs := func(s lambdaidem.Store, opts ...lambdaidem.Option) func() {
@@ -85,7 +86,7 @@ func TestRefusedWhenBuilt(t *testing.T) {
 		store  string
 	}{
 		{"empty namespace", sqs(plain, lambdaidem.WithNamespace("")), lambdaidem.ErrInvalidOption, "WithNamespace", ""},
-		{"long namespace", wrap(plain, lambdaidem.WithNamespace(strings.Repeat("n", lambdaidem.MaxNamespaceLength+1))), lambdaidem.ErrInvalidOption, "WithNamespace", ""},
+		{"long namespace", wrap(plain, lambdaidem.WithNamespace(strings.Repeat("n", idemstore.MaxNamespaceLength+1))), lambdaidem.ErrInvalidOption, "WithNamespace", ""},
 		{"control character", sqs(plain, lambdaidem.WithNamespace("a\nb")), lambdaidem.ErrInvalidOption, "WithNamespace", ""},
 		{"store's namespace", sqs(redisLike, lambdaidem.WithNamespace("a{b}")), lambdaidem.ErrInvalidOption, "WithNamespace", "Braces"},
 		{"backoff without visibility", sqs(plain, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute))), lambdaidem.ErrInvalidOption, "WithBackoff without WithVisibility", ""},
@@ -132,7 +133,7 @@ func TestRefusedWhenBuilt(t *testing.T) {
 // AddCompletionWrite, before the handler returns.
 func TestAddCompletionWriteChecksTheType(t *testing.T) {
 	t.Parallel()
-	writer := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
+	writer := declared{Store: memstore.New(), caps: idemstore.Capabilities{
 		Store: "Ledger", CompletionWrites: []reflect.Type{reflect.TypeFor[ledgerWrite]()},
 	}}
 	var added, refused error
@@ -176,23 +177,23 @@ func TestCheckPassesOtherPanics(t *testing.T) {
 // forwards "nothing declared" as nothing declared.
 func TestCapabilitiesOfUnwraps(t *testing.T) {
 	t.Parallel()
-	writer := declared{Store: memstore.New(), caps: lambdaidem.Capabilities{
+	writer := declared{Store: memstore.New(), caps: idemstore.Capabilities{
 		Store: "Ledger", CompletionWrites: []reflect.Type{reflect.TypeFor[ledgerWrite]()},
 	}}
-	caps, declares := lambdaidem.CapabilitiesOf(counting{counting{writer}})
+	caps, declares := idemstore.CapabilitiesOf(counting{counting{writer}})
 	if !declares || caps.Store != "Ledger" || !caps.CommitsWrite(reflect.TypeFor[ledgerWrite]()) {
 		t.Fatalf("two wrappers over a declared store: %+v, %v; want the store's declaration", caps, declares)
 	}
-	if caps, declares := lambdaidem.CapabilitiesOf(counting{undeclared{memstore.New()}}); declares {
+	if caps, declares := idemstore.CapabilitiesOf(counting{undeclared{memstore.New()}}); declares {
 		t.Fatalf("a wrapper over a store that declares nothing declares %+v", caps)
 	}
-	if caps, declares := lambdaidem.CapabilitiesOf(counting{memstore.New()}); !declares || caps.Store != "in-memory" {
+	if caps, declares := idemstore.CapabilitiesOf(counting{memstore.New()}); !declares || caps.Store != "in-memory" {
 		t.Fatalf("a wrapper over the in-memory store: %+v, %v; want its declaration", caps, declares)
 	}
-	if _, declares := lambdaidem.CapabilitiesOf(&loop{Store: memstore.New()}); declares {
+	if _, declares := idemstore.CapabilitiesOf(&loop{Store: memstore.New()}); declares {
 		t.Fatal("a wrapper that unwraps to itself declares something")
 	}
-	if _, declares := lambdaidem.CapabilitiesOf(counting{nil}); declares {
+	if _, declares := idemstore.CapabilitiesOf(counting{nil}); declares {
 		t.Fatal("a wrapper of nothing declares something")
 	}
 

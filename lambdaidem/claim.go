@@ -1,6 +1,7 @@
 package lambdaidem
 
 import "time"
+import "github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 
 // minClaimBudget is the least time beyond the margin a claim needs: a
 // claim cut off by the deadline may have applied in the store with its
@@ -26,8 +27,8 @@ func (e *engine) leaseUntil(t timing, now time.Time) time.Time {
 // for Wrap): until the invocation's deadline or the lease cap, the record
 // kept for the unfinished retention. In at-most-once mode it does not take
 // over an abandoned lease.
-func (e *engine) claimRequest(t timing, key, hash, msgID string, now time.Time) ClaimRequest {
-	return ClaimRequest{
+func (e *engine) claimRequest(t timing, key, hash, msgID string, now time.Time) idemstore.ClaimRequest {
+	return idemstore.ClaimRequest{
 		Namespace:   e.c.namespace,
 		Key:         key,
 		PayloadHash: hash,

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestInProgressIsFailedAndComesBackWhenLeaseEnds(t *testing.T) {
@@ -96,18 +97,18 @@ func TestExpiredLeaseIsTakenOverAndStaleOwnerIsFenced(t *testing.T) {
 // number above the last one it saw for the key (within one generation).
 type ledger struct {
 	mu   sync.Mutex
-	last map[string]lambdaidem.Fence
+	last map[string]idemstore.Fence
 	rows []string
 }
 
-func (l *ledger) write(key string, f lambdaidem.Fence, row string) error {
+func (l *ledger) write(key string, f idemstore.Fence, row string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if prev, ok := l.last[key]; ok && prev.Generation == f.Generation && prev.Claim >= f.Claim {
 		return errors.New("stale fencing number")
 	}
 	if l.last == nil {
-		l.last = map[string]lambdaidem.Fence{}
+		l.last = map[string]idemstore.Fence{}
 	}
 	l.last[key] = f
 	l.rows = append(l.rows, row)
@@ -153,7 +154,7 @@ func TestNoClaimWithoutABudgetForItsRoundTrip(t *testing.T) {
 	defer cancel()
 	resp, _ := h(ctx, batch(msg("m1", "x")))
 	wantFailed(t, resp, "m1")
-	if _, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()}); !errors.Is(err, lambdaidem.ErrNotFound) {
+	if _, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()}); !errors.Is(err, idemstore.ErrNotFound) {
 		t.Fatalf("claimed with 100ms left beyond the margin: %v", err)
 	}
 }

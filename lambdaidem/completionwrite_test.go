@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // A completion write added after the handler returned is refused, not
@@ -38,7 +39,7 @@ type txStore struct {
 	err              error
 }
 
-func (s *txStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *txStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	if s.err != nil {
 		return s.err
 	}

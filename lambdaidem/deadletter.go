@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // deadLetter sends the message to the sink first and, only when that
@@ -22,7 +23,7 @@ import (
 // send is reported failed, never acknowledged as dead-lettered (a mark the
 // store could not take is remembered and written when the key comes back:
 // markLate).
-func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, reason Reason, cause error, r RecordReport) RecordReport {
+func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *idemstore.Record, reason Reason, cause error, r RecordReport) RecordReport {
 	r.Reason, r.Err = reason, cause
 	dctx, cancel := p.detached(ctx, t)
 	defer cancel()
@@ -55,7 +56,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		// finished work in the DLQ.
 		now := t.now()
 		perr := retryStore(dctx, t, &r, func(ctx context.Context) error {
-			return p.store.DeadLetter(ctx, DeadLetterRequest{
+			return p.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
 				Lease: *lease, Now: t.now(), Reason: reason, Error: cause.Error(),
 				MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
 			})
@@ -88,7 +89,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 		return p.logged(ctx, slog.LevelError, r)
 	}
 	if lease != nil {
-		mark := DeadLetterRequest{
+		mark := idemstore.DeadLetterRequest{
 			Lease: *lease, Reason: reason, Error: cause.Error(),
 			MessageID: msg.MessageId, DeadLetterMessageID: id, ExpiresAt: p.retentionUntil(t.now(), false),
 		}
@@ -131,7 +132,7 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 // else the message's own, derived again ("" when it cannot be). It is
 // never the hash of a record that refused the message (a key conflict or a
 // key dead-lettered by another message may carry another payload).
-func (p *sqsProcessor) copyHash(msg events.SQSMessage, lease *Lease, rec *Record) string {
+func (p *sqsProcessor) copyHash(msg events.SQSMessage, lease *Lease, rec *idemstore.Record) string {
 	if lease != nil && rec != nil {
 		return rec.PayloadHash
 	}
@@ -151,7 +152,7 @@ func (p *sqsProcessor) copyHash(msg events.SQSMessage, lease *Lease, rec *Record
 // handler) and the next delivery, once this lease ends, does the same again.
 // An abandoned holder that left a pending dead-letter mark is finished
 // with its own reason (finishDeadLetter).
-func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec Record, r RecordReport) RecordReport {
+func (p *sqsProcessor) outcomeUnknown(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec idemstore.Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.StoreCalls++
 	req := p.claimRequest(t, r.Key, hash, msg.MessageId, now)
@@ -202,7 +203,7 @@ func (p *sqsProcessor) badInput(ctx context.Context, t timing, msg events.SQSMes
 // dead-letter mark: a holder was dead-lettering the message and may have
 // sent its copy before it stopped (crashed, timed out, or could not write
 // the final mark).
-func pendingMark(rec Record) bool {
+func pendingMark(rec idemstore.Record) bool {
 	return rec.Status == StatusInProgress && rec.DeadLetterReason != ""
 }
 
@@ -213,7 +214,7 @@ func pendingMark(rec Record) bool {
 // of its own, since nothing shows whether the previous one was sent: the
 // record then names this copy, and a copy the previous holder did send is
 // a spare that redrive deletes once the key completes with its payload.
-func (p *sqsProcessor) finishDeadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *Record, r RecordReport) RecordReport {
+func (p *sqsProcessor) finishDeadLetter(ctx context.Context, t timing, msg events.SQSMessage, lease *Lease, rec *idemstore.Record, r RecordReport) RecordReport {
 	cause := fmt.Errorf("attempt %d was dead-lettering message %s (%s) when its lease ended: %s",
 		rec.Attempts-1, rec.DeadLetteredMessageID, rec.DeadLetterReason, rec.LastError)
 	return p.deadLetter(ctx, t, msg, lease, rec, rec.DeadLetterReason, cause, r)
@@ -227,7 +228,7 @@ func (p *sqsProcessor) finishDeadLetter(ctx context.Context, t timing, msg event
 // acknowledged; another message of the key goes on to the claim, which
 // finds the key dead-lettered. done is false when the key must be claimed
 // as usual.
-func (p *sqsProcessor) markLate(ctx context.Context, t timing, msg events.SQSMessage, mark DeadLetterRequest, r RecordReport) (RecordReport, bool) {
+func (p *sqsProcessor) markLate(ctx context.Context, t timing, msg events.SQSMessage, mark idemstore.DeadLetterRequest, r RecordReport) (RecordReport, bool) {
 	dctx, cancel := p.detached(ctx, t)
 	defer cancel()
 	r.Attempt, r.Reason = mark.Lease.Attempt, mark.Reason

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestFailingMessageIsDeadLetteredAfterMaxAttempts(t *testing.T) {
@@ -338,7 +339,7 @@ type markFaults struct {
 	on bool
 }
 
-func (s *markFaults) DeadLetter(ctx context.Context, r lambdaidem.DeadLetterRequest) error {
+func (s *markFaults) DeadLetter(ctx context.Context, r idemstore.DeadLetterRequest) error {
 	s.mu.Lock()
 	on := s.on && !r.Pending
 	s.mu.Unlock()

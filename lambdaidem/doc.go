@@ -44,7 +44,7 @@
 // attribute ([WithKeyAttribute]), a FIFO queue's deduplication ID
 // ([WithKeyDeduplicationID]), or a function of the message
 // ([WithKeyFunc]). Keys live in a namespace, so functions can share one
-// table. A key is stored as [StoredKey] gives it: long keys, and keys that
+// table. A key is stored as [idemstore.StoredKey] gives it: long keys, and keys that
 // are not valid UTF-8, are stored hashed, never merged with another.
 //
 // Each record also keeps a hash of the message's content: the same key
@@ -113,7 +113,7 @@
 //   - Heartbeat. [WithHeartbeat] extends the lease while a long handler
 //     runs, and ends the handler's context a margin before the last
 //     extension the store granted, so it never outlives its lease.
-//   - Fencing. [LeaseFromContext] gives the handler its lease's [Fence], a
+//   - Fencing. [LeaseFromContext] gives the handler its lease's [idemstore.Fence], a
 //     number that rises with every claim of the key within a generation:
 //     a downstream system that remembers the highest fence it saw can
 //     refuse a stale holder's late write.
@@ -138,7 +138,7 @@
 //
 // # Stores
 //
-// A [Store] keeps one [Record] per key and moves it between states with
+// A [Store] keeps one [idemstore.Record] per key and moves it between states with
 // conditional writes. Three ship with the library: package dynamo
 // (DynamoDB, with transactional completion), package redisstore (Redis
 // OSS, Valkey, ElastiCache; it refuses completion writes with

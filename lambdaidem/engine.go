@@ -2,6 +2,7 @@ package lambdaidem
 
 import (
 	"context"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"log/slog"
 	"time"
 )
@@ -41,7 +42,7 @@ func (e *engine) retentionUntil(now time.Time, finished bool) time.Time {
 func (e *engine) failRecord(ctx context.Context, t timing, r *RecordReport, lease Lease, cause error) error {
 	now := t.now()
 	return retryStore(ctx, t, r, func(ctx context.Context) error {
-		return e.store.Fail(ctx, FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: e.retentionUntil(now, false)})
+		return e.store.Fail(ctx, idemstore.FailRequest{Lease: lease, Now: t.now(), Error: cause.Error(), ExpiresAt: e.retentionUntil(now, false)})
 	})
 }
 

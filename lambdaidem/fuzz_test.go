@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // fuzzKeyModes are the key options FuzzSQSKeys picks from.
@@ -126,7 +127,7 @@ func fuzzSQS(t *testing.T, jsonPath string, raw func(events.SQSMessage) string, 
 			if failed[r.MessageID] == r.Acked {
 				t.Fatalf("round %d: %s acked=%v but in failure list=%v (%s, %v)", round, r.MessageID, r.Acked, failed[r.MessageID], r.Outcome, r.Err)
 			}
-			if !utf8.ValidString(r.Key) || len(r.Key) > lambdaidem.MaxKeyLength {
+			if !utf8.ValidString(r.Key) || len(r.Key) > idemstore.MaxKeyLength {
 				t.Fatalf("stored key %q is not a valid short string", r.Key)
 			}
 			if !r.Acked {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // heartbeat extends the lease every interval while the handler runs. A
@@ -73,7 +74,7 @@ func (hb *heartbeat) beat() bool {
 	until := now.Add(hb.length)
 	// The record's expiry moves with the lease, so it is never forgotten
 	// while held (unfinished retention exceeds the lease plus the grace).
-	err := e.store.Extend(rctx, ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
+	err := e.store.Extend(rctx, idemstore.ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
 		ExpiresAt: e.retentionUntil(now, false)})
 	rcancel()
 	hb.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestHeartbeatExtendsTheLeaseAndReportsLoss(t *testing.T) {
@@ -37,7 +38,7 @@ func TestHeartbeatExtendsTheLeaseAndReportsLoss(t *testing.T) {
 	// An operator revokes the live lease; the next extension is refused and
 	// the handler learns it lost the lease, at once.
 	rec := b.record(t, "m1")
-	if _, err := b.store.Release(context.Background(), lambdaidem.ReleaseRequest{Namespace: ns, Key: "m1", Token: rec.LeaseToken,
+	if _, err := b.store.Release(context.Background(), idemstore.ReleaseRequest{Namespace: ns, Key: "m1", Token: rec.LeaseToken,
 		Now: b.clock.Now(), Grace: lambdaidem.DefaultGrace, Force: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ type extendFaults struct {
 	off bool
 }
 
-func (s *extendFaults) Extend(ctx context.Context, r lambdaidem.ExtendRequest) error {
+func (s *extendFaults) Extend(ctx context.Context, r idemstore.ExtendRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.off {

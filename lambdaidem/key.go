@@ -14,10 +14,11 @@ import (
 	"unsafe"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // storedKey is StoredKey, under the name the decorator uses.
-func storedKey(k string) string { return StoredKey(k) }
+func storedKey(k string) string { return idemstore.StoredKey(k) }
 
 // rawHashPrefix marks a payload hash that was not valid UTF-8 and is
 // stored as the hex SHA-256 of its bytes instead.
@@ -484,4 +485,23 @@ func checkEncodedInput(b []byte) error {
 // are only read: by the hash and by the JSON decoder.
 func bodyBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
+}
+
+// MessageIDHash is the payload hash of an SQS record keyed by its message
+// ID with no WithPayloadHash set: a constant, since SQS never gives one
+// message ID two bodies. Tools that write records as the decorator would
+// (tests, benchmarks) use it.
+const MessageIDHash = "none:message-id"
+
+// useHash settles the payload hash: the one set by an option, else SHA-256
+// of the body; but for SQS records keyed by message ID, with no hash set, a
+// constant, since one message ID never carries two bodies.
+func (c *config) useHash(sqs bool) {
+	switch {
+	case c.hash != nil:
+	case sqs && c.keyIsMessageID:
+		c.hash = func([]byte) (string, error) { return MessageIDHash, nil }
+	default:
+		c.hash = hashBody
+	}
 }

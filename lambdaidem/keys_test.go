@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // keyReports runs one message per body, in turn, through a decorator with
@@ -337,12 +338,12 @@ func TestTrailingDataIsMalformed(t *testing.T) {
 // two keys, two records, two handler runs.
 func TestStoredKeysNeverCollide(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("k", lambdaidem.MaxKeyLength+1)
+	long := strings.Repeat("k", idemstore.MaxKeyLength+1)
 	pairs := [][2]string{
-		{long, lambdaidem.StoredKey(long)},
+		{long, idemstore.StoredKey(long)},
 		{"\xff", "\xfe"},
 		{"\xff", "\ufffd"},
-		{"sha256:x", lambdaidem.StoredKey("sha256:x")},
+		{"sha256:x", idemstore.StoredKey("sha256:x")},
 	}
 	for _, p := range pairs {
 		b := setup(t)
@@ -353,14 +354,14 @@ func TestStoredKeysNeverCollide(t *testing.T) {
 			t.Errorf("keys %q and %q: handler runs %d and %d, want 1 and 1", p[0], p[1], b.calls.get("m1"), b.calls.get("m2"))
 		}
 		for _, k := range p {
-			sk := lambdaidem.StoredKey(k)
-			if !utf8.ValidString(sk) || len(sk) > lambdaidem.MaxKeyLength {
+			sk := idemstore.StoredKey(k)
+			if !utf8.ValidString(sk) || len(sk) > idemstore.MaxKeyLength {
 				t.Errorf("stored key %q of %q: not a valid short string", sk, k)
 			}
 			b.record(t, sk)
 		}
 	}
-	if got := lambdaidem.StoredKey("order-42"); got != "order-42" {
+	if got := idemstore.StoredKey("order-42"); got != "order-42" {
 		t.Errorf("StoredKey(order-42) = %q, want it unchanged", got)
 	}
 }
@@ -420,11 +421,11 @@ func TestWrapRefusesMalformedInputs(t *testing.T) {
 func TestWrapKeysUseTheStoredKeyEncoding(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
-	long := strings.Repeat("w", lambdaidem.MaxKeyLength+1)
+	long := strings.Repeat("w", idemstore.MaxKeyLength+1)
 	runs := 0
 	f := lambdaidem.Wrap(st, func(_ context.Context, k string) (string, error) { runs++; return k, nil },
 		lambdaidem.WithNamespace(ns), lambdaidem.WithWrapKey(func(k string) (string, error) { return k, nil }))
-	for _, k := range []string{long, lambdaidem.StoredKey(long)} {
+	for _, k := range []string{long, idemstore.StoredKey(long)} {
 		if got, err := f(context.Background(), k); err != nil || got != k {
 			t.Fatalf("key %.20q…: %.20q…, %v", k, got, err)
 		}

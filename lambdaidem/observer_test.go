@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // scope is what a recording observer puts in the contexts it returns.
@@ -130,22 +131,22 @@ func (s *scopedStore) note(op string, ctx context.Context) {
 	s.seen = append(s.seen, op+" "+sc.kind+" "+sc.id)
 }
 
-func (s *scopedStore) Claim(ctx context.Context, r lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (s *scopedStore) Claim(ctx context.Context, r idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	s.note("Claim", ctx)
 	return s.Store.Claim(ctx, r)
 }
 
-func (s *scopedStore) Complete(ctx context.Context, r lambdaidem.CompleteRequest) error {
+func (s *scopedStore) Complete(ctx context.Context, r idemstore.CompleteRequest) error {
 	s.note("Complete", ctx)
 	return s.Store.Complete(ctx, r)
 }
 
-func (s *scopedStore) Fail(ctx context.Context, r lambdaidem.FailRequest) error {
+func (s *scopedStore) Fail(ctx context.Context, r idemstore.FailRequest) error {
 	s.note("Fail", ctx)
 	return s.Store.Fail(ctx, r)
 }
 
-func (s *scopedStore) DeadLetter(ctx context.Context, r lambdaidem.DeadLetterRequest) error {
+func (s *scopedStore) DeadLetter(ctx context.Context, r idemstore.DeadLetterRequest) error {
 	s.note("DeadLetter", ctx)
 	return s.Store.DeadLetter(ctx, r)
 }
@@ -379,7 +380,7 @@ type flakyStore struct {
 	n  int
 }
 
-func (s *flakyStore) Complete(ctx context.Context, r lambdaidem.CompleteRequest) error {
+func (s *flakyStore) Complete(ctx context.Context, r idemstore.CompleteRequest) error {
 	s.mu.Lock()
 	fail := s.n > 0
 	s.n--

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // WithOptimisticCommit runs a message's first delivery without a lease:
@@ -62,10 +63,7 @@ import (
 // may share one table: a commit and a lease exclude each other, so the two
 // never both commit an effect for one key.
 func WithOptimisticCommit() Option {
-	return func(c *config) {
-		c.note("WithOptimisticCommit")
-		c.optimistic = true
-	}
+	return option("WithOptimisticCommit", "", func(c *config) { c.optimistic = true })
 }
 
 // checkOptimistic refuses, when SQS is built, an optimistic mode that
@@ -88,13 +86,13 @@ func (c *config) checkOptimistic(store Store) *ConfigError {
 	case c.heartbeat > 0:
 		return needsLease("WithHeartbeat", "WithHeartbeat extends a lease, and no lease is held while the handler runs")
 	}
-	if _, ok := store.(Committer); !ok {
+	if _, ok := store.(idemstore.Committer); !ok {
 		name := fmt.Sprintf("%T", store)
-		if caps, ok := CapabilitiesOf(store); ok && caps.Store != "" {
+		if caps, ok := idemstore.CapabilitiesOf(store); ok && caps.Store != "" {
 			name = caps.Store
 		}
 		return &ConfigError{Option: "WithOptimisticCommit", Store: name, Err: &reason{
-			text:  fmt.Sprintf("%v: %s does not implement lambdaidem.Committer", ErrCommitUnsupported, name),
+			text:  fmt.Sprintf("%v: %s does not implement idemstore.Committer", ErrCommitUnsupported, name),
 			named: []error{ErrCommitUnsupported, ErrUnsupportedOption},
 		}}
 	}
@@ -149,7 +147,7 @@ func (p *sqsProcessor) optimistic(ctx context.Context, t timing, msg events.SQSM
 	defer dcancel()
 	if herr == nil {
 		now = end
-		req := CommitRequest{
+		req := idemstore.CommitRequest{
 			Namespace: p.c.namespace, Key: r.Key, PayloadHash: hash, MessageID: msg.MessageId,
 			Token: p.commitToken(t), Now: now, Grace: p.c.grace, Status: StatusCompleted,
 			Writes: st.takeWrites(), ExpiresAt: p.retentionUntil(now, true),
@@ -191,19 +189,19 @@ func (p *sqsProcessor) optimistic(ctx context.Context, t timing, msg events.SQSM
 // may also still land later; so once a try failed that way, a later
 // refusal proves nothing about it, and the outcome is unknown
 // (ErrStoreUnavailable) rather than a refusal.
-func (p *sqsProcessor) commit(ctx context.Context, t timing, r *RecordReport, req CommitRequest) (CommitResult, error) {
-	var res CommitResult
+func (p *sqsProcessor) commit(ctx context.Context, t timing, r *RecordReport, req idemstore.CommitRequest) (idemstore.CommitResult, error) {
+	var res idemstore.CommitResult
 	unknown := false
 	err := retryStore(ctx, t, r, func(ctx context.Context) error {
 		var err error
-		res, err = p.store.(Committer).Commit(ctx, req)
+		res, err = p.store.(idemstore.Committer).Commit(ctx, req)
 		if errors.Is(err, ErrStoreUnavailable) {
 			unknown = true
 		}
 		return err
 	})
 	if err == nil && unknown && !res.Committed {
-		return CommitResult{}, fmt.Errorf("%w: commit of %q: an earlier try's outcome is unknown and it may still apply; a later try was refused", ErrStoreUnavailable, req.Key)
+		return idemstore.CommitResult{}, fmt.Errorf("%w: commit of %q: an earlier try's outcome is unknown and it may still apply; a later try was refused", ErrStoreUnavailable, req.Key)
 	}
 	return res, err
 }
@@ -220,7 +218,7 @@ func (p *sqsProcessor) optimisticFailed(ctx, dctx context.Context, t timing, msg
 		return p.claimToDeadLetter(ctx, dctx, t, msg, hash, ReasonPoison, herr, r)
 	}
 	now := t.now()
-	req := CommitRequest{
+	req := idemstore.CommitRequest{
 		Namespace: p.c.namespace, Key: r.Key, PayloadHash: hash, MessageID: msg.MessageId,
 		Token: p.commitToken(t), Now: now, Grace: p.c.grace, Status: StatusFailed,
 		Error: herr.Error(), MaxAttempts: p.c.maxAttempts, ExpiresAt: p.retentionUntil(now, false),

@@ -11,7 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // reports collects the records of every invocation.
@@ -200,7 +201,7 @@ func hashOf(t *testing.T, body string) string {
 	store := memstore.New()
 	h := lambdaidem.SQS(store, ok, lambdaidem.WithNamespace(ns))
 	mustHandle(t, h, t.Context(), batch(msg("probe", body)))
-	r, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: "probe", Now: time.Now()})
+	r, err := store.Get(t.Context(), idemstore.GetRequest{Namespace: ns, Key: "probe", Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ type lossy struct {
 	calls  int
 }
 
-func (s *lossy) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
+func (s *lossy) Commit(ctx context.Context, req idemstore.CommitRequest) (idemstore.CommitResult, error) {
 	s.mu.Lock()
 	s.calls++
 	before := s.before > 0
@@ -227,14 +228,14 @@ func (s *lossy) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 	}
 	s.mu.Unlock()
 	if before {
-		return lambdaidem.CommitResult{}, fmt.Errorf("%w: timed out", lambdaidem.ErrStoreUnavailable)
+		return idemstore.CommitResult{}, fmt.Errorf("%w: timed out", lambdaidem.ErrStoreUnavailable)
 	}
 	res, err := s.Store.Commit(ctx, req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.after > 0 {
 		s.after--
-		return lambdaidem.CommitResult{}, fmt.Errorf("%w: answer lost", lambdaidem.ErrStoreUnavailable)
+		return idemstore.CommitResult{}, fmt.Errorf("%w: answer lost", lambdaidem.ErrStoreUnavailable)
 	}
 	return res, err
 }
@@ -258,9 +259,9 @@ func TestOptimisticRefusalAfterAnUnknownTryIsUnknown(t *testing.T) {
 	// The key is completed by another run while this commit's first try
 	// is lost on its way: the retry is refused, but the first try may
 	// still land, so nothing is concluded and SQS keeps the message.
-	done, _ := b.store.Claim(t.Context(), lambdaidem.ClaimRequest{Namespace: ns, Key: "m1", PayloadHash: hashOf(t, "a"), MessageID: "m0",
+	done, _ := b.store.Claim(t.Context(), idemstore.ClaimRequest{Namespace: ns, Key: "m1", PayloadHash: hashOf(t, "a"), MessageID: "m0",
 		Now: b.clock.Now(), LeaseUntil: b.clock.Now().Add(time.Minute), ExpiresAt: b.clock.Now().Add(time.Hour)})
-	if err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: done.Lease, Now: b.clock.Now(), ExpiresAt: b.clock.Now().Add(time.Hour)}); err != nil {
+	if err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: done.Lease, Now: b.clock.Now(), ExpiresAt: b.clock.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	store := &lossy{Store: b.store, before: 1}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // slowStore takes d of the world's time per Complete and answers
@@ -23,7 +24,7 @@ type slowStore struct {
 	tries []time.Time // when each try ended
 }
 
-func (s *slowStore) Complete(context.Context, lambdaidem.CompleteRequest) error {
+func (s *slowStore) Complete(context.Context, idemstore.CompleteRequest) error {
 	s.w.advance(s.d)
 	s.mu.Lock()
 	s.tries = append(s.tries, s.w.Now())
@@ -68,10 +69,10 @@ type lateStore struct {
 	refusal error
 	mu      sync.Mutex
 	tries   int
-	held    *lambdaidem.CompleteRequest
+	held    *idemstore.CompleteRequest
 }
 
-func (s *lateStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *lateStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.tries++; s.tries {

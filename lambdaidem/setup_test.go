@@ -16,7 +16,8 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 const (
@@ -196,9 +197,9 @@ func wantFailed(t *testing.T, resp events.SQSEventResponse, want ...string) {
 	}
 }
 
-func (b *bundle) record(t *testing.T, key string) lambdaidem.Record {
+func (b *bundle) record(t *testing.T, key string) idemstore.Record {
 	t.Helper()
-	r, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
+	r, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
 	if err != nil {
 		t.Fatalf("get %q: %v", key, err)
 	}
@@ -217,7 +218,7 @@ func alwaysFail(context.Context, events.SQSMessage) error { return errors.New("d
 
 // status is the key's status, or "" when absent.
 func (b *bundle) status(key string) lambdaidem.Status {
-	r, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
+	r, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: key, Now: b.clock.Now()})
 	if err != nil {
 		return ""
 	}

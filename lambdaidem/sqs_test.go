@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestFirstDeliveryThenDuplicate(t *testing.T) {
@@ -111,7 +112,7 @@ func TestPanicIsOneRecordsFailure(t *testing.T) {
 // ctxStore refuses to work with a done context, like a real SDK client.
 type ctxStore struct{ lambdaidem.Store }
 
-func (s ctxStore) Fail(ctx context.Context, r lambdaidem.FailRequest) error {
+func (s ctxStore) Fail(ctx context.Context, r idemstore.FailRequest) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

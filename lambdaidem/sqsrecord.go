@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // process takes one record from its derived key to its outcome, in the
@@ -34,7 +35,7 @@ func (p *sqsProcessor) process(ctx context.Context, t timing, msg events.SQSMess
 // beforeClaim decides what it can without claiming the record's key: done
 // reports that r is the record's outcome; otherwise req is the claim to
 // make, and r the report so far.
-func (p *sqsProcessor) beforeClaim(ctx context.Context, t timing, msg events.SQSMessage, d derived) (r RecordReport, req ClaimRequest, done bool) {
+func (p *sqsProcessor) beforeClaim(ctx context.Context, t timing, msg events.SQSMessage, d derived) (r RecordReport, req idemstore.ClaimRequest, done bool) {
 	r = RecordReport{MessageID: msg.MessageId, MessageGroupID: msg.Attributes["MessageGroupId"]}
 	if d.err != nil {
 		return p.badInput(ctx, t, msg, d.err, r), req, true
@@ -68,7 +69,7 @@ func (p *sqsProcessor) beforeClaim(ctx context.Context, t timing, msg events.SQS
 
 // afterClaim takes a record on from its claim's answer: a store error, a
 // refusal, or the lease.
-func (p *sqsProcessor) afterClaim(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr ClaimResult, err error, r RecordReport) RecordReport {
+func (p *sqsProcessor) afterClaim(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr idemstore.ClaimResult, err error, r RecordReport) RecordReport {
 	if err != nil {
 		r.Outcome, r.Err = OutcomeStoreError, err
 		r.StoreErrors++
@@ -85,7 +86,7 @@ func (p *sqsProcessor) afterClaim(ctx context.Context, t timing, msg events.SQSM
 // returns the whole batch, say). The write is fenced by that attempt's
 // lease token: it applies only if nobody took the key over since. done is
 // false when the key must be claimed as usual.
-func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req CompleteRequest, r RecordReport) (RecordReport, bool) {
+func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, req idemstore.CompleteRequest, r RecordReport) (RecordReport, bool) {
 	dctx, cancel := p.detached(ctx, t)
 	defer cancel()
 	r.Attempt = req.Lease.Attempt
@@ -111,7 +112,7 @@ func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, re
 }
 
 // refused decides what a refused claim means (the outcome table of docs/design.md).
-func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec *Record, r RecordReport) RecordReport {
+func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec *idemstore.Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.Attempt = rec.Attempts
 	switch {
@@ -152,7 +153,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 }
 
 // claimed runs the handler under the lease and records its outcome.
-func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *ClaimResult, r RecordReport) RecordReport {
+func (p *sqsProcessor) claimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *idemstore.ClaimResult, r RecordReport) RecordReport {
 	run, done := p.runClaimed(ctx, t, msg, hash, cr, r)
 	switch {
 	case done:
@@ -171,19 +172,19 @@ type claimRun struct {
 	msg   events.SQSMessage
 	hash  string
 	lease Lease
-	rec   *Record // the record as the claim left it
+	rec   *idemstore.Record // the record as the claim left it
 	st    *recordState
 	r     RecordReport
 	herr  error
-	req   CompleteRequest // when herr is nil
-	end   time.Time       // when the handler returned
+	req   idemstore.CompleteRequest // when herr is nil
+	end   time.Time                 // when the handler returned
 }
 
 // runClaimed runs the handler under the lease. done reports that run.r is
 // the record's outcome already (a takeover that finishes a dead-lettering,
 // a message out of attempts); otherwise the handler ran, and run holds
 // its error or the completion to write.
-func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *ClaimResult, r RecordReport) (run *claimRun, done bool) {
+func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSMessage, hash string, cr *idemstore.ClaimResult, r RecordReport) (run *claimRun, done bool) {
 	lease := cr.Lease
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress
@@ -227,7 +228,7 @@ func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSM
 	r.HandlerRan = true
 	run.end = end
 	if run.herr == nil {
-		run.req = CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(end, true), Writes: st.takeWrites(), Now: end}
+		run.req = idemstore.CompleteRequest{Lease: lease, ExpiresAt: p.retentionUntil(end, true), Writes: st.takeWrites(), Now: end}
 		if p.c.resultRetention < p.c.retention {
 			run.req.ResultUntil = end.Add(p.c.resultRetention)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestRuntimeDrivesTheHandlersDeadline(t *testing.T) {
@@ -68,7 +69,7 @@ func TestDeadlineMargin(t *testing.T) {
 	if b.calls.get("m2") != 0 {
 		t.Fatal("a record was started inside the margin")
 	}
-	if _, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m2", Now: b.clock.Now()}); !errors.Is(err, lambdaidem.ErrNotFound) {
+	if _, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: "m2", Now: b.clock.Now()}); !errors.Is(err, idemstore.ErrNotFound) {
 		t.Fatalf("m2 was claimed inside the margin: %v", err)
 	}
 }
@@ -122,7 +123,7 @@ func TestUnfinishedRecordOutlivesItsLease(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _, _ = h(ctx, batch(msg("m1", "x"))) }()
 	<-entered
-	rec, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
+	rec, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestUnfinishedRecordOutlivesItsLease(t *testing.T) {
 		t.Fatalf("record expires %v, before its lease ends (%v) plus the grace", rec.ExpiresAt, rec.LeaseUntil)
 	}
 	w.advance(50 * time.Second) // five extensions
-	rec, err = b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
+	rec, err = b.store.Get(context.Background(), idemstore.GetRequest{Namespace: ns, Key: "m1", Now: w.Now()})
 	if err != nil {
 		t.Fatalf("the record was forgotten while its lease was being extended: %v", err)
 	}

@@ -1,6 +1,7 @@
 package lambdaidem
 
 import (
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"sync"
 	"sync/atomic"
 )
@@ -25,23 +26,23 @@ type unrecordedCompletions struct {
 
 type unrecordedCompletion struct {
 	hash string
-	req  CompleteRequest
+	req  idemstore.CompleteRequest
 	// mark, when set, is a final dead-letter mark (the copy was sent)
 	// instead of a completion.
-	mark *DeadLetterRequest
+	mark *idemstore.DeadLetterRequest
 }
 
 func newUnrecorded() *unrecordedCompletions {
 	return &unrecordedCompletions{items: map[string]unrecordedCompletion{}}
 }
 
-func (u *unrecordedCompletions) add(key, hash string, req CompleteRequest) {
+func (u *unrecordedCompletions) add(key, hash string, req idemstore.CompleteRequest) {
 	u.put(key, unrecordedCompletion{hash: hash, req: req})
 }
 
 // addMark remembers a final dead-letter mark that could not be written
 // after its copy was sent.
-func (u *unrecordedCompletions) addMark(key, hash string, req DeadLetterRequest) {
+func (u *unrecordedCompletions) addMark(key, hash string, req idemstore.DeadLetterRequest) {
 	u.put(key, unrecordedCompletion{hash: hash, mark: &req})
 }
 

@@ -10,7 +10,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 func TestCompletionThatCannotBeWrittenNeverBecomesFailed(t *testing.T) {
@@ -51,7 +52,7 @@ type completeFaults struct {
 	on  bool
 }
 
-func (s *completeFaults) Complete(ctx context.Context, r lambdaidem.CompleteRequest) error {
+func (s *completeFaults) Complete(ctx context.Context, r idemstore.CompleteRequest) error {
 	s.mu.Lock()
 	on := s.on && r.Lease.Key == s.key
 	s.mu.Unlock()

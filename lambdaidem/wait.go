@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // The poll schedule of WithWaitForCompletion: the first interval between
@@ -66,18 +67,12 @@ const (
 // lease ends, which is the queue's own way of waiting. A negative limit is
 // refused too (ErrInvalidOption); zero turns waiting off.
 func WithWaitForCompletion(limit time.Duration) Option {
-	return func(c *config) {
-		c.note("WithWaitForCompletion")
-		if limit < 0 {
-			c.refuse("WithWaitForCompletion", fmt.Sprintf("a negative limit (%s)", limit))
-		}
-		c.wait = max(limit, 0)
-	}
+	return option("WithWaitForCompletion", whenf(limit < 0, "a negative limit (%s)", limit), func(c *config) { c.wait = limit })
 }
 
 // held reports whether rec is a run of the same payload under a live
 // lease: what a call with WithWaitForCompletion waits for.
-func (e *engine) held(rec Record, hash string, now time.Time) bool {
+func (e *engine) held(rec idemstore.Record, hash string, now time.Time) bool {
 	return rec.Status == StatusInProgress && rec.PayloadHash == hash && !rec.LeaseExpired(now, e.c.grace)
 }
 
@@ -118,7 +113,7 @@ const (
 // wait reads the record on the poll schedule until it is no longer held.
 // rec is the record the refused claim returned. It returns the record
 // found and what to do with it, or the error that ended the wait.
-func (wt *waiter) wait(ctx context.Context, rec Record, key, hash string) (Record, waitOutcome, error) {
+func (wt *waiter) wait(ctx context.Context, rec idemstore.Record, key, hash string) (idemstore.Record, waitOutcome, error) {
 	e, t := wt.e, wt.t
 	for {
 		now := t.now()
@@ -136,9 +131,9 @@ func (wt *waiter) wait(ctx context.Context, rec Record, key, hash string) (Recor
 			return rec, 0, wt.ended(ctx, rec)
 		}
 		wt.polls++
-		got, err := e.store.Get(ctx, GetRequest{Namespace: e.c.namespace, Key: key, Now: t.now()})
+		got, err := e.store.Get(ctx, idemstore.GetRequest{Namespace: e.c.namespace, Key: key, Now: t.now()})
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, idemstore.ErrNotFound):
 			return rec, waitClaim, nil
 		case err != nil:
 			wt.lastErr = err
@@ -172,7 +167,7 @@ func (wt *waiter) waited() time.Duration { return wt.t.now().Sub(wt.start) }
 
 // ended is the error of a wait that ended with the run still in progress
 // (as far as the call knows).
-func (wt *waiter) ended(ctx context.Context, rec Record) error {
+func (wt *waiter) ended(ctx context.Context, rec idemstore.Record) error {
 	waited := wt.waited()
 	if wt.lastErr != nil && ctx.Err() == nil {
 		return fmt.Errorf("lambdaidem: waited %s for the run in progress; the last read of its record failed: %w", waited.Round(time.Millisecond), wt.lastErr)
@@ -205,7 +200,7 @@ func (wt *waiter) logged(ctx context.Context, key string, next waitOutcome, err 
 // settle answers a call from the record of the run it waited for, which
 // is no longer in progress: the failure it recorded, or what a repeat
 // gets (replay).
-func (w *wrapper[In, Out]) settle(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
+func (w *wrapper[In, Out]) settle(t timing, rec idemstore.Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
 	if rec.Status == StatusFailed && rec.PayloadHash == hash {
 		if mutant.On("waiter-answers-failed-run-as-success") {

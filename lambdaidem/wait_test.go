@@ -17,7 +17,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -133,7 +134,7 @@ func (s *watchedStore) counts() map[string]int {
 	return out
 }
 
-func (s *watchedStore) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+func (s *watchedStore) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	s.count("get")
 	s.reading <- struct{}{}
 	select {
@@ -143,22 +144,22 @@ func (s *watchedStore) Get(ctx context.Context, req lambdaidem.GetRequest) (lamb
 	return s.Store.Get(ctx, req)
 }
 
-func (s *watchedStore) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (s *watchedStore) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	s.count("claim")
 	return s.Store.Claim(ctx, req)
 }
 
-func (s *watchedStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *watchedStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	s.count("complete")
 	return s.Store.Complete(ctx, req)
 }
 
-func (s *watchedStore) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+func (s *watchedStore) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	s.count("fail")
 	return s.Store.Fail(ctx, req)
 }
 
-func (s *watchedStore) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+func (s *watchedStore) DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error {
 	s.count("dead-letter")
 	return s.Store.DeadLetter(ctx, req)
 }
@@ -343,13 +344,13 @@ func TestWaitTakesOverAnAbandonedLease(t *testing.T) {
 		if a.err != nil || a.out.Charge != "by the waiter" || *ran != 1 {
 			t.Fatalf("waiter: %+v after %d runs, want its own run's result", a, *ran)
 		}
-		rec, err := f.raw.Get(t.Context(), lambdaidem.GetRequest{Namespace: f.ns, Key: "pay-1", Now: f.clock.Now()})
+		rec, err := f.raw.Get(t.Context(), idemstore.GetRequest{Namespace: f.ns, Key: "pay-1", Now: f.clock.Now()})
 		if err != nil || rec.Status != lambdaidem.StatusCompleted || rec.Attempts != 2 || rec.Takeovers != 1 {
 			t.Fatalf("record: %+v %v, want COMPLETED by the second attempt, a takeover", rec, err)
 		}
 		release <- answer{out: receipt{Charge: "stale"}}
 		got(t, first, "the first call")
-		rec, err = f.raw.Get(t.Context(), lambdaidem.GetRequest{Namespace: f.ns, Key: "pay-1", Now: f.clock.Now()})
+		rec, err = f.raw.Get(t.Context(), idemstore.GetRequest{Namespace: f.ns, Key: "pay-1", Now: f.clock.Now()})
 		if err != nil || !strings.Contains(string(rec.Result), "by the waiter") {
 			t.Fatalf("record after the stale run: %s %v", rec.Result, err)
 		}
@@ -382,7 +383,7 @@ func TestWaitRecordGoneOrReused(t *testing.T) {
 		defer func() { release <- answer{}; got(t, first, "the first call") }()
 		done, ran := f.waiter(context.Background(), p1, time.Hour)
 		f.reads()
-		if err := f.raw.Delete(t.Context(), lambdaidem.DeleteRequest{Namespace: f.ns, Key: "pay-1"}); err != nil {
+		if err := f.raw.Delete(t.Context(), idemstore.DeleteRequest{Namespace: f.ns, Key: "pay-1"}); err != nil {
 			t.Fatal(err)
 		}
 		close(f.store.gate)
@@ -395,7 +396,7 @@ func TestWaitRecordGoneOrReused(t *testing.T) {
 		f.regate()
 		done, ran = f.waiter(context.Background(), payment{Key: key, Amount: 1}, time.Hour)
 		f.reads()
-		if err := f.raw.Delete(t.Context(), lambdaidem.DeleteRequest{Namespace: f.ns, Key: key}); err != nil {
+		if err := f.raw.Delete(t.Context(), idemstore.DeleteRequest{Namespace: f.ns, Key: key}); err != nil {
 			t.Fatal(err)
 		}
 		other := lambdaidem.Wrap(f.raw, func(context.Context, payment) (receipt, error) { return receipt{Charge: "other"}, nil }, f.opts()...)
@@ -518,8 +519,8 @@ func TestWaitEndsWithTheContextAndTheMargin(t *testing.T) {
 // unavailableReads fails every read of the record.
 type unavailableReads struct{ lambdaidem.Store }
 
-func (unavailableReads) Get(context.Context, lambdaidem.GetRequest) (lambdaidem.Record, error) {
-	return lambdaidem.Record{}, lambdaidem.ErrStoreUnavailable
+func (unavailableReads) Get(context.Context, idemstore.GetRequest) (idemstore.Record, error) {
+	return idemstore.Record{}, lambdaidem.ErrStoreUnavailable
 }
 
 // A wait whose last read failed says so: whether the run ended is not

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // notStoredPrefix starts the stored result of a key whose result could not
@@ -234,7 +235,7 @@ func (w *wrapper[In, Out]) run(ctx context.Context, in In, key, hash string, ker
 
 // runClaimed runs fn under the lease the call claimed and records its
 // outcome in r.
-func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr ClaimResult, key string, now time.Time, in In, r *RecordReport) (Out, error) {
+func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr idemstore.ClaimResult, key string, now time.Time, in In, r *RecordReport) (Out, error) {
 	var zero Out
 	st := &recordState{lease: cr.Lease}
 	var out Out
@@ -273,7 +274,7 @@ func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr ClaimRes
 func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease Lease, key string, writes []any, out Out, r *RecordReport) (Out, error) {
 	var zero Out
 	done := t.now()
-	req := CompleteRequest{Lease: lease, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
+	req := idemstore.CompleteRequest{Lease: lease, ExpiresAt: w.retentionUntil(done, true), Writes: writes}
 	if w.c.resultRetention < w.c.retention {
 		req.ResultUntil = done.Add(w.c.resultRetention)
 	}
@@ -382,7 +383,7 @@ func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease 
 func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, lease Lease, key string, cause error, r *RecordReport) error {
 	now := t.now()
 	err := retryStore(dctx, t, r, func(ctx context.Context) error {
-		return w.store.DeadLetter(ctx, DeadLetterRequest{
+		return w.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
 			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
 			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
 		})
@@ -398,13 +399,13 @@ func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, leas
 }
 
 // replay answers a refused claim, noting the outcome in r.
-func (w *wrapper[In, Out]) replay(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
+func (w *wrapper[In, Out]) replay(t timing, rec idemstore.Record, hash, key string, r *RecordReport) (Out, error) {
 	out, err := w.replayed(t, rec, hash, key, r)
 	r.Err = err
 	return out, err
 }
 
-func (w *wrapper[In, Out]) replayed(t timing, rec Record, hash, key string, r *RecordReport) (Out, error) {
+func (w *wrapper[In, Out]) replayed(t timing, rec idemstore.Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
 	now := t.now()
 	switch {
@@ -459,7 +460,7 @@ func decodeResult[Out any](b []byte) (Out, error) {
 
 // outcomeUnknown marks an abandoned attempt in at-most-once mode, fencing
 // the original owner's late completion, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec Record, key string, r *RecordReport) error {
+func (w *wrapper[In, Out]) outcomeUnknown(ctx context.Context, t timing, rec idemstore.Record, key string, r *RecordReport) error {
 	dctx, cancel := w.detached(ctx, t)
 	defer cancel()
 	cause := fmt.Errorf("%w: key %q: attempt %d's lease ran out without a recorded outcome", ErrOutcomeUnknown, key, rec.Attempts)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 type order struct {
@@ -61,7 +62,7 @@ func TestWrapWithTypedKeyAndDefaultKey(t *testing.T) {
 	if _, err := byID(context.Background(), order{ID: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := b.store.Get(context.Background(), lambdaidem.GetRequest{Namespace: "typed", Key: "order-x", Now: b.clock.Now()})
+	r, err := b.store.Get(context.Background(), idemstore.GetRequest{Namespace: "typed", Key: "order-x", Now: b.clock.Now()})
 	if err != nil || r.Status != lambdaidem.StatusCompleted {
 		t.Fatalf("typed key record: %+v %v", r, err)
 	}
@@ -163,7 +164,7 @@ type smallStore struct {
 	limit            int
 }
 
-func (s smallStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s smallStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	if len(req.Result) > s.limit {
 		return fmt.Errorf("small store: %w", lambdaidem.ErrResultTooLarge)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 )
 

@@ -53,7 +53,7 @@ type Exploration struct {
 	// dynamotest.DB that Setup just made for the handler and its
 	// invariant. A real store works too: each scenario gets a namespace of
 	// its own. The operators act through the store: releases and forgets
-	// need a lambdaidem.Admin, redrives a lambdaidem.DeadLetterResetter,
+	// need a idemstore.Admin, redrives a idemstore.DeadLetterResetter,
 	// and are skipped on a store without one.
 	Store func() lambdaidem.Store
 	// Expect, when set, declares on each scenario's kit what the test

@@ -14,7 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
@@ -138,7 +139,7 @@ func New(handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 //
 // The kit's simulated time is what the store sees as "now" (records
 // expire by it). Status reads the store; Redrive resets records through
-// it when it is a lambdaidem.DeadLetterResetter. NewWithStore panics
+// it when it is a idemstore.DeadLetterResetter. NewWithStore panics
 // as New does.
 func NewWithStore(store lambdaidem.Store, handler lambdaidem.MessageHandler, opts ...lambdaidem.Option) *Kit {
 	if store == nil {
@@ -182,15 +183,15 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 	// A key succeeded once its completion applied (with its writes, for a
 	// transactional handler), or its handler's effect happened and the
 	// completion could not be written (OutcomeUnrecorded, see hook).
-	k.store.OnComplete = func(req lambdaidem.CompleteRequest) { k.succeeded[req.Lease.Key] = true }
+	k.store.OnComplete = func(req idemstore.CompleteRequest) { k.succeeded[req.Lease.Key] = true }
 	// A commit of the optimistic mode (WithOptimisticCommit) is a claim
 	// and a completion in one.
-	k.store.OnCommit = func(req lambdaidem.CommitRequest, res lambdaidem.CommitResult, _ lambdaidem.Record, _ error) {
+	k.store.OnCommit = func(req idemstore.CommitRequest, res idemstore.CommitResult, _ idemstore.Record, _ error) {
 		if res.Committed && req.Status == lambdaidem.StatusCompleted {
 			k.succeeded[req.Key] = true
 		}
 	}
-	k.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
+	k.store.OnClaim = func(req idemstore.ClaimRequest, res idemstore.ClaimResult) {
 		if res.Previous == lambdaidem.StatusInProgress {
 			k.takeovers++
 			w.Logf("%s takes over %s's abandoned lease", req.MessageID, req.Key)
@@ -467,7 +468,7 @@ func (k *Kit) Status(key string) lambdaidem.Status {
 	if k.ns == "" {
 		return ""
 	}
-	rec, err := k.base.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
+	rec, err := k.base.Get(context.Background(), idemstore.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
 	if err != nil {
 		return ""
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
@@ -69,12 +70,12 @@ func (k *Kit) pickKey(live bool) string {
 // out); a dead-lettered record's copy is abandoned only when abandon is
 // set.
 func (k *Kit) forget(force, abandon bool) {
-	admin, ok := k.base.(lambdaidem.Admin)
+	admin, ok := k.base.(idemstore.Admin)
 	key := k.pickKey(force)
 	if key == "" || !ok {
 		return
 	}
-	res, err := admin.Forget(context.Background(), lambdaidem.ForgetRequest{
+	res, err := admin.Forget(context.Background(), idemstore.ForgetRequest{
 		Namespace: k.ns, Key: key, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force, AbandonCopy: abandon,
 	})
 	if err != nil {
@@ -90,16 +91,16 @@ func (k *Kit) forget(force, abandon bool) {
 // (its holder's outcome is refused, and the key is taken over once that
 // lease has run out).
 func (k *Kit) release(force bool) {
-	admin, ok := k.base.(lambdaidem.Admin)
+	admin, ok := k.base.(idemstore.Admin)
 	key := k.pickKey(force)
 	if key == "" || !ok {
 		return
 	}
-	rec, err := admin.Get(context.Background(), lambdaidem.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
+	rec, err := admin.Get(context.Background(), idemstore.GetRequest{Namespace: k.ns, Key: key, Now: k.w.Now()})
 	if err != nil || rec.Status != lambdaidem.StatusInProgress {
 		return
 	}
-	out, err := admin.Release(context.Background(), lambdaidem.ReleaseRequest{
+	out, err := admin.Release(context.Background(), idemstore.ReleaseRequest{
 		Namespace: k.ns, Key: key, Token: rec.LeaseToken, Now: k.w.Now(), Grace: lambdaidem.DefaultGrace, Force: force,
 	})
 	if err != nil {
@@ -112,7 +113,7 @@ func (k *Kit) release(force bool) {
 // redriveOnce is one operator redrive run over the dead-letter queue,
 // while Lambda goes on delivering.
 func (k *Kit) redriveOnce(maxRedrives int) {
-	resetter, ok := k.base.(lambdaidem.DeadLetterResetter)
+	resetter, ok := k.base.(idemstore.DeadLetterResetter)
 	if !ok {
 		return
 	}

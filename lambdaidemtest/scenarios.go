@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/internal/sim"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
@@ -161,9 +162,9 @@ func (k *Kit) StopGroup(group string, bodies ...string) {
 // each key), and Lambda delivering them again. It returns what the redrive
 // reported.
 func (k *Kit) Redrive() (sqsqueue.RedriveSummary, error) {
-	resetter, ok := k.base.(lambdaidem.DeadLetterResetter)
+	resetter, ok := k.base.(idemstore.DeadLetterResetter)
 	if !ok {
-		return sqsqueue.RedriveSummary{}, fmt.Errorf("lambdaidemtest: the kit's store (%T) cannot reset dead-lettered records (lambdaidem.DeadLetterResetter), so a redrive would skip every copy", k.base)
+		return sqsqueue.RedriveSummary{}, fmt.Errorf("lambdaidemtest: the kit's store (%T) cannot reset dead-lettered records (idemstore.DeadLetterResetter), so a redrive would skip every copy", k.base)
 	}
 	urls := k.svc.QueueURLs()
 	st, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{

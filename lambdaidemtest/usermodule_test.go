@@ -35,7 +35,7 @@ func TestUserModule(t *testing.T) {
 func TestPaymentsModule(t *testing.T) {
 	out := testModule(t, "paymentsmodule", []string{
 		"github.com/lambdaidem/go-lambdaidem/lambdaidem", "github.com/lambdaidem/go-lambdaidem/lambdaidemtest",
-		"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore", "github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest",
+		"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore", "github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest",
 		"github.com/aws/aws-lambda-go/events", "github.com/aws/aws-sdk-go-v2/aws",
 		"github.com/aws/aws-sdk-go-v2/service/dynamodb", "github.com/aws/aws-sdk-go-v2/service/dynamodb/types",
 	}, "payments.go", "payments_test.go")

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/otelidem"
 )
 
@@ -140,11 +141,11 @@ func runBatches(b *testing.B, h func(context.Context, events.SQSEvent) (events.S
 // nopStore grants every claim and accepts every write.
 type nopStore struct{ lambdaidem.Store }
 
-func (nopStore) Claim(_ context.Context, r lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
-	return lambdaidem.ClaimResult{Claimed: true, Lease: lambdaidem.Lease{
+func (nopStore) Claim(_ context.Context, r idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
+	return idemstore.ClaimResult{Claimed: true, Lease: lambdaidem.Lease{
 		Namespace: r.Namespace, Key: r.Key, Token: "t", Until: r.LeaseUntil, Attempt: 1,
-		Fence: lambdaidem.Fence{Generation: "g", Claim: 1},
+		Fence: idemstore.Fence{Generation: "g", Claim: 1},
 	}}, nil
 }
 
-func (nopStore) Complete(context.Context, lambdaidem.CompleteRequest) error { return nil }
+func (nopStore) Complete(context.Context, idemstore.CompleteRequest) error { return nil }

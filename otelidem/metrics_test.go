@@ -17,7 +17,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // emfCapture keeps the metric sets the emf hook emits.

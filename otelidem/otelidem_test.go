@@ -20,7 +20,8 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/otelidem"
 )
 
@@ -116,13 +117,13 @@ type tracedStore struct {
 	tracer trace.Tracer
 }
 
-func (s tracedStore) Claim(ctx context.Context, r lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (s tracedStore) Claim(ctx context.Context, r idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	_, span := s.tracer.Start(ctx, "store Claim")
 	defer span.End()
 	return s.Store.Claim(ctx, r)
 }
 
-func (s tracedStore) Complete(ctx context.Context, r lambdaidem.CompleteRequest) error {
+func (s tracedStore) Complete(ctx context.Context, r idemstore.CompleteRequest) error {
 	_, span := s.tracer.Start(ctx, "store Complete")
 	defer span.End()
 	return s.Store.Complete(ctx, r)

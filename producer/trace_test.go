@@ -18,7 +18,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/otelidem"
 	"github.com/lambdaidem/go-lambdaidem/producer"
 )

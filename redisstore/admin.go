@@ -11,50 +11,50 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.Admin = (*Store)(nil)
+var _ idemstore.Admin = (*Store)(nil)
 
 // Release ends the lease of an IN_PROGRESS record, in one script call
-// fenced on the token the operator read; see [lambdaidem.Admin].
-func (s *Store) Release(ctx context.Context, req lambdaidem.ReleaseRequest) (lambdaidem.Record, error) {
+// fenced on the token the operator read; see [idemstore.Admin].
+func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.Record, error) {
 	k, err := s.keysOf("release", req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	if req.Token == "" {
-		return lambdaidem.Record{}, fmt.Errorf("%w: release %q: no lease token (read the record first)", ErrInvalidKey, k.record)
+		return idemstore.Record{}, fmt.Errorf("%w: release %q: no lease token (read the record first)", ErrInvalidKey, k.record)
 	}
 	force := "0"
 	if req.Force {
 		force = "1"
 	}
-	note := truncate(cmp.Or(req.Note, lambdaidem.DefaultReleaseNote), s.errLimit)
+	note := truncate(cmp.Or(req.Note, idemstore.DefaultReleaseNote), s.errLimit)
 	outcome, rec, err := s.runAdmin(ctx, releaseScript, "release", req.Namespace, req.Key, k,
 		msNum(req.Now), req.Token, "released-"+rand.Text(), force, note, k.member, msNum(req.Now.Add(-req.Grace)))
 	switch {
 	case err != nil:
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	case outcome == "gone":
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	case outcome != "refused":
 		return rec, nil
 	}
-	why := lambdaidem.ReleaseRefusal(rec, req)
+	why := idemstore.ReleaseRefusal(rec, req)
 	if why == nil {
-		why = fmt.Errorf("%w: the script refused it", lambdaidem.ErrRecordChanged)
+		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
 	}
 	return rec, fmt.Errorf("redisstore: release %q: %w", k.record, why)
 }
 
 // Forget removes a record, or revokes its live lease and lets it expire
 // when that lease has run out, in one script call; see
-// [lambdaidem.Admin].
-func (s *Store) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambdaidem.ForgetResult, error) {
+// [idemstore.Admin].
+func (s *Store) Forget(ctx context.Context, req idemstore.ForgetRequest) (idemstore.ForgetResult, error) {
 	k, err := s.keysOf("forget", req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.ForgetResult{}, err
+		return idemstore.ForgetResult{}, err
 	}
 	flag := func(b bool) string {
 		if b {
@@ -63,61 +63,61 @@ func (s *Store) Forget(ctx context.Context, req lambdaidem.ForgetRequest) (lambd
 		return "0"
 	}
 	graceMs := (req.Grace + time.Millisecond - 1) / time.Millisecond
-	note := truncate(cmp.Or(req.Note, lambdaidem.DefaultForgetNote), s.errLimit)
+	note := truncate(cmp.Or(req.Note, idemstore.DefaultForgetNote), s.errLimit)
 	outcome, rec, err := s.runAdmin(ctx, forgetScript, "forget", req.Namespace, req.Key, k,
 		msNum(req.Now), flag(req.Force), k.member, flag(req.AbandonCopy), msNum(req.Now.Add(-req.Grace)),
 		strconv.FormatInt(int64(graceMs), 10), "forgotten-"+rand.Text(), note, strconv.FormatInt(s.slack.Milliseconds(), 10))
 	switch {
 	case err != nil:
-		return lambdaidem.ForgetResult{}, err
+		return idemstore.ForgetResult{}, err
 	case outcome == "gone":
-		return lambdaidem.ForgetResult{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+		return idemstore.ForgetResult{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	case outcome == "deleted":
-		return lambdaidem.ForgetResult{Record: rec, ForgottenAt: req.Now}, nil
+		return idemstore.ForgetResult{Record: rec, ForgottenAt: req.Now}, nil
 	case outcome != "refused":
-		return lambdaidem.ForgetResult{Record: rec, Revoked: true, ForgottenAt: rec.ExpiresAt}, nil
+		return idemstore.ForgetResult{Record: rec, Revoked: true, ForgottenAt: rec.ExpiresAt}, nil
 	}
-	why := lambdaidem.ForgetRefusal(rec, req)
+	why := idemstore.ForgetRefusal(rec, req)
 	if why == nil {
-		why = fmt.Errorf("%w: the script refused it", lambdaidem.ErrRecordChanged)
+		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
 	}
-	return lambdaidem.ForgetResult{Record: rec}, fmt.Errorf("redisstore: forget %q: %w", k.record, why)
+	return idemstore.ForgetResult{Record: rec}, fmt.Errorf("redisstore: forget %q: %w", k.record, why)
 }
 
 // msNum is a time as a script's number argument: Unix ms, rounded up.
 func msNum(t time.Time) string { return strconv.FormatInt(ceilMillis(t), 10) }
 
 // runAdmin runs a script that answers {outcome, record as HGETALL}.
-func (s *Store) runAdmin(ctx context.Context, sc *redis.Script, op, namespace, key string, k keys, args ...any) (string, lambdaidem.Record, error) {
+func (s *Store) runAdmin(ctx context.Context, sc *redis.Script, op, namespace, key string, k keys, args ...any) (string, idemstore.Record, error) {
 	v, err := sc.Run(ctx, s.client, k.all(), args...).Slice()
 	if err != nil {
-		return "", lambdaidem.Record{}, unavailable(op, k.record, err)
+		return "", idemstore.Record{}, unavailable(op, k.record, err)
 	}
 	if len(v) != 2 {
-		return "", lambdaidem.Record{}, unavailable(op, k.record, fmt.Errorf("unexpected reply %v", v))
+		return "", idemstore.Record{}, unavailable(op, k.record, fmt.Errorf("unexpected reply %v", v))
 	}
 	h, err := fromFlat(v[1])
 	if err != nil {
-		return "", lambdaidem.Record{}, unavailable(op, k.record, err)
+		return "", idemstore.Record{}, unavailable(op, k.record, err)
 	}
 	outcome, _ := v[0].(string)
 	return outcome, decode(namespace, key, h), nil
 }
 
 // ListOpen yields the unfinished records of one status in one namespace
-// (an empty Namespace is lambdaidem.ErrNamespaceRequired: each namespace
+// (an empty Namespace is idemstore.ErrNamespaceRequired: each namespace
 // has open sets of its own), soonest to expire first (with a fixed
 // retention: least recently updated first), reading the namespace's open
 // set page by page (ZRANGE BYSCORE, then one pipelined HGETALL per page):
 // no keyspace scan. A record that changed between the two reads shows as
 // it is now, or not at all when it left the status; read it with Get
 // before acting on it. The sequence stops at the first error, which it
-// yields. See [lambdaidem.Admin].
-func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) iter.Seq2[lambdaidem.Record, error] {
-	return func(yield func(lambdaidem.Record, error) bool) {
+// yields. See [idemstore.Admin].
+func (s *Store) ListOpen(ctx context.Context, req idemstore.ListOpenRequest) iter.Seq2[idemstore.Record, error] {
+	return func(yield func(idemstore.Record, error) bool) {
 		set, err := s.openSet("list", req.Namespace, req.Status)
 		if err != nil {
-			yield(lambdaidem.Record{}, err)
+			yield(idemstore.Record{}, err)
 			return
 		}
 		now := req.Now
@@ -129,13 +129,13 @@ func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) it
 			size = 100
 		}
 		tag := s.tag(req.Namespace)
-		var p lambdaidem.PageProgress
+		var p idemstore.PageProgress
 		for offset := 0; ; offset += size {
 			members, err := s.client.ZRangeByScore(ctx, set, &redis.ZRangeBy{
 				Min: strconv.FormatInt(ceilMillis(now), 10), Max: "+inf", Offset: int64(offset), Count: int64(size),
 			}).Result()
 			if err != nil {
-				yield(lambdaidem.Record{}, unavailable("list", set, err))
+				yield(idemstore.Record{}, unavailable("list", set, err))
 				return
 			}
 			if len(members) == 0 {
@@ -149,13 +149,13 @@ func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) it
 				return nil
 			})
 			if err != nil {
-				yield(lambdaidem.Record{}, unavailable("list", set, err))
+				yield(idemstore.Record{}, unavailable("list", set, err))
 				return
 			}
-			var page []lambdaidem.Record
+			var page []idemstore.Record
 			for i, c := range cmds {
 				h := c.Val()
-				if len(h) == 0 || expiredAt(h, now) || lambdaidem.Status(h[fStatus]) != req.Status {
+				if len(h) == 0 || expiredAt(h, now) || idemstore.Status(h[fStatus]) != req.Status {
 					continue
 				}
 				r := decode(req.Namespace, members[i], h)
@@ -184,9 +184,9 @@ func (s *Store) ListOpen(ctx context.Context, req lambdaidem.ListOpenRequest) it
 // Count counts the unexpired records of one status in one namespace: one
 // ZCOUNT, or with LeaseEndedBefore a listing. COMPLETED records are in no
 // open set and the store never scans the keyspace, so counting them is
-// lambdaidem.ErrNotIndexed even with AllowScan; an empty Namespace is
-// lambdaidem.ErrNamespaceRequired. See [lambdaidem.Admin].
-func (s *Store) Count(ctx context.Context, req lambdaidem.CountRequest) (int, error) {
+// idemstore.ErrNotIndexed even with AllowScan; an empty Namespace is
+// idemstore.ErrNamespaceRequired. See [idemstore.Admin].
+func (s *Store) Count(ctx context.Context, req idemstore.CountRequest) (int, error) {
 	set, err := s.openSet("count", req.Namespace, req.Status)
 	if err != nil {
 		return 0, err
@@ -201,21 +201,21 @@ func (s *Store) Count(ctx context.Context, req lambdaidem.CountRequest) (int, er
 			return 0, unavailable("count", set, err)
 		}
 		if req.Progress != nil {
-			req.Progress(lambdaidem.PageProgress{Pages: 1, Read: int(n), Matched: int(n)})
+			req.Progress(idemstore.PageProgress{Pages: 1, Read: int(n), Matched: int(n)})
 		}
 		return int(n), nil
 	}
 	n := 0
-	list := lambdaidem.ListOpenRequest{Status: req.Status, Namespace: req.Namespace, Now: now}
+	list := idemstore.ListOpenRequest{Status: req.Status, Namespace: req.Namespace, Now: now}
 	// The listing reports a page before yielding its records: report it
 	// once they are counted, when the next page is read or at the end.
-	var page *lambdaidem.PageProgress
+	var page *idemstore.PageProgress
 	report := func() {
 		if page != nil && req.Progress != nil {
-			req.Progress(lambdaidem.PageProgress{Pages: page.Pages, Read: page.Read, Matched: n})
+			req.Progress(idemstore.PageProgress{Pages: page.Pages, Read: page.Read, Matched: n})
 		}
 	}
-	list.Progress = func(p lambdaidem.PageProgress) { report(); page = &p }
+	list.Progress = func(p idemstore.PageProgress) { report(); page = &p }
 	defer report()
 	for r, err := range s.ListOpen(ctx, list) {
 		if err != nil {
@@ -229,9 +229,9 @@ func (s *Store) Count(ctx context.Context, req lambdaidem.CountRequest) (int, er
 }
 
 // openSet names the open set of a status in a namespace.
-func (s *Store) openSet(op, namespace string, status lambdaidem.Status) (string, error) {
+func (s *Store) openSet(op, namespace string, status idemstore.Status) (string, error) {
 	if namespace == "" {
-		return "", fmt.Errorf("%w: redisstore %s", lambdaidem.ErrNamespaceRequired, op)
+		return "", fmt.Errorf("%w: redisstore %s", idemstore.ErrNamespaceRequired, op)
 	}
 	k, err := s.keysOf(op, namespace, "-")
 	if err != nil {
@@ -242,5 +242,5 @@ func (s *Store) openSet(op, namespace string, status lambdaidem.Status) (string,
 			return k.open[i], nil
 		}
 	}
-	return "", fmt.Errorf("%w: redisstore %s %q: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in open sets, and the store never scans its keyspace", lambdaidem.ErrNotIndexed, op, status)
+	return "", fmt.Errorf("%w: redisstore %s %q: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in open sets, and the store never scans its keyspace", idemstore.ErrNotIndexed, op, status)
 }

@@ -7,20 +7,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.Batcher = (*Store)(nil)
+var _ idemstore.Batcher = (*Store)(nil)
 
 // ClaimBatch claims several keys in one round trip: one script call per
 // namespace (every key of a namespace lives in one cluster slot) that
 // runs the claim step of each key in turn, the step Claim runs, so each
-// key's answer is Claim's; see [lambdaidem.Batcher]. The calls of several
+// key's answer is Claim's; see [idemstore.Batcher]. The calls of several
 // namespaces go out in one pipeline. A key whose step raised an error is
 // claimed again on its own, which answers it as Claim does (a claim
 // whose step had applied is found to be its own and held).
-func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) []lambdaidem.BatchClaim {
-	out := make([]lambdaidem.BatchClaim, len(reqs))
+func (s *Store) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
+	out := make([]idemstore.BatchClaim, len(reqs))
 	calls := make([]*claimCall, len(reqs))
 	b := newBatch()
 	for i, req := range reqs {
@@ -50,9 +50,9 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) 
 // CompleteBatch completes several leases in one round trip: one script
 // call per namespace that runs the fenced write step of each completion
 // in turn (the step Complete runs, its commands included); see
-// [lambdaidem.Batcher]. A completion whose step raised an error is sent
+// [idemstore.Batcher]. A completion whose step raised an error is sent
 // again on its own.
-func (s *Store) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+func (s *Store) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	calls := make([]*finishCall, len(reqs))
 	b := newBatch()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -20,20 +20,20 @@ func TestBatchWithoutCachedScripts(t *testing.T) {
 	store := redisstore.New(client, "")
 	ns := "batch-" + rand.Text()[:8]
 	now := time.Now().Truncate(time.Second)
-	var reqs []lambdaidem.ClaimRequest
+	var reqs []idemstore.ClaimRequest
 	for i := range 3 {
-		reqs = append(reqs, lambdaidem.ClaimRequest{Namespace: ns, Key: fmt.Sprint("k", i), PayloadHash: "h", MessageID: "m",
+		reqs = append(reqs, idemstore.ClaimRequest{Namespace: ns, Key: fmt.Sprint("k", i), PayloadHash: "h", MessageID: "m",
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	}
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	var completes []lambdaidem.CompleteRequest
+	var completes []idemstore.CompleteRequest
 	for i, o := range store.ClaimBatch(t.Context(), reqs) {
 		if o.Err != nil || !o.Result.Claimed {
 			t.Fatalf("claim %d without cached scripts = %+v", i, o)
 		}
-		completes = append(completes, lambdaidem.CompleteRequest{Lease: o.Result.Lease, Now: now, ExpiresAt: now.Add(time.Hour)})
+		completes = append(completes, idemstore.CompleteRequest{Lease: o.Result.Lease, Now: now, ExpiresAt: now.Add(time.Hour)})
 	}
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
@@ -44,8 +44,8 @@ func TestBatchWithoutCachedScripts(t *testing.T) {
 		}
 	}
 	for _, r := range reqs {
-		got, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: r.Key, Now: now})
-		if err != nil || got.Status != lambdaidem.StatusCompleted {
+		got, err := store.Get(t.Context(), idemstore.GetRequest{Namespace: ns, Key: r.Key, Now: now})
+		if err != nil || got.Status != idemstore.StatusCompleted {
 			t.Errorf("%s after the batch: %+v, %v", r.Key, got, err)
 		}
 	}
@@ -61,8 +61,8 @@ func TestBatchStepErrorStaysWithItsKey(t *testing.T) {
 	store := redisstore.New(client, "")
 	ns := "batch-" + rand.Text()[:8]
 	now := time.Now().Truncate(time.Second)
-	req := func(key string) lambdaidem.ClaimRequest {
-		return lambdaidem.ClaimRequest{Namespace: ns, Key: key, PayloadHash: "h", MessageID: "m-" + key,
+	req := func(key string) idemstore.ClaimRequest {
+		return idemstore.ClaimRequest{Namespace: ns, Key: key, PayloadHash: "h", MessageID: "m-" + key,
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	}
 	recordKey := func(key string) string { return redisstore.DefaultPrefix + ":{" + ns + "}:r:" + key }
@@ -70,20 +70,20 @@ func TestBatchStepErrorStaysWithItsKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, single := store.Claim(t.Context(), req("wrong"))
-	if !errors.Is(single, lambdaidem.ErrStoreUnavailable) {
+	if !errors.Is(single, idemstore.ErrStoreUnavailable) {
 		t.Fatalf("single claim of a key of the wrong type: %v, want ErrStoreUnavailable", single)
 	}
 
-	got := store.ClaimBatch(t.Context(), []lambdaidem.ClaimRequest{req("a"), req("wrong"), req("b")})
-	if !errors.Is(got[1].Err, lambdaidem.ErrStoreUnavailable) || got[1].Result.Claimed {
+	got := store.ClaimBatch(t.Context(), []idemstore.ClaimRequest{req("a"), req("wrong"), req("b")})
+	if !errors.Is(got[1].Err, idemstore.ErrStoreUnavailable) || got[1].Result.Claimed {
 		t.Errorf("batched claim of the key of the wrong type: %+v, want ErrStoreUnavailable as alone (%v)", got[1], single)
 	}
-	var completes []lambdaidem.CompleteRequest
+	var completes []idemstore.CompleteRequest
 	for _, i := range []int{0, 2} {
 		if got[i].Err != nil || !got[i].Result.Claimed {
 			t.Fatalf("claim %d beside it: %+v", i, got[i])
 		}
-		completes = append(completes, lambdaidem.CompleteRequest{Lease: got[i].Result.Lease, Now: now, ExpiresAt: now.Add(time.Hour)})
+		completes = append(completes, idemstore.CompleteRequest{Lease: got[i].Result.Lease, Now: now, ExpiresAt: now.Add(time.Hour)})
 	}
 
 	// The same in a completion: b's record is overwritten after its claim.
@@ -94,11 +94,11 @@ func TestBatchStepErrorStaysWithItsKey(t *testing.T) {
 	if errs[0] != nil {
 		t.Errorf("completion of a beside the broken record: %v", errs[0])
 	}
-	if !errors.Is(errs[1], lambdaidem.ErrStoreUnavailable) {
+	if !errors.Is(errs[1], idemstore.ErrStoreUnavailable) {
 		t.Errorf("completion of the overwritten record: %v, want ErrStoreUnavailable", errs[1])
 	}
-	rec, err := store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: "a", Now: now})
-	if err != nil || rec.Status != lambdaidem.StatusCompleted || rec.Attempts != 1 {
+	rec, err := store.Get(t.Context(), idemstore.GetRequest{Namespace: ns, Key: "a", Now: now})
+	if err != nil || rec.Status != idemstore.StatusCompleted || rec.Attempts != 1 {
 		t.Errorf("a after the batch: %s at attempt %d (%v), want COMPLETED at attempt 1", rec.Status, rec.Attempts, err)
 	}
 }

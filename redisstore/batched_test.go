@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Capabilities declares what the store can do, so SQS, Wrap and httpidem
@@ -14,8 +14,8 @@ import (
 // WithMaxResultBytes and reserves '{' and '}' in namespaces (the
 // namespace is the cluster hash tag). AddCompletionWrite checks each
 // command as the handler adds it (ErrInvalidCommand, ErrCrossSlot).
-func (s *Store) Capabilities() lambdaidem.Capabilities {
-	return lambdaidem.Capabilities{
+func (s *Store) Capabilities() idemstore.Capabilities {
+	return idemstore.Capabilities{
 		Store:            "Redis",
 		CompletionWrites: []reflect.Type{reflect.TypeFor[Command](), reflect.TypeFor[*Command]()},
 		MaxResultBytes:   s.maxRes,
@@ -32,4 +32,4 @@ func checkNamespace(ns string) error {
 	return nil
 }
 
-var _ lambdaidem.Capable = (*Store)(nil)
+var _ idemstore.Capable = (*Store)(nil)

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Command is a completion write of the Redis store: one Redis command the
@@ -22,7 +22,7 @@ import (
 // over, expired or already has an outcome), when a Guard does not hold,
 // or when a key holds a value the command cannot work on (a list where a
 // hash is expected, a counter that is not an integer); the last two are
-// reported as a *CommandError, which matches lambdaidem.ErrWriteRefused,
+// reported as a *CommandError, which matches idemstore.ErrWriteRefused,
 // as the DynamoDB store reports a transaction write whose condition
 // failed. A completion re-sent after it applied (its reply lost) is
 // recognised by its token and applies nothing again.
@@ -174,7 +174,7 @@ var (
 // CommandError reports the command of a completion that refused it:
 // its guard did not hold, or its key held a value the command cannot work
 // on. Nothing of the completion was written; it matches
-// lambdaidem.ErrWriteRefused.
+// idemstore.ErrWriteRefused.
 type CommandError struct {
 	// Index is the command's position among the completion's writes.
 	Index int
@@ -191,8 +191,8 @@ func (e *CommandError) Error() string {
 	return fmt.Sprintf("redisstore: completion command %d (%s %s) refused: %s", e.Index, e.Op, e.Key, e.Reason)
 }
 
-// Unwrap returns lambdaidem.ErrWriteRefused.
-func (e *CommandError) Unwrap() error { return lambdaidem.ErrWriteRefused }
+// Unwrap returns idemstore.ErrWriteRefused.
+func (e *CommandError) Unwrap() error { return idemstore.ErrWriteRefused }
 
 // Key returns a key named name in namespace's cluster slot, the slot of
 // every record of the namespace, for the commands of its completions:
@@ -303,7 +303,7 @@ func (s *Store) commandsOf(k keys, writes []any) ([]Command, error) {
 			}
 			c = *w
 		default:
-			return nil, fmt.Errorf("%w: write %d is a %T; the Redis store commits redisstore.Command values", lambdaidem.ErrUnsupportedWrite, i, w)
+			return nil, fmt.Errorf("%w: write %d is a %T; the Redis store commits redisstore.Command values", idemstore.ErrUnsupportedWrite, i, w)
 		}
 		if err := s.checkCommand(k, slot, c); err != nil {
 			return nil, fmt.Errorf("write %d (%s %s): %w", i, c.Op, c.Key, err)
@@ -368,8 +368,8 @@ func (s *Store) checkKey(k keys, slot int, key string) error {
 }
 
 // checkWrite is the store's check of a completion write as the handler
-// adds it (lambdaidem.Capabilities.CheckWrite).
-func (s *Store) checkWrite(lease lambdaidem.Lease, w any) error {
+// adds it (idemstore.Capabilities.CheckWrite).
+func (s *Store) checkWrite(lease idemstore.Lease, w any) error {
 	k, err := s.keysOf("complete", lease.Namespace, lease.Key)
 	if err != nil {
 		return err

@@ -12,19 +12,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
 // complete completes a fresh claim of key with writes, returning the lease
 // and Complete's error.
-func (b *bundle) completeWith(t *testing.T, key string, writes ...any) (lambdaidem.Lease, error) {
+func (b *bundle) completeWith(t *testing.T, key string, writes ...any) (idemstore.Lease, error) {
 	t.Helper()
 	c, err := b.direct.Claim(t.Context(), b.claimReq(key, 0))
 	if err != nil || !c.Claimed {
 		t.Fatalf("Claim(%s) = %+v, %v", key, c, err)
 	}
-	return c.Lease, b.store.Complete(t.Context(), lambdaidem.CompleteRequest{
+	return c.Lease, b.store.Complete(t.Context(), idemstore.CompleteRequest{
 		Lease: c.Lease, Now: b.at(1), Result: []byte(`"r"`), ExpiresAt: b.at(3600), Writes: writes,
 	})
 }
@@ -118,7 +119,7 @@ func TestCommandsApply(t *testing.T) {
 	if at, err := client.PExpireTime(ctx, k("s")).Result(); err != nil || !time.UnixMilli(int64(at/time.Millisecond)).Equal(until) {
 		t.Errorf("expiry of %s = %v, %v; want %v", k("s"), at, err, until)
 	}
-	if r := b.get(t, "k", 1); r.Status != lambdaidem.StatusCompleted {
+	if r := b.get(t, "k", 1); r.Status != idemstore.StatusCompleted {
 		t.Errorf("record %s, want COMPLETED", r.Status)
 	}
 }
@@ -170,13 +171,13 @@ func TestCommandRefusals(t *testing.T) {
 			before := dump(t, client, k("str"), k("num"), k("big"), k("zero"), k("hash"), k("list"), k("a"), k("marker"))
 			lease, err := b.completeWith(t, strings.ReplaceAll(tc.name, " ", "-"), marker, tc.cmd)
 			var ce *redisstore.CommandError
-			if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrWriteRefused) || ce.Index != 1 || ce.Reason != tc.reason || ce.Key != tc.cmd.Key {
+			if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrWriteRefused) || ce.Index != 1 || ce.Reason != tc.reason || ce.Key != tc.cmd.Key {
 				t.Fatalf("Complete = %v, want a CommandError for write 1 (%s), reason %q, matching ErrWriteRefused", err, tc.cmd.Key, tc.reason)
 			}
 			if d := cmp.Diff(before, dump(t, client, k("str"), k("num"), k("big"), k("zero"), k("hash"), k("list"), k("a"), k("marker"))); d != "" {
 				t.Errorf("keys changed by the refused completion (-before +after):\n%s", d)
 			}
-			if r := b.get(t, lease.Key, 1); r.Status != lambdaidem.StatusInProgress || r.LeaseToken != lease.Token {
+			if r := b.get(t, lease.Key, 1); r.Status != idemstore.StatusInProgress || r.LeaseToken != lease.Token {
 				t.Errorf("record after the refusal: %s under %q, want IN_PROGRESS under the lease", r.Status, r.LeaseToken)
 			}
 		})
@@ -216,7 +217,7 @@ func TestCommandsRefusedBeforeSending(t *testing.T) {
 		write any
 		want  error
 	}{
-		{"a DynamoDB write", struct{ Table string }{"effects"}, lambdaidem.ErrUnsupportedWrite},
+		{"a DynamoDB write", struct{ Table string }{"effects"}, idemstore.ErrUnsupportedWrite},
 		{"a nil pointer", (*redisstore.Command)(nil), redisstore.ErrInvalidCommand},
 		{"an unknown op", redisstore.Command{Op: "EVAL", Key: k("a"), Args: []string{"return 1"}}, redisstore.ErrInvalidCommand},
 		{"no key", redisstore.Set("", "v"), redisstore.ErrInvalidCommand},
@@ -244,7 +245,7 @@ func TestCommandsRefusedBeforeSending(t *testing.T) {
 			if n := b.proxy.Count("EVALSHA"); n != 0 {
 				t.Errorf("%d scripts sent, want none", n)
 			}
-			if r := b.get(t, lease.Key, 1); r.Status != lambdaidem.StatusInProgress {
+			if r := b.get(t, lease.Key, 1); r.Status != idemstore.StatusInProgress {
 				t.Errorf("record %s, want IN_PROGRESS", r.Status)
 			}
 		})
@@ -266,7 +267,7 @@ func TestLostCompletionReplyAppliesCommandsOnce(t *testing.T) {
 		t.Fatal(c, err)
 	}
 	b.dropNextReply()
-	err = b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600),
+	err = b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600),
 		Writes: []any{redisstore.IncrBy(counter, 1), redisstore.RPush(b.direct.Key(b.ns, "log"), "k")}})
 	if err != nil {
 		t.Fatalf("Complete after a lost reply: %v", err)
@@ -329,8 +330,8 @@ func TestCommandsThroughTheDecorator(t *testing.T) {
 		lambdaidem.SQS(b.direct, func(context.Context, events.SQSMessage) error { return nil },
 			lambdaidem.WithNamespace(b.ns), lambdaidem.WithCompletionWrites[storetest.Effects]())
 	})
-	var ce *lambdaidem.ConfigError
-	if !errors.As(err, &ce) || ce.Store != "Redis" || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) {
+	var ce *idemstore.ConfigError
+	if !errors.As(err, &ce) || ce.Store != "Redis" || !errors.Is(err, idemstore.ErrUnsupportedWrite) {
 		t.Errorf("a write type the Redis store does not commit: %v, want a ConfigError naming Redis and ErrUnsupportedWrite", err)
 	}
 }

@@ -7,10 +7,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.Committer = (*Store)(nil)
+var _ idemstore.Committer = (*Store)(nil)
 
 func init() { allScripts = append(allScripts, commitScript) }
 
@@ -95,32 +95,32 @@ return {'committed', redis.call('HGETALL', rec)}
 `)
 
 // Commit records the outcome of a run that held no lease, in one script
-// call; see [lambdaidem.Committer]. A result larger than
+// call; see [idemstore.Committer]. A result larger than
 // WithInlineResultBytes is kept apart by the same script. Extra
 // Writes are Commands, checked and run as Complete runs them: in the same
 // step as the commit, and only when it applies; a command that refuses
-// the commit yields a *CommandError (lambdaidem.ErrWriteRefused) and
+// the commit yields a *CommandError (idemstore.ErrWriteRefused) and
 // nothing is recorded.
-func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
-	if err := lambdaidem.CheckCommit(req); err != nil {
-		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore: %w", err)
+func (s *Store) Commit(ctx context.Context, req idemstore.CommitRequest) (idemstore.CommitResult, error) {
+	if err := idemstore.CheckCommit(req); err != nil {
+		return idemstore.CommitResult{}, fmt.Errorf("redisstore: %w", err)
 	}
 	k, err := s.keysOf("commit", req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.CommitResult{}, err
+		return idemstore.CommitResult{}, err
 	}
 	cmds, err := s.commandsOf(k, req.Writes)
 	if err != nil {
-		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, err)
+		return idemstore.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, err)
 	}
 	if len(req.Result) > s.maxRes {
-		return lambdaidem.CommitResult{}, fmt.Errorf("%w: redisstore commit %q: result of %d bytes, over the store's %d",
-			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
+		return idemstore.CommitResult{}, fmt.Errorf("%w: redisstore commit %q: result of %d bytes, over the store's %d",
+			idemstore.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
 	var set, del []any
 	apart, apartUntil, apartResult := "del", "", []byte(nil)
 	switch {
-	case req.Status == lambdaidem.StatusFailed:
+	case req.Status == idemstore.StatusFailed:
 		set = append(set, fLastError, truncate(req.Error, s.errLimit))
 		del = append(del, fResult, fResultApart, fResultUntil)
 	case len(req.Result) > s.inline:
@@ -133,7 +133,7 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 	default:
 		del = append(del, fResult, fResultApart)
 	}
-	if req.Status == lambdaidem.StatusCompleted {
+	if req.Status == idemstore.StatusCompleted {
 		if req.ResultUntil.IsZero() {
 			del = append(del, fResultUntil)
 		} else {
@@ -142,23 +142,23 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 	}
 	args := make([]any, 0, 17+len(set)+len(del))
 	args = append(args, strconv.FormatInt(ceilMillis(req.Now), 10), req.Token, string(req.Status), req.PayloadHash, req.MessageID,
-		req.Grace.Milliseconds(), msArg(req.ExpiresAt), s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
+		req.Grace.Milliseconds(), msArg(req.ExpiresAt), s.keyExpiry(req.ExpiresAt), idemstore.SchemaVersion, k.member,
 		req.MaxAttempts, apart, apartUntil, apartResult, len(set)/2, len(del))
 	args = append(args, set...)
 	args = append(args, del...)
 	scriptKeys, args := encodeCommands(cmds, k.all(), args)
 	v, err := commitScript.Run(ctx, s.client, scriptKeys, args...).Slice()
 	if err != nil {
-		return lambdaidem.CommitResult{}, unavailable("commit", k.record, err)
+		return idemstore.CommitResult{}, unavailable("commit", k.record, err)
 	}
 	if len(v) != 2 && (len(v) != 4 || v[0] != "write-refused") {
-		return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
+		return idemstore.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
 	}
 	h, err := fromFlat(v[1])
 	if err != nil {
-		return lambdaidem.CommitResult{}, unavailable("commit", k.record, err)
+		return idemstore.CommitResult{}, unavailable("commit", k.record, err)
 	}
-	var rec lambdaidem.Record
+	var rec idemstore.Record
 	if len(h) > 0 {
 		rec = decode(req.Namespace, req.Key, h)
 	}
@@ -166,15 +166,15 @@ func (s *Store) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambd
 	case "write-refused":
 		i, _ := strconv.Atoi(fmt.Sprint(v[2]))
 		if i < 1 || i > len(cmds) {
-			return lambdaidem.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected refusal %q", v))
+			return idemstore.CommitResult{}, unavailable("commit", k.record, fmt.Errorf("unexpected refusal %q", v))
 		}
 		c := cmds[i-1]
-		return lambdaidem.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, &CommandError{Index: i - 1, Op: c.Op, Key: c.Key, Reason: fmt.Sprint(v[3])})
+		return idemstore.CommitResult{}, fmt.Errorf("redisstore commit %q: %w", k.record, &CommandError{Index: i - 1, Op: c.Op, Key: c.Key, Reason: fmt.Sprint(v[3])})
 	case "committed", "own":
-		return lambdaidem.CommitResult{Committed: true, Record: rec}, nil
+		return idemstore.CommitResult{Committed: true, Record: rec}, nil
 	case "limit":
-		return lambdaidem.CommitResult{AtLimit: true, Record: rec}, nil
+		return idemstore.CommitResult{AtLimit: true, Record: rec}, nil
 	default:
-		return lambdaidem.CommitResult{Record: rec}, nil
+		return idemstore.CommitResult{Record: rec}, nil
 	}
 }

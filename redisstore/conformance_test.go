@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -19,7 +19,7 @@ import (
 // its own.
 func TestConformance(t *testing.T) {
 	client := newClient(t, addr(t))
-	storetest.Run(t, func(t *testing.T) lambdaidem.Store {
+	storetest.Run(t, func(t *testing.T) idemstore.Store {
 		return redisstore.New(client, "")
 	})
 }
@@ -45,7 +45,7 @@ func TestConformanceCluster(t *testing.T) {
 	if err := store.LoadScripts(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	storetest.Run(t, func(t *testing.T) lambdaidem.Store { return store })
+	storetest.Run(t, func(t *testing.T) idemstore.Store { return store })
 }
 
 // redisEffects makes the completion-write cases' effects: SetNX on keys
@@ -71,7 +71,7 @@ func TestConformanceCompletionWrites(t *testing.T) {
 	server := addr(t)
 	client := newClient(t, server)
 	store := redisstore.New(client, "")
-	storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return store }, redisEffects(client, store))
+	storetest.RunCompletionWrites(t, func(t *testing.T) idemstore.Store { return store }, redisEffects(client, store))
 
 	if err := client.Eval(t.Context(), "return redis.call('EXISTS', KEYS[1], KEYS[2])", []string{"{a}x", "{b}x"}).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Logf("the server is not in cluster mode (%v): the cluster run is skipped", err)
@@ -81,6 +81,6 @@ func TestConformanceCompletionWrites(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Close() })
 	cstore := redisstore.New(cluster, "cluster")
 	t.Run("Cluster", func(t *testing.T) {
-		storetest.RunCompletionWrites(t, func(t *testing.T) lambdaidem.Store { return cstore }, redisEffects(cluster, cstore))
+		storetest.RunCompletionWrites(t, func(t *testing.T) idemstore.Store { return cstore }, redisEffects(cluster, cstore))
 	})
 }

@@ -3,7 +3,7 @@ package redisstore_test
 import (
 	"testing"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/storetest"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
 )
 
 // TestDecoratorRequestsPerMessage: the decorator on the real store, counted

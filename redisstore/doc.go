@@ -1,4 +1,4 @@
-// Package redisstore is the Redis implementation of [lambdaidem.Store], for
+// Package redisstore is the Redis implementation of [idemstore.Store], for
 // Redis OSS 7, Valkey, Amazon ElastiCache (including Serverless) and Amazon
 // MemoryDB. A record is one hash; every transition of it is one Lua script
 // the server runs as one atomic step, so each costs one round trip.
@@ -25,7 +25,7 @@
 // carries a fresh token made by the caller, so a re-sent claim that finds
 // its own token knows its first try applied, and a re-sent fenced write
 // that finds the target status under its own token is a success. A reply
-// that is lost without a re-send surfaces as lambdaidem.ErrStoreUnavailable,
+// that is lost without a re-send surfaces as idemstore.ErrStoreUnavailable,
 // never as success.
 //
 // # Stored layout
@@ -107,22 +107,22 @@
 // fenced script with IN_PROGRESS as its target: it records the reason,
 // error and message ID and leaves the status, token, lease, expiry and
 // dead-letter copy's ID as they are. The store implements
-// [lambdaidem.DeadLetterResetter]: [Store.ResetDeadLetter] is one script
+// [idemstore.DeadLetterResetter]: [Store.ResetDeadLetter] is one script
 // that applies only to a DEAD_LETTERED record carrying the redriven copy's
 // ID, and leaves it FAILED with attempts 0, one more redrive and a new
 // token, as the in-memory and DynamoDB stores do; sqsqueue's Redrive and
 // the operator CLI's redrive use it. The store implements
-// [lambdaidem.Admin] too: release and forget are one script each, listing
+// [idemstore.Admin] too: release and forget are one script each, listing
 // and counting read a namespace's open sets.
 //
 // # What it does not do
 //
 // Completion writes (CompleteRequest.Writes) must be this package's
 // [Command] values, which the completion's script runs in the same atomic
-// step; any other write is refused with lambdaidem.ErrUnsupportedWrite
+// step; any other write is refused with idemstore.ErrUnsupportedWrite
 // and nothing is recorded. Listing and counting need a namespace
-// (lambdaidem.ErrNamespaceRequired), and COMPLETED records are in no index
-// (lambdaidem.ErrNotIndexed, even with AllowScan). How durable a
+// (idemstore.ErrNamespaceRequired), and COMPLETED records are in no index
+// (idemstore.ErrNotIndexed, even with AllowScan). How durable a
 // lease and a completion are depends on the server's persistence and
 // replication: see "Redis durability" in docs/limits.md.
 package redisstore

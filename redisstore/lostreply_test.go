@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -49,16 +49,16 @@ func setup(t *testing.T, retries int) *bundle {
 
 func (b *bundle) at(sec int) time.Time { return b.t0.Add(time.Duration(sec) * time.Second) }
 
-func (b *bundle) claimReq(key string, now int) lambdaidem.ClaimRequest {
-	return lambdaidem.ClaimRequest{
+func (b *bundle) claimReq(key string, now int) idemstore.ClaimRequest {
+	return idemstore.ClaimRequest{
 		Namespace: b.ns, Key: key, PayloadHash: "hash", MessageID: "m-" + key,
 		Now: b.at(now), LeaseUntil: b.at(now + 30), Grace: 2 * time.Second, ExpiresAt: b.at(now + 3600),
 	}
 }
 
-func (b *bundle) get(t *testing.T, key string, now int) lambdaidem.Record {
+func (b *bundle) get(t *testing.T, key string, now int) idemstore.Record {
 	t.Helper()
-	r, err := b.direct.Get(t.Context(), lambdaidem.GetRequest{Namespace: b.ns, Key: key, Now: b.at(now)})
+	r, err := b.direct.Get(t.Context(), idemstore.GetRequest{Namespace: b.ns, Key: key, Now: b.at(now)})
 	if err != nil {
 		t.Fatalf("Get(%s): %v", key, err)
 	}
@@ -95,12 +95,12 @@ func TestLostClaimReply(t *testing.T) {
 
 	// A re-claim of a FAILED record keeps its previous status across a
 	// lost reply too.
-	if err := b.direct.Fail(t.Context(), lambdaidem.FailRequest{Lease: res.Lease, Now: b.at(1), Error: "x", ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.direct.Fail(t.Context(), idemstore.FailRequest{Lease: res.Lease, Now: b.at(1), Error: "x", ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	b.dropNextReply()
 	res, err = b.store.Claim(t.Context(), b.claimReq("k", 2))
-	if err != nil || !res.Claimed || res.Previous != lambdaidem.StatusFailed || res.Lease.Attempt != 2 {
+	if err != nil || !res.Claimed || res.Previous != idemstore.StatusFailed || res.Lease.Attempt != 2 {
 		t.Fatalf("re-claim after a lost reply = %+v, %v; want claimed, previous FAILED, attempt 2", res, err)
 	}
 }
@@ -109,19 +109,19 @@ func TestLostClaimReply(t *testing.T) {
 // and recognised as applied: a success, applied once.
 func TestLostWriteReply(t *testing.T) {
 	b := setup(t, 2)
-	writes := map[lambdaidem.Status]func(l lambdaidem.Lease) error{
-		lambdaidem.StatusCompleted: func(l lambdaidem.Lease) error {
-			return b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: l, Now: b.at(1), Result: []byte(`"r"`), ExpiresAt: b.at(3600)})
+	writes := map[idemstore.Status]func(l idemstore.Lease) error{
+		idemstore.StatusCompleted: func(l idemstore.Lease) error {
+			return b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: l, Now: b.at(1), Result: []byte(`"r"`), ExpiresAt: b.at(3600)})
 		},
-		lambdaidem.StatusFailed: func(l lambdaidem.Lease) error {
-			return b.store.Fail(t.Context(), lambdaidem.FailRequest{Lease: l, Now: b.at(1), Error: "boom", ExpiresAt: b.at(3600)})
+		idemstore.StatusFailed: func(l idemstore.Lease) error {
+			return b.store.Fail(t.Context(), idemstore.FailRequest{Lease: l, Now: b.at(1), Error: "boom", ExpiresAt: b.at(3600)})
 		},
-		lambdaidem.StatusDeadLettered: func(l lambdaidem.Lease) error {
-			return b.store.DeadLetter(t.Context(), lambdaidem.DeadLetterRequest{Lease: l, Now: b.at(1), Reason: lambdaidem.ReasonPoison,
+		idemstore.StatusDeadLettered: func(l idemstore.Lease) error {
+			return b.store.DeadLetter(t.Context(), idemstore.DeadLetterRequest{Lease: l, Now: b.at(1), Reason: idemstore.ReasonPoison,
 				MessageID: "m", DeadLetterMessageID: "d", ExpiresAt: b.at(3600)})
 		},
-		lambdaidem.StatusInProgress: func(l lambdaidem.Lease) error {
-			return b.store.Extend(t.Context(), lambdaidem.ExtendRequest{Lease: l, Now: b.at(1), LeaseUntil: b.at(90)})
+		idemstore.StatusInProgress: func(l idemstore.Lease) error {
+			return b.store.Extend(t.Context(), idemstore.ExtendRequest{Lease: l, Now: b.at(1), LeaseUntil: b.at(90)})
 		},
 	}
 	for status, write := range writes {
@@ -151,11 +151,11 @@ func TestLostReplyWithoutRetry(t *testing.T) {
 	b := setup(t, -1)
 	b.dropNextReply()
 	_, err := b.store.Claim(t.Context(), b.claimReq("k", 0))
-	if !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+	if !errors.Is(err, idemstore.ErrStoreUnavailable) {
 		t.Fatalf("Claim with its reply lost and no retry = %v, want ErrStoreUnavailable", err)
 	}
 	res, err := b.store.Claim(t.Context(), b.claimReq("k", 1))
-	if err != nil || res.Claimed || res.Record.Status != lambdaidem.StatusInProgress {
+	if err != nil || res.Claimed || res.Record.Status != idemstore.StatusInProgress {
 		t.Fatalf("second Claim = %+v, %v; want refused by the IN_PROGRESS record", res, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestLostPendingDeadLetterReply(t *testing.T) {
 		t.Fatal(c, err)
 	}
 	b.dropNextReply()
-	err = b.store.DeadLetter(t.Context(), lambdaidem.DeadLetterRequest{Lease: c.Lease, Now: b.at(1), Reason: lambdaidem.ReasonPoison,
+	err = b.store.DeadLetter(t.Context(), idemstore.DeadLetterRequest{Lease: c.Lease, Now: b.at(1), Reason: idemstore.ReasonPoison,
 		Error: "bad input", MessageID: "m-k", ExpiresAt: b.at(5000), Pending: true})
 	if err != nil {
 		t.Fatalf("pending DeadLetter after a lost reply: %v", err)
@@ -180,7 +180,7 @@ func TestLostPendingDeadLetterReply(t *testing.T) {
 		t.Errorf("proxy saw %d EVALSHA, want 2 (one re-send)", n)
 	}
 	got := b.get(t, "k", 1)
-	if got.Status != lambdaidem.StatusInProgress || got.LeaseToken != c.Lease.Token || got.DeadLetterReason != lambdaidem.ReasonPoison ||
+	if got.Status != idemstore.StatusInProgress || got.LeaseToken != c.Lease.Token || got.DeadLetterReason != idemstore.ReasonPoison ||
 		got.DeadLetteredMessageID != "m-k" || got.DeadLetterMessageID != "" || !got.ExpiresAt.Equal(b.at(3600)) {
 		t.Errorf("after the pending mark: %+v", got)
 	}

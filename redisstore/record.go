@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/storeutil"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // The fields of a record's hash; the package documentation lists them with
@@ -53,7 +53,7 @@ func (k keys) all() []string {
 }
 
 // openStatuses are the statuses with an open set, in the order of keys.open.
-var openStatuses = [3]lambdaidem.Status{lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered}
+var openStatuses = [3]idemstore.Status{idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered}
 
 // tag is the namespace part every key of a namespace starts with.
 func (s *Store) tag(namespace string) string {
@@ -64,9 +64,9 @@ func (s *Store) tag(namespace string) string {
 func (s *Store) keysOf(op, namespace, key string) (keys, error) {
 	switch {
 	case namespace == "":
-		return keys{}, fmt.Errorf("redisstore %s: empty namespace: %w", op, lambdaidem.ErrMissingKey)
+		return keys{}, fmt.Errorf("redisstore %s: empty namespace: %w", op, idemstore.ErrMissingKey)
 	case key == "":
-		return keys{}, fmt.Errorf("redisstore %s: empty key: %w", op, lambdaidem.ErrMissingKey)
+		return keys{}, fmt.Errorf("redisstore %s: empty key: %w", op, idemstore.ErrMissingKey)
 	case strings.ContainsAny(namespace, "{}"):
 		return keys{}, fmt.Errorf("%w: redisstore %s: namespace %q contains '{' or '}' (it is the cluster hash tag)", ErrInvalidKey, op, namespace)
 	}
@@ -109,7 +109,7 @@ func fromFlat(v any) (map[string]string, error) {
 }
 
 // decode builds a Record from a record's hash.
-func decode(namespace, key string, h map[string]string) lambdaidem.Record {
+func decode(namespace, key string, h map[string]string) idemstore.Record {
 	num := func(f string) int64 {
 		n, _ := strconv.ParseInt(h[f], 10, 64)
 		return n
@@ -120,22 +120,22 @@ func decode(namespace, key string, h map[string]string) lambdaidem.Record {
 		}
 		return time.UnixMilli(num(f)).UTC()
 	}
-	r := lambdaidem.Record{
+	r := idemstore.Record{
 		Namespace:             namespace,
 		Key:                   key,
 		SchemaVersion:         int(num(fSchema)),
-		Status:                lambdaidem.Status(h[fStatus]),
+		Status:                idemstore.Status(h[fStatus]),
 		LeaseToken:            h[fToken],
 		LeaseUntil:            ms(fLeaseUntil),
 		Attempts:              int(num(fAttempts)),
 		Takeovers:             int(num(fTakeovers)),
-		Fence:                 lambdaidem.Fence{Generation: h[fGeneration], Claim: num(fClaim)},
+		Fence:                 idemstore.Fence{Generation: h[fGeneration], Claim: num(fClaim)},
 		PayloadHash:           h[fHash],
 		MessageID:             h[fMessageID],
 		ResultUntil:           ms(fResultUntil),
 		ExpiresAt:             ms(fExpiresAt),
 		LastError:             h[fLastError],
-		DeadLetterReason:      lambdaidem.Reason(h[fDLReason]),
+		DeadLetterReason:      idemstore.Reason(h[fDLReason]),
 		DeadLetteredMessageID: h[fDLSourceID],
 		DeadLetterMessageID:   h[fDLCopyID],
 		FirstAttemptAt:        ms(fFirst),

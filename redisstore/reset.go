@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-var _ lambdaidem.DeadLetterResetter = (*Store)(nil)
+var _ idemstore.DeadLetterResetter = (*Store)(nil)
 
 // ResetDeadLetter makes a record dead-lettered by the given dead-letter
 // copy claimable again, in one script call that applies only when the
@@ -18,20 +18,20 @@ var _ lambdaidem.DeadLetterResetter = (*Store)(nil)
 // FAILED with Attempts 0, Redrives one higher, RedrivenFrom the copy's ID,
 // the dead-letter fields cleared and a new lease token. A refusal returns
 // the record the same script read, with an error wrapping
-// lambdaidem.ErrResetRefused; a re-sent call whose first reply was lost
+// idemstore.ErrResetRefused; a re-sent call whose first reply was lost
 // finds its own new token and succeeds. See
-// [lambdaidem.DeadLetterResetter].
-func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+// [idemstore.DeadLetterResetter].
+func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
 	k, err := s.keysOf("reset", req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	if req.DeadLetterMessageID == "" {
-		return lambdaidem.Record{}, fmt.Errorf("%w: redisstore reset %q: no dead-letter message ID", lambdaidem.ErrResetRefused, k.record)
+		return idemstore.Record{}, fmt.Errorf("%w: redisstore reset %q: no dead-letter message ID", idemstore.ErrResetRefused, k.record)
 	}
 	note := req.Note
 	if note == "" {
-		note = lambdaidem.DefaultResetNote
+		note = idemstore.DefaultResetNote
 	}
 	// A fresh token: it fences out any late write under an older lease, and
 	// it is how a re-sent script recognises its own applied write.
@@ -40,17 +40,17 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest
 		strconv.FormatInt(ceilMillis(req.Now), 10), req.DeadLetterMessageID, token,
 		max(req.MaxRedrives, 0), truncate(note, s.errLimit), k.member)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	switch outcome {
 	case "reset", "own":
 		return rec, nil
 	case "gone":
-		return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	}
-	why := lambdaidem.ResetRefusal(rec, req)
+	why := idemstore.ResetRefusal(rec, req)
 	if why == "" {
 		why = "the record changed during the request"
 	}
-	return rec, fmt.Errorf("%w: redisstore reset %q: %s", lambdaidem.ErrResetRefused, k.record, why)
+	return rec, fmt.Errorf("%w: redisstore reset %q: %s", idemstore.ErrResetRefused, k.record, why)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -43,12 +43,12 @@ func TestLargeResultApart(t *testing.T) {
 	b := setup(t, 2)
 	ctx := t.Context()
 	slack := redisstore.DefaultExpirySlack.Milliseconds()
-	large := bytes.Repeat([]byte("0123456789abcdef"), lambdaidem.DefaultMaxResultBytes/16+1)
+	large := bytes.Repeat([]byte("0123456789abcdef"), idemstore.MinResultBytes/16+1)
 	c, err := b.store.Claim(ctx, b.claimReq("big", 0))
 	if err != nil || !c.Claimed {
 		t.Fatal(c, err)
 	}
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{
 		Lease: c.Lease, Now: b.at(1), Result: large, ResultUntil: b.at(60), ExpiresAt: b.at(3600),
 	}); err != nil {
 		t.Fatal(err)
@@ -76,9 +76,9 @@ func TestLargeResultApart(t *testing.T) {
 	// A conflict and a claim after ResultUntil are refused without it.
 	other := b.claimReq("big", 3)
 	other.PayloadHash = "other"
-	for name, req := range map[string]lambdaidem.ClaimRequest{"conflicting": other, "late": b.claimReq("big", 61)} {
+	for name, req := range map[string]idemstore.ClaimRequest{"conflicting": other, "late": b.claimReq("big", 61)} {
 		res, err := b.store.Claim(ctx, req)
-		if err != nil || res.Claimed || res.Record.Status != lambdaidem.StatusCompleted || res.Record.Result != nil {
+		if err != nil || res.Claimed || res.Record.Status != idemstore.StatusCompleted || res.Record.Result != nil {
 			t.Errorf("%s claim = claimed %v, %s, %d result bytes, %v; want refused by COMPLETED, no result",
 				name, res.Claimed, res.Record.Status, len(res.Record.Result), err)
 		}
@@ -95,7 +95,7 @@ func TestLargeResultApart(t *testing.T) {
 	if err != nil || !c.Claimed {
 		t.Fatal(c, err)
 	}
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte(`"ok"`), ExpiresAt: b.at(3600)}); err != nil {
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), Result: []byte(`"ok"`), ExpiresAt: b.at(3600)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := client.Exists(ctx, b.resultKey("small")).Result(); err != nil || n != 0 {
@@ -103,7 +103,7 @@ func TestLargeResultApart(t *testing.T) {
 	}
 
 	// Forget takes the result with the record.
-	if _, err := b.store.Forget(ctx, lambdaidem.ForgetRequest{Namespace: b.ns, Key: "big", Now: b.at(3)}); err != nil {
+	if _, err := b.store.Forget(ctx, idemstore.ForgetRequest{Namespace: b.ns, Key: "big", Now: b.at(3)}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := client.Exists(ctx, b.resultKey("big")).Result(); err != nil || n != 0 {
@@ -120,7 +120,7 @@ func TestTamperedResult(t *testing.T) {
 	if err != nil || !c.Claimed {
 		t.Fatal(c, err)
 	}
-	if err := b.store.Complete(ctx, lambdaidem.CompleteRequest{
+	if err := b.store.Complete(ctx, idemstore.CompleteRequest{
 		Lease: c.Lease, Now: b.at(1), Result: bytes.Repeat([]byte("x"), 4096), ExpiresAt: b.at(3600),
 	}); err != nil {
 		t.Fatal(err)
@@ -128,10 +128,10 @@ func TestTamperedResult(t *testing.T) {
 	if err := b.direct.Client().HSet(ctx, b.resultKey("k"), "t", "someone-else").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.store.Claim(ctx, b.claimReq("k", 2)); !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+	if _, err := b.store.Claim(ctx, b.claimReq("k", 2)); !errors.Is(err, idemstore.ErrStoreUnavailable) {
 		t.Errorf("replaying claim of a tampered result = %v, want ErrStoreUnavailable", err)
 	}
-	if _, err := b.store.Get(ctx, lambdaidem.GetRequest{Namespace: b.ns, Key: "k", Now: b.at(2)}); !errors.Is(err, lambdaidem.ErrStoreUnavailable) {
+	if _, err := b.store.Get(ctx, idemstore.GetRequest{Namespace: b.ns, Key: "k", Now: b.at(2)}); !errors.Is(err, idemstore.ErrStoreUnavailable) {
 		t.Errorf("Get of a tampered result = %v, want ErrStoreUnavailable", err)
 	}
 }
@@ -161,15 +161,15 @@ func TestExtendMovesKeyExpiry(t *testing.T) {
 		}
 	}
 	check("after the claim", b.at(60))
-	if err := b.store.Extend(ctx, lambdaidem.ExtendRequest{Lease: c.Lease, Now: b.at(20), LeaseUntil: b.at(80), ExpiresAt: b.at(200)}); err != nil {
+	if err := b.store.Extend(ctx, idemstore.ExtendRequest{Lease: c.Lease, Now: b.at(20), LeaseUntil: b.at(80), ExpiresAt: b.at(200)}); err != nil {
 		t.Fatal(err)
 	}
 	check("after Extend with ExpiresAt", b.at(200))
-	if err := b.store.Extend(ctx, lambdaidem.ExtendRequest{Lease: c.Lease, Now: b.at(30), LeaseUntil: b.at(90)}); err != nil {
+	if err := b.store.Extend(ctx, idemstore.ExtendRequest{Lease: c.Lease, Now: b.at(30), LeaseUntil: b.at(90)}); err != nil {
 		t.Fatal(err)
 	}
 	check("after Extend without ExpiresAt", b.at(200))
-	if err := b.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{Lease: c.Lease, Now: b.at(31), Reason: lambdaidem.ReasonPoison,
+	if err := b.store.DeadLetter(ctx, idemstore.DeadLetterRequest{Lease: c.Lease, Now: b.at(31), Reason: idemstore.ReasonPoison,
 		Error: "bad", MessageID: "m", ExpiresAt: b.at(5000), Pending: true}); err != nil {
 		t.Fatal(err)
 	}

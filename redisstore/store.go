@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // ErrInvalidKey: a namespace or key the store cannot keep (a namespace
@@ -77,7 +77,7 @@ func WithExpirySlack(d time.Duration) Option {
 	}
 }
 
-// Store is the Redis implementation of [lambdaidem.Store] (Redis OSS 7,
+// Store is the Redis implementation of [idemstore.Store] (Redis OSS 7,
 // Valkey, ElastiCache, MemoryDB). It is safe for concurrent use and holds
 // no state besides its configuration.
 type Store struct {
@@ -89,7 +89,7 @@ type Store struct {
 	slack    time.Duration
 }
 
-var _ lambdaidem.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store on client (a *redis.Client, a *redis.ClusterClient
 // or any other redis.UniversalClient) whose keys all start with prefix, so
@@ -97,15 +97,15 @@ var _ lambdaidem.Store = (*Store)(nil)
 // prefix is DefaultPrefix. A nil client, or a prefix holding '{' or '}' (it
 // would change the cluster hash tag, so one namespace's keys could fall in
 // several slots), is refused at once: New panics with a
-// *lambdaidem.ConfigError wrapping lambdaidem.ErrInvalidOption, as the
+// *idemstore.ConfigError wrapping idemstore.ErrInvalidOption, as the
 // decorators do for options that could never work.
 func New(client redis.UniversalClient, prefix string, opts ...Option) *Store {
 	if client == nil || reflect.ValueOf(client).Kind() == reflect.Pointer && reflect.ValueOf(client).IsNil() {
-		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "client", Err: fmt.Errorf("%w: the Redis client is nil", lambdaidem.ErrInvalidOption)})
+		panic(&idemstore.ConfigError{Handler: "redisstore.New", Option: "client", Err: fmt.Errorf("%w: the Redis client is nil", idemstore.ErrInvalidOption)})
 	}
 	if strings.ContainsAny(prefix, "{}") {
-		panic(&lambdaidem.ConfigError{Handler: "redisstore.New", Option: "prefix",
-			Err: fmt.Errorf("%w: the prefix %q holds '{' or '}', which delimit the cluster hash tag", lambdaidem.ErrInvalidOption, prefix)})
+		panic(&idemstore.ConfigError{Handler: "redisstore.New", Option: "prefix",
+			Err: fmt.Errorf("%w: the prefix %q holds '{' or '}', which delimit the cluster hash tag", idemstore.ErrInvalidOption, prefix)})
 	}
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -141,24 +141,24 @@ func (s *Store) keyExpiry(t time.Time) string {
 // error) the transition either did not happen or cannot be confirmed, so
 // the caller must not acknowledge anything on it.
 func unavailable(op, key string, err error) error {
-	return fmt.Errorf("%w: redisstore %s %q: %w", lambdaidem.ErrStoreUnavailable, op, key, err)
+	return fmt.Errorf("%w: redisstore %s %q: %w", idemstore.ErrStoreUnavailable, op, key, err)
 }
 
 // Claim takes the lease on a key in one script call. A refused claim
 // returns the record that refused it, read by the same script; a result
 // kept apart comes with it only when the claim is a replay (the record is
 // COMPLETED with the claim's payload hash and its result has not expired).
-func (s *Store) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	c, err := s.claimCall(req)
 	if err != nil {
-		return lambdaidem.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	return c.reply(c.script.Run(ctx, s.client, c.keys.all(), c.args...).Slice())
 }
 
 // claimCall is one claim's script call, and how to read its reply.
 type claimCall struct {
-	req    lambdaidem.ClaimRequest
+	req    idemstore.ClaimRequest
 	keys   keys
 	script *redis.Script
 	batch  *redis.Script // script's batch form, for ClaimBatch
@@ -166,7 +166,7 @@ type claimCall struct {
 }
 
 // claimCall validates a claim and builds its script call.
-func (s *Store) claimCall(req lambdaidem.ClaimRequest) (*claimCall, error) {
+func (s *Store) claimCall(req idemstore.ClaimRequest) (*claimCall, error) {
 	k, err := s.keysOf("claim", req.Namespace, req.Key)
 	if err != nil {
 		return nil, err
@@ -184,22 +184,22 @@ func (s *Store) claimCall(req lambdaidem.ClaimRequest) (*claimCall, error) {
 	return &claimCall{req: req, keys: k, script: script, batch: batch, args: []any{
 		strconv.FormatInt(ceilMillis(req.Now), 10), token, rand.Text(), req.PayloadHash, req.MessageID,
 		msArg(req.LeaseUntil), req.Grace.Milliseconds(), msArg(req.ExpiresAt), noTakeover,
-		s.keyExpiry(req.ExpiresAt), lambdaidem.SchemaVersion, k.member,
+		s.keyExpiry(req.ExpiresAt), idemstore.SchemaVersion, k.member,
 	}}, nil
 }
 
 // reply reads the claim script's reply.
-func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
+func (c *claimCall) reply(v []any, err error) (idemstore.ClaimResult, error) {
 	req, k := c.req, c.keys
 	if err != nil {
-		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+		return idemstore.ClaimResult{}, unavailable("claim", k.record, err)
 	}
 	if len(v) != 3 && len(v) != 5 {
-		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
+		return idemstore.ClaimResult{}, unavailable("claim", k.record, fmt.Errorf("unexpected reply of %d elements", len(v)))
 	}
 	h, err := fromFlat(v[2])
 	if err != nil {
-		return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+		return idemstore.ClaimResult{}, unavailable("claim", k.record, err)
 	}
 	rec := decode(req.Namespace, req.Key, h)
 	switch v[0] {
@@ -208,14 +208,14 @@ func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
 		// whose reply was lost; the token is fresh, so only our own
 		// script can have put it there.
 		prev, _ := v[1].(string)
-		return lambdaidem.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: lambdaidem.Status(prev), Record: rec}, nil
+		return idemstore.ClaimResult{Claimed: true, Lease: rec.Lease(), Previous: idemstore.Status(prev), Record: rec}, nil
 	default:
 		if len(v) == 5 {
 			if rec, err = withApart(rec, v[3], v[4]); err != nil {
-				return lambdaidem.ClaimResult{}, unavailable("claim", k.record, err)
+				return idemstore.ClaimResult{}, unavailable("claim", k.record, err)
 			}
 		}
-		return lambdaidem.ClaimResult{Record: rec}, nil
+		return idemstore.ClaimResult{Record: rec}, nil
 	}
 }
 
@@ -224,11 +224,11 @@ func (c *claimCall) reply(v []any, err error) (lambdaidem.ClaimResult, error) {
 // generation deletes the hash, so a token that is not the record's means
 // someone changed the keys by hand: that is an error, never another
 // generation's result.
-func withApart(rec lambdaidem.Record, token, result any) (lambdaidem.Record, error) {
+func withApart(rec idemstore.Record, token, result any) (idemstore.Record, error) {
 	t, _ := token.(string)
 	r, ok := result.(string)
 	if !ok || t != rec.LeaseToken {
-		return lambdaidem.Record{}, errors.New("the result of this completion is missing")
+		return idemstore.Record{}, errors.New("the result of this completion is missing")
 	}
 	rec.Result = []byte(r)
 	return rec, nil
@@ -238,7 +238,7 @@ func withApart(rec lambdaidem.Record, token, result any) (lambdaidem.Record, err
 // status it leaves, the record's new expiry (keep: unchanged), and what
 // becomes of the result kept apart.
 type write struct {
-	target    lambdaidem.Status
+	target    idemstore.Status
 	set       []any // field, value, field, value...
 	del       []any
 	expiresAt time.Time
@@ -257,7 +257,7 @@ type apartOp struct {
 }
 
 // finish runs the fenced write script.
-func (s *Store) finish(ctx context.Context, op string, l lambdaidem.Lease, now time.Time, w write) error {
+func (s *Store) finish(ctx context.Context, op string, l idemstore.Lease, now time.Time, w write) error {
 	c, err := s.finishCall(op, l, now, w)
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ type finishCall struct {
 }
 
 // finishCall validates a fenced write and builds its script call.
-func (s *Store) finishCall(op string, l lambdaidem.Lease, now time.Time, w write) (*finishCall, error) {
+func (s *Store) finishCall(op string, l idemstore.Lease, now time.Time, w write) (*finishCall, error) {
 	k, err := s.keysOf(op, l.Namespace, l.Key)
 	if err != nil {
 		return nil, err
@@ -328,7 +328,7 @@ func (c *finishCall) reply(v []string, err error) error {
 	default:
 		why = "the record is already " + v[len(v)-1]
 	}
-	return fmt.Errorf("%w: redisstore %s %q: %s", lambdaidem.ErrLeaseLost, op, k.record, why)
+	return fmt.Errorf("%w: redisstore %s %q: %s", idemstore.ErrLeaseLost, op, k.record, why)
 }
 
 // Complete moves a leased record to COMPLETED with its result, in one
@@ -336,12 +336,12 @@ func (c *finishCall) reply(v []string, err error) error {
 // apart from the record by the same script. Extra Writes must be
 // Commands: the same script runs them, atomically with the completion and
 // fenced by the lease (see Command); a command that refuses the
-// completion yields a *CommandError (lambdaidem.ErrWriteRefused) and
+// completion yields a *CommandError (idemstore.ErrWriteRefused) and
 // nothing is recorded. Any other write type is refused with
-// lambdaidem.ErrUnsupportedWrite, a malformed command with
+// idemstore.ErrUnsupportedWrite, a malformed command with
 // ErrInvalidCommand, a key outside the record's slot with ErrCrossSlot,
 // all before anything is sent.
-func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+func (s *Store) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	w, err := s.completeWrite(req)
 	if err != nil {
 		return err
@@ -351,7 +351,7 @@ func (s *Store) Complete(ctx context.Context, req lambdaidem.CompleteRequest) er
 
 // completeWrite is the fenced write of a completion, its commands
 // checked.
-func (s *Store) completeWrite(req lambdaidem.CompleteRequest) (write, error) {
+func (s *Store) completeWrite(req idemstore.CompleteRequest) (write, error) {
 	k, err := s.keysOf("complete", req.Lease.Namespace, req.Lease.Key)
 	if err != nil {
 		return write{}, err
@@ -362,9 +362,9 @@ func (s *Store) completeWrite(req lambdaidem.CompleteRequest) (write, error) {
 	}
 	if len(req.Result) > s.maxRes {
 		return write{}, fmt.Errorf("%w: redisstore complete %q: result of %d bytes, over the store's %d",
-			lambdaidem.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
+			idemstore.ErrResultTooLarge, k.record, len(req.Result), s.maxRes)
 	}
-	w := write{target: lambdaidem.StatusCompleted, expiresAt: req.ExpiresAt, cmds: cmds}
+	w := write{target: idemstore.StatusCompleted, expiresAt: req.ExpiresAt, cmds: cmds}
 	switch {
 	case len(req.Result) > s.inline:
 		w.set = append(w.set, fResultApart, len(req.Result))
@@ -395,9 +395,9 @@ func earliest(a, b time.Time) time.Time {
 }
 
 // Fail moves a leased record to FAILED, keeping the token.
-func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	return s.finish(ctx, "fail", req.Lease, req.Now, write{
-		target:    lambdaidem.StatusFailed,
+		target:    idemstore.StatusFailed,
 		set:       []any{fLastError, truncate(req.Error, s.errLimit)},
 		expiresAt: req.ExpiresAt,
 	})
@@ -406,11 +406,11 @@ func (s *Store) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
 // DeadLetter moves a leased record to DEAD_LETTERED with its reason. With
 // req.Pending it records the reason, error and source message ID under the
 // caller's token and leaves the record IN_PROGRESS, its lease, expiry and
-// dead-letter copy's ID as they were; see [lambdaidem.Store].
-func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+// dead-letter copy's ID as they were; see [idemstore.Store].
+func (s *Store) DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error {
 	if req.Pending {
 		return s.finish(ctx, "dead-letter", req.Lease, req.Now, write{
-			target: lambdaidem.StatusInProgress,
+			target: idemstore.StatusInProgress,
 			set: []any{
 				fDLReason, string(req.Reason),
 				fLastError, truncate(req.Error, s.errLimit),
@@ -420,7 +420,7 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 		})
 	}
 	return s.finish(ctx, "dead-letter", req.Lease, req.Now, write{
-		target: lambdaidem.StatusDeadLettered,
+		target: idemstore.StatusDeadLettered,
 		set: []any{
 			fDLReason, string(req.Reason),
 			fLastError, truncate(req.Error, s.errLimit),
@@ -434,9 +434,9 @@ func (s *Store) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest
 // Extend moves the end of a lease the caller still holds, and with
 // req.ExpiresAt the record's expiry, its key's PEXPIREAT and its score in
 // the open set.
-func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+func (s *Store) Extend(ctx context.Context, req idemstore.ExtendRequest) error {
 	return s.finish(ctx, "extend", req.Lease, req.Now, write{
-		target:    lambdaidem.StatusInProgress,
+		target:    idemstore.StatusInProgress,
 		set:       []any{fLeaseUntil, msArg(req.LeaseUntil)},
 		expiresAt: req.ExpiresAt,
 		keep:      req.ExpiresAt.IsZero(),
@@ -444,22 +444,22 @@ func (s *Store) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error 
 }
 
 // Get reads a record with one HGETALL. An absent or expired record yields
-// lambdaidem.ErrNotFound. A COMPLETED record whose unexpired result is
+// idemstore.ErrNotFound. A COMPLETED record whose unexpired result is
 // kept apart is read again with its result in one MULTI (HGETALL and
 // HMGET): one more round trip, and the two always from the same moment.
-func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+func (s *Store) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	k, err := s.keysOf("get", req.Namespace, req.Key)
 	if err != nil {
-		return lambdaidem.Record{}, err
+		return idemstore.Record{}, err
 	}
 	h, err := s.client.HGetAll(ctx, k.record).Result()
 	if err != nil {
-		return lambdaidem.Record{}, unavailable("get", k.record, err)
+		return idemstore.Record{}, unavailable("get", k.record, err)
 	}
 	var apart []any // the result hash, once read with the record
 	for {
 		if len(h) == 0 || expiredAt(h, req.Now) {
-			return lambdaidem.Record{}, fmt.Errorf("%w: %q", lambdaidem.ErrNotFound, k.record)
+			return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 		}
 		rec := decode(req.Namespace, req.Key, h)
 		switch {
@@ -467,7 +467,7 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 			return rec, nil
 		case apart != nil:
 			if rec, err = withApart(rec, apart[0], apart[1]); err != nil {
-				return lambdaidem.Record{}, unavailable("get", k.record, err)
+				return idemstore.Record{}, unavailable("get", k.record, err)
 			}
 			return rec, nil
 		}
@@ -478,7 +478,7 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 			rc = p.HMGet(ctx, k.result, "t", "r")
 			return nil
 		}); err != nil {
-			return lambdaidem.Record{}, unavailable("get", k.record, err)
+			return idemstore.Record{}, unavailable("get", k.record, err)
 		}
 		h, apart = hc.Val(), rc.Val()
 	}
@@ -486,13 +486,13 @@ func (s *Store) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.
 
 // resultApart reports whether a record's hash says its result is kept
 // apart and may still be replayed at now.
-func resultApart(h map[string]string, rec lambdaidem.Record, now time.Time) bool {
+func resultApart(h map[string]string, rec idemstore.Record, now time.Time) bool {
 	_, apart := h[fResultApart]
-	return apart && rec.Status == lambdaidem.StatusCompleted && !rec.ResultExpired(now)
+	return apart && rec.Status == idemstore.StatusCompleted && !rec.ResultExpired(now)
 }
 
 // Delete removes a record and its open-set entries in one script call.
-func (s *Store) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+func (s *Store) Delete(ctx context.Context, req idemstore.DeleteRequest) error {
 	k, err := s.keysOf("delete", req.Namespace, req.Key)
 	if err != nil {
 		return err

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // TestZeroTimesAndOddKeys: a zero LeaseUntil is "long ago" (as in the
@@ -26,10 +26,10 @@ func TestZeroTimesAndOddKeys(t *testing.T) {
 		}
 		// The lease counts as long expired: the next claim takes it over.
 		next, err := b.store.Claim(ctx, b.claimReq(key, 1))
-		if err != nil || !next.Claimed || next.Previous != lambdaidem.StatusInProgress || next.Record.Takeovers != 1 {
+		if err != nil || !next.Claimed || next.Previous != idemstore.StatusInProgress || next.Record.Takeovers != 1 {
 			t.Fatalf("takeover of %q = %+v, %v", key, next, err)
 		}
-		if err := b.store.Extend(ctx, lambdaidem.ExtendRequest{Lease: next.Lease, Now: b.at(2)}); err != nil {
+		if err := b.store.Extend(ctx, idemstore.ExtendRequest{Lease: next.Lease, Now: b.at(2)}); err != nil {
 			t.Errorf("Extend(%q) to a zero time: %v", key, err)
 		}
 		// An extension never moves the lease's end back, to long ago

@@ -6,14 +6,14 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // CheckQueueURL returns nil when u is an SQS queue URL:
 // https://HOST/ACCOUNT/NAME (http for an emulator on the local machine),
 // with a queue name SQS accepts (ValidQueueName) and nothing after it.
 // Otherwise it returns an error wrapping ErrInvalidQueueURL and
-// lambdaidem.ErrInvalidOption. NewSink, NewVisibilityChanger's
+// idemstore.ErrInvalidOption. NewSink, NewVisibilityChanger's
 // WithQueueURLs and Redrive check their URLs with it; a tool that reads a
 // URL from its flags or the environment may check it first.
 func CheckQueueURL(u string) error {
@@ -48,9 +48,9 @@ func CheckQueueURL(u string) error {
 }
 
 // refuse panics, as the constructors of this package do for settings
-// that could never work, with a *lambdaidem.ConfigError.
+// that could never work, with a *idemstore.ConfigError.
 func refuse(handler, option string, err error) {
-	panic(&lambdaidem.ConfigError{Handler: handler, Option: option, Err: err})
+	panic(&idemstore.ConfigError{Handler: handler, Option: option, Err: err})
 }
 
 // nilClient reports whether a client is nil or a nil pointer.
@@ -66,7 +66,7 @@ func nilClient(c any) bool {
 func checkEndpoint(e string) error {
 	p, err := url.Parse(e)
 	if err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
-		return fmt.Errorf("%w: the endpoint %q is not an http(s) URL", lambdaidem.ErrInvalidOption, e)
+		return fmt.Errorf("%w: the endpoint %q is not an http(s) URL", idemstore.ErrInvalidOption, e)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestCheckQueueURL(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCheckQueueURL(t *testing.T) {
 		"https://user@sqs.us-east-1.amazonaws.com/111122223333/orders",
 	} {
 		err := CheckQueueURL(u)
-		if !errors.Is(err, ErrInvalidQueueURL) || !errors.Is(err, lambdaidem.ErrInvalidOption) {
+		if !errors.Is(err, ErrInvalidQueueURL) || !errors.Is(err, idemstore.ErrInvalidOption) {
 			t.Errorf("CheckQueueURL(%q) = %v, want ErrInvalidQueueURL and lambdaidem.ErrInvalidOption", u, err)
 		}
 	}
@@ -56,10 +57,10 @@ func TestConstructorsRefuseWhatCouldNeverWork(t *testing.T) {
 	}{
 		{"empty DLQ URL", func() { NewSink(client, "") }, ErrInvalidQueueURL, "queue URL"},
 		{"DLQ ARN", func() { NewSink(client, arn) }, ErrInvalidQueueURL, "queue URL"},
-		{"nil sink client", func() { NewSink(nil, url) }, lambdaidem.ErrInvalidOption, "client"},
-		{"nil pointer client", func() { NewSink((*sqs.Client)(nil), url) }, lambdaidem.ErrInvalidOption, "client"},
-		{"nil visibility client", func() { NewVisibilityChanger(nil) }, lambdaidem.ErrInvalidOption, "client"},
-		{"endpoint", func() { NewVisibilityChanger(client, WithEndpoint("localhost:4566")) }, lambdaidem.ErrInvalidOption, "WithEndpoint"},
+		{"nil sink client", func() { NewSink(nil, url) }, idemstore.ErrInvalidOption, "client"},
+		{"nil pointer client", func() { NewSink((*sqs.Client)(nil), url) }, idemstore.ErrInvalidOption, "client"},
+		{"nil visibility client", func() { NewVisibilityChanger(nil) }, idemstore.ErrInvalidOption, "client"},
+		{"endpoint", func() { NewVisibilityChanger(client, WithEndpoint("localhost:4566")) }, idemstore.ErrInvalidOption, "WithEndpoint"},
 		{"URL keyed by a name", func() { NewVisibilityChanger(client, WithQueueURLs(map[string]string{"orders": url})) }, ErrInvalidARN, "WithQueueURLs"},
 		{"ARN mapped to an empty URL", func() { NewVisibilityChanger(client, WithQueueURLs(map[string]string{arn: ""})) }, ErrInvalidQueueURL, "WithQueueURLs"},
 		{"ARN mapped to another queue", func() {
@@ -68,7 +69,7 @@ func TestConstructorsRefuseWhatCouldNeverWork(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := lambdaidem.Check(tc.build)
-			var ce *lambdaidem.ConfigError
+			var ce *idemstore.ConfigError
 			if !errors.As(err, &ce) || !errors.Is(err, tc.want) || ce.Option != tc.option {
 				t.Fatalf("refusal %v, want a ConfigError for %q matching %v", err, tc.option, tc.want)
 			}

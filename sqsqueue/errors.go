@@ -7,7 +7,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Named errors. Every error this package returns for a failed SQS call wraps
@@ -50,13 +50,13 @@ var (
 )
 
 // invalidSetting is a named error of a setting a constructor refuses; it
-// matches lambdaidem.ErrInvalidOption too.
+// matches idemstore.ErrInvalidOption too.
 type invalidSetting string
 
 func (e invalidSetting) Error() string { return string(e) }
 
-// Is reports whether target is lambdaidem.ErrInvalidOption.
-func (e invalidSetting) Is(target error) bool { return target == lambdaidem.ErrInvalidOption }
+// Is reports whether target is idemstore.ErrInvalidOption.
+func (e invalidSetting) Is(target error) bool { return target == idemstore.ErrInvalidOption }
 
 // apiError is the part of the SDK's API error we read. It is satisfied by
 // smithy-go's APIError without importing it.

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // AttributeName is the message attribute that carries the library's
@@ -41,7 +41,7 @@ const (
 type Metadata struct {
 	// Version is the format version (FormatVersion when written).
 	Version int
-	Reason  lambdaidem.Reason
+	Reason  idemstore.Reason
 	// Error is the last error's text, possibly truncated; ErrorTruncated
 	// says so.
 	Error          string
@@ -227,7 +227,7 @@ func decode(body string, attrs map[string]types.MessageAttributeValue) (DeadLett
 	dm := DeadLetterMessage{
 		Body: body,
 		Metadata: Metadata{
-			Version: w.V, Reason: lambdaidem.Reason(w.Reason),
+			Version: w.V, Reason: idemstore.Reason(w.Reason),
 			Error: w.Error, ErrorTruncated: w.ErrorTruncated, Attempts: w.Attempts,
 			SourceARN: w.SourceARN, MessageID: w.MessageID, GroupID: w.GroupID,
 			FirstAttemptAt: first, LastAttemptAt: last,

@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // attrOpt compares SDK attribute values by their exported fields.
@@ -21,7 +21,7 @@ var attrOpt = cmpopts.IgnoreUnexported(types.MessageAttributeValue{})
 
 func sampleMeta() Metadata {
 	return Metadata{
-		Version: FormatVersion, Reason: lambdaidem.ReasonMaxAttempts,
+		Version: FormatVersion, Reason: idemstore.ReasonMaxAttempts,
 		Error: "boom <&>", Attempts: 3,
 		SourceARN: "arn:aws:sqs:us-east-1:123456789012:src", MessageID: "m-1", GroupID: "g",
 		FirstAttemptAt: time.Date(2024, 5, 1, 10, 0, 0, 123456789, time.UTC),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // RedriveAPI is the part of *sqs.Client that Redrive uses.
@@ -78,10 +79,10 @@ var (
 	ErrMarkFinished = errors.New("sqsqueue: the record held only this copy's pending dead-letter mark; marked for this copy, it moves on the next run")
 )
 
-// DeadLetterMarker writes a dead-letter mark (every lambdaidem.Store is
+// DeadLetterMarker writes a dead-letter mark (every idemstore.Store is
 // one). Redrive uses it only for ErrMarkFinished.
 type DeadLetterMarker interface {
-	DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error
+	DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error
 }
 
 // Defaults of RedriveOptions.
@@ -110,7 +111,7 @@ type RedriveOptions struct {
 	// sent back, in one conditional write that applies only to a record
 	// this copy dead-lettered (every store of the module implements it).
 	// Required unless DryRun.
-	Resetter lambdaidem.DeadLetterResetter
+	Resetter idemstore.DeadLetterResetter
 	// Marker writes the final dead-letter mark of a copy whose record
 	// holds only that copy's pending mark (ErrMarkFinished). Nil means
 	// the Resetter, when it is a DeadLetterMarker (every store of the
@@ -169,10 +170,10 @@ type RedriveOptions struct {
 	QueueURLFunc func(arn string) (string, error)
 }
 
-// RecordReader reads one idempotency record; every lambdaidem.Store is
+// RecordReader reads one idempotency record; every idemstore.Store is
 // one.
 type RecordReader interface {
-	Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error)
+	Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error)
 }
 
 // RedriveOutcome says what happened to one message.
@@ -228,7 +229,7 @@ type RedriveEvent struct {
 	// Record is the key's record after the reset, or the record that
 	// refused it, or in a DryRun the record as read (zero when no reset
 	// was tried, or the record is absent).
-	Record  lambdaidem.Record
+	Record  idemstore.Record
 	Outcome RedriveOutcome
 	// Step is the step that failed or decided to skip.
 	Step string
@@ -503,16 +504,16 @@ const (
 // whether the reset would apply) and says what becomes of the copy, with
 // the reason when it is skipped or failed. It returns the record the reset
 // wrote or refused (or the dry run read), and the step that decided.
-func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v verdict, rec lambdaidem.Record, step string, err error) {
-	req := lambdaidem.ResetRequest{
+func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v verdict, rec idemstore.Record, step string, err error) {
+	req := idemstore.ResetRequest{
 		Namespace: md.Namespace, Key: md.Key, DeadLetterMessageID: copyID,
 		Now: r.opts.Now(), MaxRedrives: r.opts.MaxRedrives,
 	}
 	if r.opts.DryRun {
 		step = StepCheck
-		rec, err = r.opts.Records.Get(ctx, lambdaidem.GetRequest{Namespace: md.Namespace, Key: md.Key, Now: req.Now})
-		if why := lambdaidem.ResetRefusal(rec, req); err == nil && why != "" {
-			err = fmt.Errorf("%w: %s", lambdaidem.ErrResetRefused, why)
+		rec, err = r.opts.Records.Get(ctx, idemstore.GetRequest{Namespace: md.Namespace, Key: md.Key, Now: req.Now})
+		if why := idemstore.ResetRefusal(rec, req); err == nil && why != "" {
+			err = fmt.Errorf("%w: %s", idemstore.ErrResetRefused, why)
 		}
 	} else {
 		step = StepReset
@@ -522,11 +523,11 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 	switch {
 	case err == nil:
 		return send, rec, step, nil
-	case errors.Is(err, lambdaidem.ErrNotFound):
-		return skip, lambdaidem.Record{}, step, fmt.Errorf("%w: %s has no record (expired, forgotten, or another table): nothing shows that this copy was dead-lettered, or whether its payload ran", ErrNotRedrivable, key)
-	case !errors.Is(err, lambdaidem.ErrResetRefused):
+	case errors.Is(err, idemstore.ErrNotFound):
+		return skip, idemstore.Record{}, step, fmt.Errorf("%w: %s has no record (expired, forgotten, or another table): nothing shows that this copy was dead-lettered, or whether its payload ran", ErrNotRedrivable, key)
+	case !errors.Is(err, idemstore.ErrResetRefused):
 		return fail, rec, step, fmt.Errorf("sqsqueue: reset %s: %w", key, err)
-	case rec.Status == lambdaidem.StatusCompleted:
+	case rec.Status == idemstore.StatusCompleted:
 		if workDone(md, rec, copyID) {
 			return done, rec, step, nil
 		}
@@ -534,18 +535,18 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 			return skip, rec, step, fmt.Errorf("%w: %s completed (payload hash %s), the copy carries no payload hash and the record was not redriven from it: nothing shows this copy's payload ran", ErrOtherCompletion, key, rec.PayloadHash)
 		}
 		return skip, rec, step, fmt.Errorf("%w: %s completed with payload hash %s, this copy's is %s: its payload never ran under this key (sent back, it would be dead-lettered as a key conflict)", ErrOtherCompletion, key, rec.PayloadHash, md.PayloadHash)
-	case rec.RedrivenFrom == copyID && rec.Status != lambdaidem.StatusDeadLettered:
+	case rec.RedrivenFrom == copyID && rec.Status != idemstore.StatusDeadLettered:
 		if r.opts.Resend {
 			return send, rec, step, nil
 		}
 		return skip, rec, step, fmt.Errorf("%w (record %s, redriven %d times); it is deleted as done once the message sent back completes the key (never, when the key was the message ID or deduplication ID: the message ran under a new key; delete this copy by hand once it ran)", ErrSentBefore, rec.Status, rec.Redrives)
-	case rec.Status == lambdaidem.StatusDeadLettered && rec.DeadLetterMessageID == copyID:
+	case rec.Status == idemstore.StatusDeadLettered && rec.DeadLetterMessageID == copyID:
 		return skip, rec, step, fmt.Errorf("%w: %s was redriven %d times", ErrRedriveLimit, key, rec.Redrives)
-	case rec.Status == lambdaidem.StatusDeadLettered:
+	case rec.Status == idemstore.StatusDeadLettered:
 		return skip, rec, step, fmt.Errorf("%w: %s was dead-lettered by copy %s: redrive that one; once it completes with this copy's payload, this copy is deleted as done", ErrNotRedrivable, key, rec.DeadLetterMessageID)
 	case pendingFor(md, rec):
 		return r.finishMark(ctx, rec, copyID, req.Now)
-	case rec.Status == lambdaidem.StatusInProgress && rec.DeadLetterReason != "":
+	case rec.Status == idemstore.StatusInProgress && rec.DeadLetterReason != "":
 		return skip, rec, step, fmt.Errorf("%w: %s is being dead-lettered (%s) under a lease this copy was not sent under: the next delivery of its source message finishes it, and this copy is then a spare, deleted as done once the key completes with its payload", ErrNotRedrivable, key, rec.DeadLetterReason)
 	default:
 		return skip, rec, step, fmt.Errorf("%w: %w", ErrNotRedrivable, err)
@@ -557,8 +558,8 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 // its holder sent this copy and then could not write the final mark. The
 // lease proof is a digest of the token only the holder and the store know,
 // so a copy written by hand cannot match it.
-func pendingFor(md Metadata, rec lambdaidem.Record) bool {
-	return rec.Status == lambdaidem.StatusInProgress && rec.DeadLetterReason != "" &&
+func pendingFor(md Metadata, rec idemstore.Record) bool {
+	return rec.Status == idemstore.StatusInProgress && rec.DeadLetterReason != "" &&
 		md.LeaseProof != "" && md.LeaseProof == lambdaidem.LeaseProof(rec.LeaseToken)
 }
 
@@ -567,7 +568,7 @@ func pendingFor(md Metadata, rec lambdaidem.Record) bool {
 // write fenced by that holder's lease token, so it applies only while
 // nobody took the key over, exactly as the holder's own would have. The
 // copy stays for the next run (ErrMarkFinished). A DryRun only says so.
-func (r *redriver) finishMark(ctx context.Context, rec lambdaidem.Record, copyID string, now time.Time) (verdict, lambdaidem.Record, string, error) {
+func (r *redriver) finishMark(ctx context.Context, rec idemstore.Record, copyID string, now time.Time) (verdict, idemstore.Record, string, error) {
 	key := rec.Namespace + "/" + rec.Key
 	if r.opts.DryRun {
 		return skip, rec, StepCheck, fmt.Errorf("%w: a real run marks %s dead-lettered (%s) by this copy", ErrMarkFinished, key, rec.DeadLetterReason)
@@ -579,16 +580,16 @@ func (r *redriver) finishMark(ctx context.Context, rec lambdaidem.Record, copyID
 	if m == nil {
 		return skip, rec, StepMark, fmt.Errorf("%w: %s holds only this copy's pending dead-letter mark, and no Marker was given to write the final one", ErrNotRedrivable, key)
 	}
-	err := m.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
+	err := m.DeadLetter(ctx, idemstore.DeadLetterRequest{
 		Lease: rec.Lease(),
 		Now:   now, Reason: rec.DeadLetterReason, Error: rec.LastError,
 		MessageID: rec.DeadLetteredMessageID, DeadLetterMessageID: copyID, ExpiresAt: rec.ExpiresAt,
 	})
 	switch {
 	case err == nil:
-		rec.Status, rec.DeadLetterMessageID = lambdaidem.StatusDeadLettered, copyID
+		rec.Status, rec.DeadLetterMessageID = idemstore.StatusDeadLettered, copyID
 		return skip, rec, StepMark, fmt.Errorf("%w: %s is now dead-lettered (%s) by this copy", ErrMarkFinished, key, rec.DeadLetterReason)
-	case errors.Is(err, lambdaidem.ErrLeaseLost):
+	case errors.Is(err, idemstore.ErrLeaseLost):
 		return skip, rec, StepMark, fmt.Errorf("%w: %s changed while its pending dead-letter mark was finished (taken over, marked or forgotten): %w", ErrNotRedrivable, key, err)
 	default:
 		return fail, rec, StepMark, fmt.Errorf("sqsqueue: mark %s dead-lettered by this copy: %w", key, err)
@@ -602,7 +603,7 @@ func (r *redriver) finishMark(ctx context.Context, rec lambdaidem.Record, copyID
 // the copy carries. Anything else may be another payload's completion of a
 // later generation of the key (after an expiry or a forget), and deleting
 // the copy would lose work that never ran.
-func workDone(md Metadata, rec lambdaidem.Record, copyID string) bool {
+func workDone(md Metadata, rec idemstore.Record, copyID string) bool {
 	if mutant.On("redrive-deletes-unrun-copy") {
 		return true // the bug this guards against: any completion of the key counts
 	}
@@ -615,7 +616,7 @@ func (r *redriver) check(md Metadata) error {
 	switch {
 	case len(r.allowed) > 0 && !r.allowed[md.SourceARN]:
 		return fmt.Errorf("%w: %q", ErrSourceNotAllowed, md.SourceARN)
-	case md.Reason == lambdaidem.ReasonKeyConflict:
+	case md.Reason == idemstore.ReasonKeyConflict:
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
 		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)

@@ -20,7 +20,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -32,8 +33,8 @@ import (
 // adminStore is what the tests need of a store: the decorator's calls and
 // the operator's.
 type adminStore interface {
-	lambdaidem.Store
-	lambdaidem.Admin
+	idemstore.Store
+	idemstore.Admin
 }
 
 // completionStores builds each store of the module, each on its own table,
@@ -176,7 +177,7 @@ func TestRedriveKeepsCopyOfUnrunPayload(t *testing.T) {
 				for _, dry := range []bool{true, false} {
 					evs := e.redrive(dry)
 					ev := wantOne(t, evs, RedriveSkipped, ErrOtherCompletion)
-					if ev.Record.Status != lambdaidem.StatusCompleted || ev.Metadata.PayloadHash == "" || ev.Metadata.PayloadHash == ev.Record.PayloadHash {
+					if ev.Record.Status != idemstore.StatusCompleted || ev.Metadata.PayloadHash == "" || ev.Metadata.PayloadHash == ev.Record.PayloadHash {
 						t.Errorf("dry run %t: record %s with hash %q, copy's hash %q; want COMPLETED under another hash", dry, ev.Record.Status, ev.Record.PayloadHash, ev.Metadata.PayloadHash)
 					}
 					if !strings.Contains(ev.Err.Error(), "never ran") {
@@ -239,8 +240,8 @@ func (e *completionEnv) forgetOrExpire(how, key string) {
 	e.t.Helper()
 	switch how {
 	case "forgotten":
-		req := lambdaidem.ForgetRequest{Namespace: "ns", Key: key, Now: e.clock.Now(), Grace: lambdaidem.DefaultGrace}
-		if _, err := e.store.Forget(e.ctx, req); !errors.Is(err, lambdaidem.ErrWouldAbandonCopy) {
+		req := idemstore.ForgetRequest{Namespace: "ns", Key: key, Now: e.clock.Now(), Grace: idemstore.DefaultGrace}
+		if _, err := e.store.Forget(e.ctx, req); !errors.Is(err, idemstore.ErrWouldAbandonCopy) {
 			e.t.Fatalf("Forget of a DEAD_LETTERED record without AbandonCopy = %v, want ErrWouldAbandonCopy", err)
 		}
 		req.AbandonCopy = true
@@ -250,7 +251,7 @@ func (e *completionEnv) forgetOrExpire(how, key string) {
 	case "expired":
 		e.clock.Advance(lambdaidem.DefaultUnfinishedRetention + time.Hour)
 	}
-	if _, err := e.store.Get(e.ctx, lambdaidem.GetRequest{Namespace: "ns", Key: key, Now: e.clock.Now()}); !errors.Is(err, lambdaidem.ErrNotFound) {
+	if _, err := e.store.Get(e.ctx, idemstore.GetRequest{Namespace: "ns", Key: key, Now: e.clock.Now()}); !errors.Is(err, idemstore.ErrNotFound) {
 		e.t.Fatalf("the record of %s is still there (%v)", key, err)
 	}
 }
@@ -294,8 +295,8 @@ func TestRedriveKeepsOtherPayloadOfDeadLetteredKey(t *testing.T) {
 				}
 			}
 			ev := wantOne(t, e.redrive(false), RedriveSkipped, ErrOtherCompletion)
-			if ev.Metadata.Reason != lambdaidem.ReasonKeyDeadLettered {
-				t.Errorf("the copy left is the %s one, want %s", ev.Metadata.Reason, lambdaidem.ReasonKeyDeadLettered)
+			if ev.Metadata.Reason != idemstore.ReasonKeyDeadLettered {
+				t.Errorf("the copy left is the %s one, want %s", ev.Metadata.Reason, idemstore.ReasonKeyDeadLettered)
 			}
 			if e.ran[other] != 0 || e.copies(e.dlq) != 1 {
 				t.Errorf("the other payload ran %d times, the DLQ holds %d; want 0 and 1", e.ran[other], e.copies(e.dlq))

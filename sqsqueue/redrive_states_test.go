@@ -13,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // These tests hold the table in docs/redrive.md: one test per state the
@@ -176,9 +177,9 @@ func (e *stateEnv) redrive(mod func(*RedriveOptions)) (RedriveSummary, []Redrive
 	return sum, evs
 }
 
-func (e *stateEnv) record(key string) lambdaidem.Record {
+func (e *stateEnv) record(key string) idemstore.Record {
 	e.t.Helper()
-	r, err := e.store.Get(e.ctx, lambdaidem.GetRequest{Namespace: "ns", Key: key, Now: time.Now()})
+	r, err := e.store.Get(e.ctx, idemstore.GetRequest{Namespace: "ns", Key: key, Now: time.Now()})
 	if err != nil {
 		e.t.Fatalf("record %s: %v", key, err)
 	}
@@ -187,7 +188,7 @@ func (e *stateEnv) record(key string) lambdaidem.Record {
 
 // copyFor sends a dead-letter copy for key with the Sink, as a decorator
 // would, without touching the record; it returns the copy's ID.
-func (e *stateEnv) copyFor(key string, reason lambdaidem.Reason) string {
+func (e *stateEnv) copyFor(key string, reason idemstore.Reason) string {
 	e.t.Helper()
 	msg := e.consume(e.t, e.src, "body of "+key, map[string]types.MessageAttributeValue{keyAttr: {DataType: ptr("String"), StringValue: ptr(key)}}, "")
 	if _, err := e.client.Client.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: &e.src.url, ReceiptHandle: &msg.ReceiptHandle}); err != nil {
@@ -201,10 +202,10 @@ func (e *stateEnv) copyFor(key string, reason lambdaidem.Reason) string {
 }
 
 // claim claims key in the store, its lease ending at leaseUntil.
-func (e *stateEnv) claim(key string, leaseUntil time.Time) lambdaidem.Lease {
+func (e *stateEnv) claim(key string, leaseUntil time.Time) idemstore.Lease {
 	e.t.Helper()
 	now := time.Now()
-	c, err := e.store.Claim(e.ctx, lambdaidem.ClaimRequest{
+	c, err := e.store.Claim(e.ctx, idemstore.ClaimRequest{
 		Namespace: "ns", Key: key, PayloadHash: "h", MessageID: "m-" + key,
 		Now: now, LeaseUntil: leaseUntil, ExpiresAt: now.Add(time.Hour),
 	})
@@ -235,19 +236,19 @@ func TestRedriveStateDeadLetteredByThisCopy(t *testing.T) {
 	e := newStateEnv(t, true)
 	e.send(`{"order":1}`, "order-1")
 	e.deliver()
-	if r := e.record("order-1"); r.Status != lambdaidem.StatusDeadLettered || e.count(e.dlq) != 1 {
+	if r := e.record("order-1"); r.Status != idemstore.StatusDeadLettered || e.count(e.dlq) != 1 {
 		t.Fatalf("before: record %s, DLQ %d", r.Status, e.count(e.dlq))
 	}
 	e.poison.Store(false)
 	_, evs := e.redrive(nil)
 	ev := wantOne(t, evs, RedriveMoved, nil)
-	if ev.Record.Status != lambdaidem.StatusFailed || ev.Record.Redrives != 1 || ev.Record.RedrivenFrom != ev.DeadLetterMessageID || ev.Record.Attempts != 0 {
+	if ev.Record.Status != idemstore.StatusFailed || ev.Record.Redrives != 1 || ev.Record.RedrivenFrom != ev.DeadLetterMessageID || ev.Record.Attempts != 0 {
 		t.Errorf("record after the reset: %+v", ev.Record)
 	}
 	if e.deliver() != 1 || e.runs.Load() != 1 {
 		t.Fatalf("the redriven message ran %d times, want 1", e.runs.Load())
 	}
-	if r := e.record("order-1"); r.Status != lambdaidem.StatusCompleted || r.Redrives != 1 || r.Attempts != 1 {
+	if r := e.record("order-1"); r.Status != idemstore.StatusCompleted || r.Redrives != 1 || r.Attempts != 1 {
 		t.Errorf("record after the run: %s, %d redrives, %d attempts", r.Status, r.Redrives, r.Attempts)
 	}
 	if n := e.count(e.dlq); n != 0 {
@@ -288,7 +289,7 @@ func TestRedriveStateSentBeforeThenCompleted(t *testing.T) {
 	if e.runs.Load() != 1 {
 		t.Errorf("handler ran %d times, want 1", e.runs.Load())
 	}
-	if r := e.record("order-2"); r.Status != lambdaidem.StatusCompleted {
+	if r := e.record("order-2"); r.Status != idemstore.StatusCompleted {
 		t.Errorf("record %s, want COMPLETED", r.Status)
 	}
 }
@@ -345,10 +346,10 @@ func TestRedriveStateCompleted(t *testing.T) {
 	t.Parallel()
 	e := newStateEnv(t, true)
 	l := e.claim("order-5", time.Now().Add(time.Minute))
-	if err := e.store.Complete(e.ctx, lambdaidem.CompleteRequest{Lease: l, Now: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+	if err := e.store.Complete(e.ctx, idemstore.CompleteRequest{Lease: l, Now: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	e.copyFor("order-5", lambdaidem.ReasonPoison)
+	e.copyFor("order-5", idemstore.ReasonPoison)
 	_, evs := e.redrive(nil)
 	wantOne(t, evs, RedriveAlreadyDone, nil)
 	if e.count(e.dlq) != 0 || e.client.sentToSources.Load() != 0 {
@@ -365,22 +366,22 @@ func TestRedriveStateNotDeadLetteredByThisCopy(t *testing.T) {
 	e := newStateEnv(t, true)
 	now := time.Now()
 	l := e.claim("failed", now.Add(time.Minute))
-	if err := e.store.Fail(e.ctx, lambdaidem.FailRequest{Lease: l, Now: now, Error: "dead-letter mark failed", ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := e.store.Fail(e.ctx, idemstore.FailRequest{Lease: l, Now: now, Error: "dead-letter mark failed", ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	e.claim("held", now.Add(time.Hour))
 	e.claim("abandoned", now.Add(-time.Hour))
 	l = e.claim("other-copy", now.Add(time.Minute))
-	if err := e.store.DeadLetter(e.ctx, lambdaidem.DeadLetterRequest{Lease: l, Now: now, Reason: lambdaidem.ReasonPoison, DeadLetterMessageID: "another-copy", ExpiresAt: now.Add(time.Hour)}); err != nil {
+	if err := e.store.DeadLetter(e.ctx, idemstore.DeadLetterRequest{Lease: l, Now: now, Reason: idemstore.ReasonPoison, DeadLetterMessageID: "another-copy", ExpiresAt: now.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	keys := []string{"failed", "held", "abandoned", "other-copy"}
-	before := map[string]lambdaidem.Record{}
+	before := map[string]idemstore.Record{}
 	for _, k := range keys {
 		before[k] = e.record(k)
-		e.copyFor(k, lambdaidem.ReasonPoison)
+		e.copyFor(k, idemstore.ReasonPoison)
 	}
-	e.copyFor("absent", lambdaidem.ReasonPoison)
+	e.copyFor("absent", idemstore.ReasonPoison)
 
 	sum, evs := e.redrive(nil)
 	if sum != (RedriveSummary{Skipped: 5}) {
@@ -417,7 +418,7 @@ func TestRedriveStateKeyConflict(t *testing.T) {
 	before := e.record("order-6")
 	_, evs := e.redrive(nil)
 	wantOne(t, evs, RedriveSkipped, ErrConflictCopy)
-	if r := e.record("order-6"); r.Status != lambdaidem.StatusCompleted || r.LeaseToken != before.LeaseToken {
+	if r := e.record("order-6"); r.Status != idemstore.StatusCompleted || r.LeaseToken != before.LeaseToken {
 		t.Errorf("the other message's record changed: %+v", r)
 	}
 	if e.count(e.dlq) != 1 || e.runs.Load() != 1 {
@@ -491,7 +492,7 @@ func TestRedriveStateStillPoisonTerminates(t *testing.T) {
 		if sum != (RedriveSummary{Moved: 1, Skipped: 1}) || !errors.Is(evs[1].Err, ErrHandledThisRun) {
 			t.Fatalf("round %d: %+v %+v", round, sum, evs)
 		}
-		if r := e.record("order-8"); r.Status != lambdaidem.StatusDeadLettered || r.Redrives != round || r.Attempts != 1 {
+		if r := e.record("order-8"); r.Status != idemstore.StatusDeadLettered || r.Redrives != round || r.Attempts != 1 {
 			t.Fatalf("round %d: record %s, %d redrives, %d attempts", round, r.Status, r.Redrives, r.Attempts)
 		}
 	}
@@ -522,7 +523,7 @@ func TestRedriveStateMessageIDKeys(t *testing.T) {
 	if e.runs.Load() != 1 {
 		t.Fatalf("runs %d, want 1", e.runs.Load())
 	}
-	if r := e.record(newID); r.Status != lambdaidem.StatusCompleted {
+	if r := e.record(newID); r.Status != idemstore.StatusCompleted {
 		t.Errorf("the redriven message's own record is %s, want COMPLETED", r.Status)
 	}
 	for range 2 {
@@ -530,7 +531,7 @@ func TestRedriveStateMessageIDKeys(t *testing.T) {
 		wantOne(t, evs, RedriveSkipped, ErrSentBefore)
 	}
 	e.deliver()
-	if r := e.record(oldKey); r.Status != lambdaidem.StatusFailed || r.Redrives != 1 || e.runs.Load() != 1 || e.count(e.dlq) != 1 {
+	if r := e.record(oldKey); r.Status != idemstore.StatusFailed || r.Redrives != 1 || e.runs.Load() != 1 || e.count(e.dlq) != 1 {
 		t.Errorf("old record %s (%d redrives), runs %d, DLQ %d", r.Status, r.Redrives, e.runs.Load(), e.count(e.dlq))
 	}
 }
@@ -544,7 +545,7 @@ func TestRedriveStateNoKey(t *testing.T) {
 	e.deliver()
 	_, evs := e.redrive(nil)
 	ev := wantOne(t, evs, RedriveSkipped, ErrNoKey)
-	if ev.Metadata.Reason != lambdaidem.ReasonMissingKey {
+	if ev.Metadata.Reason != idemstore.ReasonMissingKey {
 		t.Fatalf("reason %s, want missing_key", ev.Metadata.Reason)
 	}
 	_, evs = e.redrive(func(o *RedriveOptions) { o.Keyless = true })
@@ -557,13 +558,13 @@ func TestRedriveStateNoKey(t *testing.T) {
 // finalMarkFaults answers the final (not pending) DeadLetter as
 // unavailable while on: the copy is sent, its mark cannot be written.
 type finalMarkFaults struct {
-	lambdaidem.Store
+	idemstore.Store
 	on atomic.Bool
 }
 
-func (s *finalMarkFaults) DeadLetter(ctx context.Context, r lambdaidem.DeadLetterRequest) error {
+func (s *finalMarkFaults) DeadLetter(ctx context.Context, r idemstore.DeadLetterRequest) error {
 	if s.on.Load() && !r.Pending {
-		return lambdaidem.ErrStoreUnavailable
+		return idemstore.ErrStoreUnavailable
 	}
 	return s.Store.DeadLetter(ctx, r)
 }
@@ -585,7 +586,7 @@ func TestRedriveStatePendingMarkOfThisCopy(t *testing.T) {
 		e.runs.Add(1)
 		return nil
 	}, lambdaidem.WithNamespace("ns"), lambdaidem.WithDeadLetterSink(e.sink), lambdaidem.WithKeyAttribute(keyAttr), lambdaidem.WithLease(time.Minute))
-	forged := e.copyFor("order-9", lambdaidem.ReasonPoison)
+	forged := e.copyFor("order-9", idemstore.ReasonPoison)
 	e.send(`{"order":9}`, "order-9")
 	ms := e.receiveWait(t, e.src.url, 60, 1)
 	if len(ms) != 1 {
@@ -599,7 +600,7 @@ func TestRedriveStatePendingMarkOfThisCopy(t *testing.T) {
 	if _, err := e.client.Client.ChangeMessageVisibility(e.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.src.url, ReceiptHandle: ms[0].ReceiptHandle, VisibilityTimeout: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.record("order-9"); r.Status != lambdaidem.StatusInProgress || r.DeadLetterReason != lambdaidem.ReasonPoison || e.count(e.dlq) != 2 {
+	if r := e.record("order-9"); r.Status != idemstore.StatusInProgress || r.DeadLetterReason != idemstore.ReasonPoison || e.count(e.dlq) != 2 {
 		t.Fatalf("before: record %s (%q), DLQ %d", r.Status, r.DeadLetterReason, e.count(e.dlq))
 	}
 	faults.on.Store(false)
@@ -615,7 +616,7 @@ func TestRedriveStatePendingMarkOfThisCopy(t *testing.T) {
 			t.Errorf("dry run, copy %s: %s at %s: %v; want skipped with %v", ev.DeadLetterMessageID, ev.Outcome, ev.Step, ev.Err, want)
 		}
 	}
-	if r := e.record("order-9"); r.Status != lambdaidem.StatusInProgress {
+	if r := e.record("order-9"); r.Status != idemstore.StatusInProgress {
 		t.Fatalf("the dry run changed the record: %s", r.Status)
 	}
 
@@ -637,7 +638,7 @@ func TestRedriveStatePendingMarkOfThisCopy(t *testing.T) {
 		}
 	}
 	r := e.record("order-9")
-	if r.Status != lambdaidem.StatusDeadLettered || r.DeadLetterMessageID != copyID || r.DeadLetterReason != lambdaidem.ReasonPoison {
+	if r.Status != idemstore.StatusDeadLettered || r.DeadLetterMessageID != copyID || r.DeadLetterReason != idemstore.ReasonPoison {
 		t.Fatalf("record %s, copy %q (%s); want DEAD_LETTERED by %s", r.Status, r.DeadLetterMessageID, r.DeadLetterReason, copyID)
 	}
 	// The source message, still queued, is now a duplicate of the

@@ -14,7 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // journal records, in order, the steps Redrive takes, while the calls go
@@ -61,10 +62,10 @@ type journalResetter struct {
 	fail  map[string]bool
 }
 
-func (r journalResetter) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+func (r journalResetter) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
 	if r.fail[req.Key] {
 		r.j.add("reset-failed " + req.Namespace + "/" + req.Key)
-		return lambdaidem.Record{}, fmt.Errorf("%w: store down", lambdaidem.ErrStoreUnavailable)
+		return idemstore.Record{}, fmt.Errorf("%w: store down", idemstore.ErrStoreUnavailable)
 	}
 	rec, err := r.store.ResetDeadLetter(ctx, req)
 	if err == nil {
@@ -94,7 +95,7 @@ func setupRedrive(t *testing.T, fifo bool, n int) redriveBundle {
 	sink := NewSink(b.client, rb.dlq.url)
 	for i := range n {
 		msg := b.consume(t, rb.src, fmt.Sprintf("body-%d", i), originalAttrs(i), fmt.Sprintf("group-%d", i))
-		dl := lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: fmt.Sprintf("key-%d", i), Reason: lambdaidem.ReasonPoison, Attempts: 1}
+		dl := lambdaidem.DeadLetter{Message: msg, Namespace: "ns", Key: fmt.Sprintf("key-%d", i), Reason: idemstore.ReasonPoison, Attempts: 1}
 		rb.deadLetter(t, dl, sink)
 		// The decorator acknowledges the source message once dead-lettered.
 		if _, err := b.client.DeleteMessage(b.ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src.url, ReceiptHandle: &msg.ReceiptHandle}); err != nil {
@@ -109,7 +110,7 @@ func setupRedrive(t *testing.T, fifo bool, n int) redriveBundle {
 func (rb redriveBundle) deadLetter(t *testing.T, dl lambdaidem.DeadLetter, sink *Sink) string {
 	t.Helper()
 	now := time.Now()
-	c, err := rb.store.Claim(rb.ctx, lambdaidem.ClaimRequest{
+	c, err := rb.store.Claim(rb.ctx, idemstore.ClaimRequest{
 		Namespace: dl.Namespace, Key: dl.Key, PayloadHash: "h", MessageID: dl.Message.MessageId,
 		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 	})
@@ -120,7 +121,7 @@ func (rb redriveBundle) deadLetter(t *testing.T, dl lambdaidem.DeadLetter, sink 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rb.store.DeadLetter(rb.ctx, lambdaidem.DeadLetterRequest{
+	if err := rb.store.DeadLetter(rb.ctx, idemstore.DeadLetterRequest{
 		Lease: c.Lease, Now: now, Reason: dl.Reason, MessageID: dl.Message.MessageId,
 		DeadLetterMessageID: id, ExpiresAt: now.Add(time.Hour),
 	}); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // SendMessageAPI is the part of *sqs.Client that Sink uses.
@@ -71,12 +72,12 @@ func WithErrorLimit(n int) SinkOption {
 // in ".fifo" is treated as a FIFO queue. A nil client, or a queueURL that
 // is not a queue URL (CheckQueueURL: an unset environment variable, an ARN
 // or a name where the URL belongs), is refused at once: NewSink panics
-// with a *lambdaidem.ConfigError wrapping ErrInvalidQueueURL (or
-// lambdaidem.ErrInvalidOption for the client), as the decorators do for
+// with a *idemstore.ConfigError wrapping ErrInvalidQueueURL (or
+// idemstore.ErrInvalidOption for the client), as the decorators do for
 // options that could never work, rather than fail every dead-letter send.
 func NewSink(client SendMessageAPI, queueURL string, opts ...SinkOption) *Sink {
 	if nilClient(client) {
-		refuse("sqsqueue.NewSink", "client", fmt.Errorf("%w: the SQS client is nil", lambdaidem.ErrInvalidOption))
+		refuse("sqsqueue.NewSink", "client", fmt.Errorf("%w: the SQS client is nil", idemstore.ErrInvalidOption))
 	}
 	if err := CheckQueueURL(queueURL); err != nil {
 		refuse("sqsqueue.NewSink", "queue URL", err)

@@ -16,12 +16,13 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func deadLetter(msg events.SQSMessage) lambdaidem.DeadLetter {
 	return lambdaidem.DeadLetter{
 		Message: msg, Namespace: "orders", Key: "order-42",
-		Reason: lambdaidem.ReasonMaxAttempts, Error: "charge failed: card declined",
+		Reason: idemstore.ReasonMaxAttempts, Error: "charge failed: card declined",
 		Attempts:       5,
 		FirstAttemptAt: time.Date(2024, 5, 1, 10, 0, 0, 1, time.UTC),
 		LastAttemptAt:  time.Date(2024, 5, 1, 10, 9, 0, 0, time.UTC),
@@ -31,7 +32,7 @@ func deadLetter(msg events.SQSMessage) lambdaidem.DeadLetter {
 // wantMeta is the metadata Send must record for deadLetter(msg).
 func wantMeta(msg events.SQSMessage, group string) Metadata {
 	return Metadata{
-		Version: FormatVersion, Reason: lambdaidem.ReasonMaxAttempts,
+		Version: FormatVersion, Reason: idemstore.ReasonMaxAttempts,
 		Error: "charge failed: card declined", Attempts: 5,
 		SourceARN: msg.EventSourceARN, MessageID: msg.MessageId, GroupID: group,
 		FirstAttemptAt: time.Date(2024, 5, 1, 10, 0, 0, 1, time.UTC),

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // MaxVisibility is the longest visibility timeout SQS accepts (12 hours).
@@ -72,8 +73,8 @@ func WithQueueURLFunc(f func(arn string) (string, error)) VisibilityOption {
 // WithQueueURLs entry whose key is not a queue ARN (ParseARN) or whose URL
 // is not that queue's URL (CheckQueueURL, naming the ARN's queue) are
 // refused at once: NewVisibilityChanger panics with a
-// *lambdaidem.ConfigError wrapping ErrInvalidARN, ErrInvalidQueueURL or
-// lambdaidem.ErrInvalidOption, rather than fail each message.
+// *idemstore.ConfigError wrapping ErrInvalidARN, ErrInvalidQueueURL or
+// idemstore.ErrInvalidOption, rather than fail each message.
 func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityOption) *VisibilityChanger {
 	const handler = "sqsqueue.NewVisibilityChanger"
 	var c visibilityConfig
@@ -81,7 +82,7 @@ func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityO
 		o(&c)
 	}
 	if nilClient(client) {
-		refuse(handler, "client", fmt.Errorf("%w: the SQS client is nil", lambdaidem.ErrInvalidOption))
+		refuse(handler, "client", fmt.Errorf("%w: the SQS client is nil", idemstore.ErrInvalidOption))
 	}
 	if c.endpoint != "" {
 		if err := checkEndpoint(c.endpoint); err != nil {
@@ -97,7 +98,7 @@ func NewVisibilityChanger(client ChangeMessageVisibilityAPI, opts ...VisibilityO
 			err = fmt.Errorf("%w: %q does not name the queue %s", ErrInvalidQueueURL, u, arn)
 		}
 		if err != nil {
-			refuse(handler, "WithQueueURLs", fmt.Errorf("%w: %w", lambdaidem.ErrInvalidOption, err))
+			refuse(handler, "WithQueueURLs", fmt.Errorf("%w: %w", idemstore.ErrInvalidOption, err))
 		}
 	}
 	return &VisibilityChanger{client: client, resolver: newResolver(client, c.endpoint, c.urls, c.fn)}

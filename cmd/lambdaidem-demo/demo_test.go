@@ -11,6 +11,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // TestDemo runs the whole demo in process against the local services, with
@@ -75,7 +76,7 @@ func TestDemo(t *testing.T) {
 	// the dead-letter mark unwritten and the next delivery sent a spare.
 	// PoisonDeadLettered (checked by OK) says the copies are the poison
 	// order's, with its reason.
-	if got := s.DeadLettered[string(lambdaidem.ReasonPoison)]; got < 1 || len(s.DeadLettered) != 1 {
+	if got := s.DeadLettered[string(idemstore.ReasonPoison)]; got < 1 || len(s.DeadLettered) != 1 {
 		t.Errorf("DeadLettered = %v, want poison only", s.DeadLettered)
 	}
 	// Each crash order (before the effect in plain mode, after it in

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // ReasonSQSRedrive labels a DLQ message that SQS's redrive policy moved
@@ -158,7 +158,7 @@ func summarize(ctx context.Context, h *harness.Harness, w harness.Workload, star
 	s.Lost = t.Lost(keys)
 	s.DuplicateEffects = t.Duplicates(keys)
 	for _, o := range w.Messages {
-		if o.Poison && !slices.Contains(t.DLQ[o.Key], string(lambdaidem.ReasonPoison)) {
+		if o.Poison && !slices.Contains(t.DLQ[o.Key], string(idemstore.ReasonPoison)) {
 			s.PoisonDeadLettered = false
 		}
 		ms := s.PerMode[modeOf(o)]

@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // cliTuning suits an operator at a terminal: longer per-attempt timeouts
@@ -46,8 +46,8 @@ func (a *app) awsConfig(ctx context.Context, c *common) (aws.Config, error) {
 
 // admin opens the store: the DynamoDB table -table names, or the Redis
 // server -store names. Every subcommand works through the store's
-// lambdaidem.Admin calls and nothing else.
-func (a *app) admin(ctx context.Context, c *common) (lambdaidem.Admin, error) {
+// idemstore.Admin calls and nothing else.
+func (a *app) admin(ctx context.Context, c *common) (idemstore.Admin, error) {
 	if c.isRedis() {
 		return a.redisStore(c)
 	}

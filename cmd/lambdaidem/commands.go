@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // openStatuses are the statuses in the sparse index, in listing order.
-var openStatuses = []lambdaidem.Status{lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered}
+var openStatuses = []idemstore.Status{idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered}
 
 // ---- get ----
 
@@ -52,17 +52,17 @@ type listFlags struct {
 }
 
 // statusList collects -status values (repeatable, or comma-separated).
-type statusList []lambdaidem.Status
+type statusList []idemstore.Status
 
-func (s *statusList) String() string { return fmt.Sprint([]lambdaidem.Status(*s)) }
+func (s *statusList) String() string { return fmt.Sprint([]idemstore.Status(*s)) }
 
 func (s *statusList) Set(v string) error {
 	for _, part := range strings.Split(v, ",") {
-		st := lambdaidem.Status(strings.ToUpper(strings.TrimSpace(part)))
+		st := idemstore.Status(strings.ToUpper(strings.TrimSpace(part)))
 		switch st {
-		case lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered:
+		case idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered:
 			*s = append(*s, st)
-		case lambdaidem.StatusCompleted:
+		case idemstore.StatusCompleted:
 			return errors.New("COMPLETED records are not in the open index; use \"get KEY\" for one, \"stats -all\" to count them")
 		default:
 			return fmt.Errorf("unknown status %q (IN_PROGRESS, FAILED or DEAD_LETTERED)", part)
@@ -111,18 +111,18 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 	if lf.limit < 0 || lf.olderThan < 0 || lf.pageSize < 1 {
 		return usagef("-limit and -older-than must not be negative, -page-size must be positive")
 	}
-	want := map[lambdaidem.Status]bool{}
+	want := map[idemstore.Status]bool{}
 	for _, s := range lf.statuses {
 		want[s] = true
 	}
 	if lf.failed {
-		want[lambdaidem.StatusFailed] = true
+		want[idemstore.StatusFailed] = true
 	}
 	if lf.deadLettered {
-		want[lambdaidem.StatusDeadLettered] = true
+		want[idemstore.StatusDeadLettered] = true
 	}
 	if lf.stuck {
-		want[lambdaidem.StatusInProgress] = true
+		want[idemstore.StatusInProgress] = true
 	}
 	if len(want) == 0 {
 		for _, s := range openStatuses {
@@ -141,16 +141,16 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 	}
 	// Each status streams oldest first; the first n of each are enough to
 	// find the oldest n overall.
-	var rows []lambdaidem.Record
+	var rows []idemstore.Record
 	more := false
 	for _, status := range openStatuses {
 		if !want[status] {
 			continue
 		}
 		n := 0
-		req := lambdaidem.ListOpenRequest{Status: status, Namespace: c.namespace, UpdatedBefore: before, Now: now, PageSize: lf.pageSize}
+		req := idemstore.ListOpenRequest{Status: status, Namespace: c.namespace, UpdatedBefore: before, Now: now, PageSize: lf.pageSize}
 		if !lf.quiet {
-			req.Progress = func(p lambdaidem.PageProgress) {
+			req.Progress = func(p idemstore.PageProgress) {
 				if p.Pages > 1 {
 					a.progressf("list: %s: %d pages read, %d index entries", status, p.Pages, p.Read)
 				}
@@ -160,7 +160,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 			if err != nil {
 				return fmt.Errorf("list %s records of table %s: %w", status, c.table, err)
 			}
-			if status == lambdaidem.StatusInProgress && lf.stuck && !r.LeaseUntil.Before(now) {
+			if status == idemstore.StatusInProgress && lf.stuck && !r.LeaseUntil.Before(now) {
 				continue
 			}
 			if lf.limit > 0 && n == lf.limit {
@@ -171,7 +171,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 			n++
 		}
 	}
-	slices.SortStableFunc(rows, func(x, y lambdaidem.Record) int { return x.UpdatedAt.Compare(y.UpdatedAt) })
+	slices.SortStableFunc(rows, func(x, y idemstore.Record) int { return x.UpdatedAt.Compare(y.UpdatedAt) })
 	if lf.limit > 0 && len(rows) > lf.limit {
 		rows, more = rows[:lf.limit], true
 	}
@@ -191,7 +191,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 	return nil
 }
 
-func (a *app) writeTable(c *common, rows []lambdaidem.Record, now time.Time) {
+func (a *app) writeTable(c *common, rows []idemstore.Record, now time.Time) {
 	if len(rows) == 0 {
 		fmt.Fprintf(a.stdout, "no matching records in table %s\n", safe(c.table))
 		return
@@ -223,10 +223,10 @@ func (a *app) writeTable(c *common, rows []lambdaidem.Record, now time.Time) {
 // listDetail is list's DETAIL column: the last error's first line, after
 // the dead-letter reason unless the error already starts with it (a
 // poison error reads "poison: ...").
-func listDetail(r lambdaidem.Record) string {
+func listDetail(r idemstore.Record) string {
 	detail := oneLine(r.LastError, 60)
 	reason := string(r.DeadLetterReason)
-	if r.Status != lambdaidem.StatusDeadLettered || reason == "" || strings.HasPrefix(detail, reason+":") {
+	if r.Status != idemstore.StatusDeadLettered || reason == "" || strings.HasPrefix(detail, reason+":") {
 		return detail
 	}
 	return strings.TrimSuffix(reason+": "+detail, ": ")
@@ -234,13 +234,13 @@ func listDetail(r lambdaidem.Record) string {
 
 // storedForm turns a KEY argument into the key as stored: a hashed form
 // as list shows it ("sha256:" and 64 hex digits) is used as typed; any
-// other key goes through lambdaidem.StoredKey, so the original of a long
+// other key goes through idemstore.StoredKey, so the original of a long
 // key finds its record too.
 func storedForm(key string) string {
-	if h, ok := strings.CutPrefix(key, lambdaidem.HashedKeyPrefix); ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == "" {
+	if h, ok := strings.CutPrefix(key, idemstore.HashedKeyPrefix); ok && len(h) == 64 && strings.Trim(h, "0123456789abcdef") == "" {
 		return key
 	}
-	return lambdaidem.StoredKey(key)
+	return idemstore.StoredKey(key)
 }
 
 // ---- release ----
@@ -278,27 +278,27 @@ heartbeat stops its handler), and the key stays IN_PROGRESS until the lease
 has run out, when the next delivery takes it over. Never two handlers at once.`,
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&force, "force", false, "revoke a lease that is still live (its holder can then record nothing; the key is taken over once the lease has run out)")
-			fs.StringVar(&note, "note", lambdaidem.DefaultReleaseNote, "`text` stored as the record's last error")
-			fs.DurationVar(&grace, "grace", lambdaidem.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
+			fs.StringVar(&note, "note", idemstore.DefaultReleaseNote, "`text` stored as the record's last error")
+			fs.DurationVar(&grace, "grace", idemstore.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			key, st, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
 			}
-			if r.Status != lambdaidem.StatusInProgress {
+			if r.Status != idemstore.StatusInProgress {
 				return refusef("%s is %s, not IN_PROGRESS: there is no lease to release (\"forget\" makes a key new again)", c.where(key), r.Status)
 			}
-			live := lambdaidem.LeaseLive(r, now, grace)
+			live := idemstore.LeaseLive(r, now, grace)
 			if live && !force {
 				return refusef("the lease on %s, held by message %s, runs until %s and counts as live for the %s grace after that: its holder may still be running. Wait, or use -force to revoke it",
 					c.where(key), safe(orDash(r.MessageID)), when(r.LeaseUntil, now), grace)
 			}
-			out, err := st.Release(ctx, lambdaidem.ReleaseRequest{Namespace: c.namespace, Key: key, Token: r.LeaseToken, Now: now, Grace: grace, Force: force, Note: note})
+			out, err := st.Release(ctx, idemstore.ReleaseRequest{Namespace: c.namespace, Key: key, Token: r.LeaseToken, Now: now, Grace: grace, Force: force, Note: note})
 			if err != nil {
 				return fmt.Errorf("release %s: %w", c.where(key), err)
 			}
-			revoked := out.Status == lambdaidem.StatusInProgress
+			revoked := out.Status == idemstore.StatusInProgress
 			if c.json {
 				j := releaseJSON{Released: true, Forced: force, Revoked: revoked, Record: toJSON(out, now)}
 				if revoked {
@@ -325,7 +325,7 @@ has run out, when the next delivery takes it over. Never two handlers at once.`,
 // nextDelivery names what runs a record's key next: the message's next
 // delivery for an SQS record, the next request for a Wrap record (which
 // has no message ID).
-func nextDelivery(r lambdaidem.Record) string {
+func nextDelivery(r idemstore.Record) string {
 	if r.MessageID == "" {
 		return "the next request with this key"
 	}
@@ -368,16 +368,16 @@ forgotten when that lease has run out, never while its holder may still run.`,
 			fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
 			fs.BoolVar(&force, "force", false, "revoke a live lease and forget the record when that lease has run out")
 			fs.BoolVar(&abandon, "abandon-copy", false, "forget a DEAD_LETTERED record although redrive can then never send its dead-letter copy back")
-			fs.DurationVar(&grace, "grace", lambdaidem.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
+			fs.DurationVar(&grace, "grace", idemstore.DefaultGrace, "the function's grace (WithGrace): how long past its end a lease counts as live")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			key, st, r, now, err := a.record(ctx, c, args)
 			if err != nil {
 				return err
 			}
-			live := lambdaidem.LeaseLive(r, now, grace)
+			live := idemstore.LeaseLive(r, now, grace)
 			switch {
-			case r.Status == lambdaidem.StatusDeadLettered && !abandon:
+			case r.Status == idemstore.StatusDeadLettered && !abandon:
 				return refusef("%s is DEAD_LETTERED (%s): its message waits in the dead-letter queue as copy %s, and redrive sends that copy back only after resetting this record, which shows the copy dead-lettered it. Forgetting the record would leave the copy there for good, and no other message with this key is on its way (message %s was acknowledged). To run it again: lambdaidem redrive -dlq DLQ_URL -source QUEUE_ARN. To forget the key anyway (the producer will send it again, or you will deal with the copy by hand), pass -abandon-copy",
 					c.where(key), safe(orDash(string(r.DeadLetterReason))), safe(orDash(r.DeadLetterMessageID)), safe(orDash(r.DeadLetteredMessageID)))
 			case live && !force:
@@ -397,7 +397,7 @@ forgotten when that lease has run out, never while its holder may still run.`,
 					return refusef("not confirmed: %s kept", c.where(key))
 				}
 			}
-			res, err := st.Forget(ctx, lambdaidem.ForgetRequest{Namespace: c.namespace, Key: key, Now: now, Grace: grace, Force: force, AbandonCopy: abandon})
+			res, err := st.Forget(ctx, idemstore.ForgetRequest{Namespace: c.namespace, Key: key, Now: now, Grace: grace, Force: force, AbandonCopy: abandon})
 			if err != nil {
 				return fmt.Errorf("forget %s: %w", c.where(key), err)
 			}
@@ -412,7 +412,7 @@ forgotten when that lease has run out, never while its holder may still run.`,
 }
 
 // describeForget says what a forget did and what runs the key next.
-func describeForget(where string, res lambdaidem.ForgetResult, grace time.Duration, now time.Time) string {
+func describeForget(where string, res idemstore.ForgetResult, grace time.Duration, now time.Time) string {
 	r := res.Record
 	fresh := "runs the handler as attempt 1 of a new record"
 	if res.Revoked {
@@ -423,10 +423,10 @@ func describeForget(where string, res lambdaidem.ForgetResult, grace time.Durati
 	switch {
 	case r.MessageID == "":
 		return fmt.Sprintf("%s: the next request with this key %s.", was, fresh)
-	case r.Status == lambdaidem.StatusDeadLettered:
+	case r.Status == idemstore.StatusDeadLettered:
 		return fmt.Sprintf("%s: its copy %s stays in the dead-letter queue, and redrive leaves it there from now on (no record shows it was dead-lettered): delete it, or send its body again by hand. The next message with this key %s; none is on its way (message %s was acknowledged).",
 			was, safe(orDash(r.DeadLetterMessageID)), fresh, safe(orDash(r.DeadLetteredMessageID)))
-	case r.Status == lambdaidem.StatusCompleted:
+	case r.Status == idemstore.StatusCompleted:
 		return fmt.Sprintf("%s: the next message with this key %s; message %s is not delivered again (it was acknowledged). Function instances with WithCache may skip the key until their cache entry ends.",
 			was, fresh, safe(r.MessageID))
 	}
@@ -439,7 +439,7 @@ type statsJSON struct {
 	Table     string `json:"table"`
 	Namespace string `json:"namespace,omitempty"`
 	// Counts maps each status to its count; COMPLETED is null unless -all.
-	Counts map[lambdaidem.Status]*int `json:"counts"`
+	Counts map[idemstore.Status]*int `json:"counts"`
 	// Stuck counts IN_PROGRESS records whose lease has expired.
 	Stuck int `json:"stuck"`
 }
@@ -464,11 +464,11 @@ table (read capacity in proportion to its size): only with -all.`,
 				return err
 			}
 			now := a.now()
-			out := statsJSON{Table: c.table, Namespace: c.namespace, Counts: map[lambdaidem.Status]*int{lambdaidem.StatusCompleted: nil}}
-			count := func(req lambdaidem.CountRequest, always bool) (int, error) {
+			out := statsJSON{Table: c.table, Namespace: c.namespace, Counts: map[idemstore.Status]*int{idemstore.StatusCompleted: nil}}
+			count := func(req idemstore.CountRequest, always bool) (int, error) {
 				req.Namespace, req.Now = c.namespace, now
 				if !quiet {
-					req.Progress = func(p lambdaidem.PageProgress) {
+					req.Progress = func(p idemstore.PageProgress) {
 						if always || p.Pages > 1 {
 							a.progressf("stats: %s: %d pages, %d items read, %d counted", req.Status, p.Pages, p.Read, p.Matched)
 						}
@@ -481,23 +481,23 @@ table (read capacity in proportion to its size): only with -all.`,
 				return n, nil
 			}
 			for _, s := range openStatuses {
-				n, err := count(lambdaidem.CountRequest{Status: s}, false)
+				n, err := count(idemstore.CountRequest{Status: s}, false)
 				if err != nil {
 					return err
 				}
 				out.Counts[s] = &n
 			}
-			if *out.Counts[lambdaidem.StatusInProgress] > 0 {
-				if out.Stuck, err = count(lambdaidem.CountRequest{Status: lambdaidem.StatusInProgress, LeaseEndedBefore: now}, false); err != nil {
+			if *out.Counts[idemstore.StatusInProgress] > 0 {
+				if out.Stuck, err = count(idemstore.CountRequest{Status: idemstore.StatusInProgress, LeaseEndedBefore: now}, false); err != nil {
 					return err
 				}
 			}
 			if all {
-				n, err := count(lambdaidem.CountRequest{Status: lambdaidem.StatusCompleted, AllowScan: true}, true)
+				n, err := count(idemstore.CountRequest{Status: idemstore.StatusCompleted, AllowScan: true}, true)
 				if err != nil {
 					return err
 				}
-				out.Counts[lambdaidem.StatusCompleted] = &n
+				out.Counts[idemstore.StatusCompleted] = &n
 			}
 			if c.json {
 				a.writeJSON(out)
@@ -514,12 +514,12 @@ func (a *app) writeStats(s statsJSON) {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tRECORDS\t\t")
-	for _, st := range append(slices.Clone(openStatuses), lambdaidem.StatusCompleted) {
+	for _, st := range append(slices.Clone(openStatuses), idemstore.StatusCompleted) {
 		n := s.Counts[st]
 		switch {
 		case n == nil:
 			fmt.Fprintf(tw, "%s\t-\tnot counted: a full table scan (-all)\t\n", st)
-		case st == lambdaidem.StatusInProgress && s.Stuck > 0:
+		case st == idemstore.StatusInProgress && s.Stuck > 0:
 			fmt.Fprintf(tw, "%s\t%d\t%d stuck (lease expired)\t\n", st, *n, s.Stuck)
 		default:
 			fmt.Fprintf(tw, "%s\t%d\t\t\n", st, *n)
@@ -531,10 +531,10 @@ func (a *app) writeStats(s statsJSON) {
 
 // record reads the record of the command's KEY argument: the key, the
 // store it was read from, the record and the time it was read at.
-func (a *app) record(ctx context.Context, c *common, args []string) (string, lambdaidem.Admin, lambdaidem.Record, time.Time, error) {
+func (a *app) record(ctx context.Context, c *common, args []string) (string, idemstore.Admin, idemstore.Record, time.Time, error) {
 	key, err := c.needKey(args)
 	if err != nil {
-		return "", nil, lambdaidem.Record{}, time.Time{}, err
+		return "", nil, idemstore.Record{}, time.Time{}, err
 	}
 	if c.namespace == "" {
 		c.namespace = defaultNamespace(a.env)
@@ -543,15 +543,15 @@ func (a *app) record(ctx context.Context, c *common, args []string) (string, lam
 	key = storedForm(key)
 	st, err := a.admin(ctx, c)
 	if err != nil {
-		return "", nil, lambdaidem.Record{}, time.Time{}, err
+		return "", nil, idemstore.Record{}, time.Time{}, err
 	}
 	now := a.now()
-	r, err := st.Get(ctx, lambdaidem.GetRequest{Namespace: c.namespace, Key: key, Now: now})
-	if errors.Is(err, lambdaidem.ErrNotFound) {
-		return "", nil, lambdaidem.Record{}, time.Time{}, fmt.Errorf("no record for %s (never seen, forgotten, or expired): %w", c.where(key), lambdaidem.ErrNotFound)
+	r, err := st.Get(ctx, idemstore.GetRequest{Namespace: c.namespace, Key: key, Now: now})
+	if errors.Is(err, idemstore.ErrNotFound) {
+		return "", nil, idemstore.Record{}, time.Time{}, fmt.Errorf("no record for %s (never seen, forgotten, or expired): %w", c.where(key), idemstore.ErrNotFound)
 	}
 	if err != nil {
-		return "", nil, lambdaidem.Record{}, time.Time{}, fmt.Errorf("read %s: %w", c.where(key), err)
+		return "", nil, idemstore.Record{}, time.Time{}, fmt.Errorf("read %s: %w", c.where(key), err)
 	}
 	return key, st, r, now, nil
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func TestGet(t *testing.T) {
@@ -186,7 +186,7 @@ func TestRelease(t *testing.T) {
 		rel.Record.Status != "IN_PROGRESS" || rel.Record.LeaseUntil != "2026-03-14T09:10:00Z" || rel.Record.LastError != "lease released by operator" {
 		t.Errorf("forced release: %+v", rel)
 	}
-	if err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: holder, Now: at(301), ExpiresAt: at(86400)}); !errors.Is(err, lambdaidem.ErrLeaseLost) {
+	if err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: holder, Now: at(301), ExpiresAt: at(86400)}); !errors.Is(err, idemstore.ErrLeaseLost) {
 		t.Errorf("the holder's completion after the revocation: %v, want ErrLeaseLost", err)
 	}
 	b.refusedClaim(t, "orders", "order-running", 602)
@@ -294,7 +294,7 @@ func TestStats(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.seed(t)
-	count := func(s statsJSON, st lambdaidem.Status) int {
+	count := func(s statsJSON, st idemstore.Status) int {
 		t.Helper()
 		if s.Counts[st] == nil {
 			t.Fatalf("%s not counted: %+v", st, s)
@@ -303,8 +303,8 @@ func TestStats(t *testing.T) {
 	}
 
 	s := decode[statsJSON](t, b.cli(t, 300, "stats", "-json").want(t, exitOK))
-	if count(s, lambdaidem.StatusInProgress) != 2 || s.Stuck != 1 || count(s, lambdaidem.StatusFailed) != 1 ||
-		count(s, lambdaidem.StatusDeadLettered) != 1 || s.Counts[lambdaidem.StatusCompleted] != nil {
+	if count(s, idemstore.StatusInProgress) != 2 || s.Stuck != 1 || count(s, idemstore.StatusFailed) != 1 ||
+		count(s, idemstore.StatusDeadLettered) != 1 || s.Counts[idemstore.StatusCompleted] != nil {
 		t.Errorf("stats: %+v", s)
 	}
 	if !strings.Contains(b.cli(t, 300, "stats", "-json").stdout, `"COMPLETED": null`) {
@@ -313,7 +313,7 @@ func TestStats(t *testing.T) {
 
 	r := b.cli(t, 300, "stats", "-all", "-json", "-namespace", "").want(t, exitOK)
 	s = decode[statsJSON](t, r)
-	if count(s, lambdaidem.StatusCompleted) != 3 || count(s, lambdaidem.StatusFailed) != 2 {
+	if count(s, idemstore.StatusCompleted) != 3 || count(s, idemstore.StatusFailed) != 2 {
 		t.Errorf("stats -all over all namespaces: %+v", s)
 	}
 	if !strings.Contains(r.stderr, "stats: COMPLETED: 1 pages, 8 items read, 3 counted") {

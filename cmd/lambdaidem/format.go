@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Lease states as shown to operators.
@@ -21,8 +22,8 @@ const (
 
 // leaseState tells whether an IN_PROGRESS record's lease still runs at now;
 // "" for other states, which hold no lease.
-func leaseState(r lambdaidem.Record, now time.Time) string {
-	if r.Status != lambdaidem.StatusInProgress {
+func leaseState(r idemstore.Record, now time.Time) string {
+	if r.Status != idemstore.StatusInProgress {
 		return ""
 	}
 	if r.LeaseUntil.Before(now) {
@@ -62,7 +63,7 @@ type recordJSON struct {
 	RedrivenFrom          string          `json:"redriven_from,omitempty"`
 }
 
-func toJSON(r lambdaidem.Record, now time.Time) recordJSON {
+func toJSON(r idemstore.Record, now time.Time) recordJSON {
 	j := recordJSON{
 		Namespace: r.Namespace, Key: r.Key, Status: string(r.Status),
 		LeaseState: leaseState(r, now), LeaseToken: r.LeaseToken, LeaseUntil: stamp(r.LeaseUntil),
@@ -143,7 +144,7 @@ func span(d time.Duration) string {
 }
 
 // writeRecord prints a record as aligned "field value" lines.
-func writeRecord(w io.Writer, table string, r lambdaidem.Record, now time.Time) {
+func writeRecord(w io.Writer, table string, r idemstore.Record, now time.Time) {
 	line := func(name, format string, args ...any) {
 		fmt.Fprintf(w, "%-16s %s\n", name, fmt.Sprintf(format, args...))
 	}
@@ -180,13 +181,13 @@ func writeRecord(w io.Writer, table string, r lambdaidem.Record, now time.Time) 
 	} else {
 		line("expires", "%s", when(r.ExpiresAt, now))
 	}
-	if r.Status == lambdaidem.StatusCompleted {
+	if r.Status == idemstore.StatusCompleted {
 		line("result", "%s", describeResult(r.Result))
 		if !r.ResultUntil.IsZero() {
 			line("result until", "%s", when(r.ResultUntil, now))
 		}
 	}
-	if r.Status == lambdaidem.StatusDeadLettered {
+	if r.Status == idemstore.StatusDeadLettered {
 		line("dead letter", "reason %s, source message %s, DLQ copy %s",
 			safe(orDash(string(r.DeadLetterReason))), safe(orDash(r.DeadLetteredMessageID)), safe(orDash(r.DeadLetterMessageID)))
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // printable reports whether out holds only what a terminal shows as text:
@@ -36,15 +36,15 @@ func FuzzFormat(f *testing.F) {
 	f.Add("", "", "", "", "", "", "", []byte(nil), int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, ns, key, status, reason, lastErr, token, hash string, result []byte, lease, updated int64) {
 		now := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
-		r := lambdaidem.Record{
-			Namespace: ns, Key: key, Status: lambdaidem.Status(status), DeadLetterReason: lambdaidem.Reason(reason),
+		r := idemstore.Record{
+			Namespace: ns, Key: key, Status: idemstore.Status(status), DeadLetterReason: idemstore.Reason(reason),
 			LastError: lastErr, LeaseToken: token, PayloadHash: hash, Result: result, MessageID: key,
 			LeaseUntil: time.UnixMilli(lease).UTC(), UpdatedAt: time.Unix(updated, 0).UTC(), Attempts: 1,
 		}
 		var out bytes.Buffer
 		writeRecord(&out, "t", r, now)
 		a := &app{stdout: &out}
-		a.writeTable(&common{table: "t"}, []lambdaidem.Record{r}, now)
+		a.writeTable(&common{table: "t"}, []idemstore.Record{r}, now)
 		if !printable(out.String()) {
 			t.Fatalf("output holds a non-printable rune:\n%q", out.String())
 		}

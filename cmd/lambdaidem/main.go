@@ -2,7 +2,7 @@
 // table (DynamoDB, or a Redis store with -store): inspect a key, list stuck,
 // failed and dead-lettered records, release or revoke a lease, forget a key,
 // count records by status, and redrive the dead-letter queue. Every
-// subcommand works through the store's lambdaidem.Admin calls. Run it with
+// subcommand works through the store's idemstore.Admin calls. Run it with
 // -h, or SUBCOMMAND -h, for usage.
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -201,17 +201,17 @@ func exitCode(err error) int {
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &re),
-		errors.Is(err, lambdaidem.ErrInProgress),
-		errors.Is(err, lambdaidem.ErrRecordChanged),
-		errors.Is(err, lambdaidem.ErrNotInProgress),
-		errors.Is(err, lambdaidem.ErrWouldAbandonCopy):
+		errors.Is(err, idemstore.ErrInProgress),
+		errors.Is(err, idemstore.ErrRecordChanged),
+		errors.Is(err, idemstore.ErrNotInProgress),
+		errors.Is(err, idemstore.ErrWouldAbandonCopy):
 		return exitRefused
-	case errors.Is(err, lambdaidem.ErrNotFound):
+	case errors.Is(err, idemstore.ErrNotFound):
 		return exitNotFound
 	case errors.Is(err, dynamo.ErrInvalidKey),
 		errors.Is(err, redisstore.ErrInvalidKey),
-		errors.Is(err, lambdaidem.ErrNamespaceRequired),
-		errors.Is(err, lambdaidem.ErrNotIndexed):
+		errors.Is(err, idemstore.ErrNamespaceRequired),
+		errors.Is(err, idemstore.ErrNotIndexed):
 		return exitUsage
 	}
 	return exitFailed

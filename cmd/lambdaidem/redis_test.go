@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -61,8 +61,8 @@ func TestRedisStore(t *testing.T) {
 	b.cli(t, 300, "list", "-namespace", "").want(t, exitUsage)
 
 	s := decode[statsJSON](t, b.cli(t, 300, "stats", "-json").want(t, exitOK))
-	if *s.Counts[lambdaidem.StatusInProgress] != 2 || s.Stuck != 1 || *s.Counts[lambdaidem.StatusFailed] != 1 ||
-		*s.Counts[lambdaidem.StatusDeadLettered] != 1 || s.Counts[lambdaidem.StatusCompleted] != nil {
+	if *s.Counts[idemstore.StatusInProgress] != 2 || s.Stuck != 1 || *s.Counts[idemstore.StatusFailed] != 1 ||
+		*s.Counts[idemstore.StatusDeadLettered] != 1 || s.Counts[idemstore.StatusCompleted] != nil {
 		t.Errorf("stats: %+v", s)
 	}
 	b.cli(t, 300, "stats", "-all").want(t, exitUsage)
@@ -115,9 +115,9 @@ func TestRedisRedrive(t *testing.T) {
 		t.Fatalf("source queue after redrive: %v", back)
 	}
 	// The same copy cannot reset the record twice.
-	if _, err := b.store.(lambdaidem.DeadLetterResetter).ResetDeadLetter(t.Context(), lambdaidem.ResetRequest{
+	if _, err := b.store.(idemstore.DeadLetterResetter).ResetDeadLetter(t.Context(), idemstore.ResetRequest{
 		Namespace: rb.ns, Key: "order-9", DeadLetterMessageID: moved.Messages[0].DLQMessageID, Now: at(150),
-	}); !errors.Is(err, lambdaidem.ErrResetRefused) {
+	}); !errors.Is(err, idemstore.ErrResetRefused) {
 		t.Errorf("second reset by the same copy = %v, want ErrResetRefused", err)
 	}
 	l := rb.claim(t, rb.ns, "order-9", 200, 30)

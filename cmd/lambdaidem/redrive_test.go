@@ -12,6 +12,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -99,15 +100,15 @@ func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final 
 		ev.MessageAttributes[name] = events.SQSMessageAttribute{DataType: *a.DataType, StringValue: a.StringValue}
 	}
 	l := rb.claim(t, rb.ns, key, 0, 30)
-	err := rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
-		Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
+	err := rb.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
+		Lease: l, Now: at(1), Reason: idemstore.ReasonPoison, Error: "invalid order",
 		MessageID: ev.MessageId, ExpiresAt: at(4 * 86400), Pending: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	copyID, err := sqsqueue.NewSink(rb.sqs, rb.dlq).Send(ctx, lambdaidem.DeadLetter{
-		Message: ev, Namespace: rb.ns, Key: key, Reason: lambdaidem.ReasonPoison,
+		Message: ev, Namespace: rb.ns, Key: key, Reason: idemstore.ReasonPoison,
 		Error: "invalid order", Attempts: 1, FirstAttemptAt: at(0), LastAttemptAt: at(1),
 		PayloadHash: "sha256:" + key, // what claim writes
 		LeaseProof:  lambdaidem.LeaseProof(l.Token),
@@ -116,8 +117,8 @@ func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final 
 		t.Fatalf("sink: %v", err)
 	}
 	if final {
-		err = rb.store.DeadLetter(ctx, lambdaidem.DeadLetterRequest{
-			Lease: l, Now: at(1), Reason: lambdaidem.ReasonPoison, Error: "invalid order",
+		err = rb.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
+			Lease: l, Now: at(1), Reason: idemstore.ReasonPoison, Error: "invalid order",
 			MessageID: ev.MessageId, DeadLetterMessageID: copyID, ExpiresAt: at(4 * 86400),
 		})
 		if err != nil {
@@ -286,7 +287,7 @@ func TestRedriveDryRunSaysWhatTheRunDoes(t *testing.T) {
 		rb.cli(t, 100, "forget", k, "-yes", "-abandon-copy").want(t, exitOK)
 	}
 	// order-10: another payload under the same key completes a new record.
-	res, err := rb.store.Claim(t.Context(), lambdaidem.ClaimRequest{
+	res, err := rb.store.Claim(t.Context(), idemstore.ClaimRequest{
 		Namespace: rb.ns, Key: "order-10", PayloadHash: "sha256:another-payload", MessageID: "msg-other",
 		Now: at(110), LeaseUntil: at(140), ExpiresAt: at(86400),
 	})

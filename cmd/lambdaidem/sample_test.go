@@ -24,6 +24,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/session-sample.golden and the session sample of docs/operations.md from this run")
@@ -84,9 +85,9 @@ func TestSessionSample(t *testing.T) {
 	// An instance that crashed, or is still running: what its claim left.
 	claimOnly := func(at, lease time.Duration, id string) {
 		sum := sha256.Sum256([]byte(body(id, "EUR")))
-		_, err := store.Claim(ctx, lambdaidem.ClaimRequest{
+		_, err := store.Claim(ctx, idemstore.ClaimRequest{
 			Namespace: "orders", Key: id, PayloadHash: hex.EncodeToString(sum[:]), MessageID: "3b6f1c2e-" + id,
-			Now: now.Add(at), LeaseUntil: now.Add(at + lease), Grace: lambdaidem.DefaultGrace,
+			Now: now.Add(at), LeaseUntil: now.Add(at + lease), Grace: idemstore.DefaultGrace,
 			ExpiresAt: now.Add(at + lambdaidem.DefaultUnfinishedRetention),
 		})
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // t0 is the tests' fixed clock origin. Records are written with times
@@ -29,7 +29,7 @@ func at(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
 type bundle struct {
 	table string
 	ns    string
-	store lambdaidem.Store
+	store idemstore.Store
 	env   map[string]string
 }
 
@@ -117,9 +117,9 @@ func decode[T any](t *testing.T, r result) T {
 
 // Seeding goes through the store, the way the decorator writes records.
 
-func (b *bundle) claim(t *testing.T, ns, key string, now, leaseSecs int) lambdaidem.Lease {
+func (b *bundle) claim(t *testing.T, ns, key string, now, leaseSecs int) idemstore.Lease {
 	t.Helper()
-	res, err := b.store.Claim(t.Context(), lambdaidem.ClaimRequest{
+	res, err := b.store.Claim(t.Context(), idemstore.ClaimRequest{
 		Namespace: ns, Key: key, PayloadHash: "sha256:" + key, MessageID: "msg-" + key,
 		Now: at(now), LeaseUntil: at(now + leaseSecs), Grace: 2 * time.Second, ExpiresAt: at(now + 4*86400),
 	})
@@ -131,9 +131,9 @@ func (b *bundle) claim(t *testing.T, ns, key string, now, leaseSecs int) lambdai
 
 // claimed returns the lease of the record's latest claim, as its holder
 // has it.
-func (b *bundle) claimed(t *testing.T, ns, key string, now int) lambdaidem.Lease {
+func (b *bundle) claimed(t *testing.T, ns, key string, now int) idemstore.Lease {
 	t.Helper()
-	r, err := b.store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: key, Now: at(now)})
+	r, err := b.store.Get(t.Context(), idemstore.GetRequest{Namespace: ns, Key: key, Now: at(now)})
 	if err != nil {
 		t.Fatalf("Get(%s/%s): %v", ns, key, err)
 	}
@@ -143,7 +143,7 @@ func (b *bundle) claimed(t *testing.T, ns, key string, now int) lambdaidem.Lease
 // refusedClaim checks that a claim of the key at now is refused.
 func (b *bundle) refusedClaim(t *testing.T, ns, key string, now int) {
 	t.Helper()
-	res, err := b.store.Claim(t.Context(), lambdaidem.ClaimRequest{
+	res, err := b.store.Claim(t.Context(), idemstore.ClaimRequest{
 		Namespace: ns, Key: key, PayloadHash: "sha256:" + key, MessageID: "msg-" + key,
 		Now: at(now), LeaseUntil: at(now + 30), Grace: 2 * time.Second, ExpiresAt: at(now + 4*86400),
 	})
@@ -152,16 +152,16 @@ func (b *bundle) refusedClaim(t *testing.T, ns, key string, now int) {
 	}
 }
 
-func (b *bundle) fail(t *testing.T, l lambdaidem.Lease, now int, msg string) {
+func (b *bundle) fail(t *testing.T, l idemstore.Lease, now int, msg string) {
 	t.Helper()
-	if err := b.store.Fail(t.Context(), lambdaidem.FailRequest{Lease: l, Now: at(now), Error: msg, ExpiresAt: at(now + 4*86400)}); err != nil {
+	if err := b.store.Fail(t.Context(), idemstore.FailRequest{Lease: l, Now: at(now), Error: msg, ExpiresAt: at(now + 4*86400)}); err != nil {
 		t.Fatalf("Fail(%s): %v", l.Key, err)
 	}
 }
 
-func (b *bundle) deadLetter(t *testing.T, l lambdaidem.Lease, now int, reason lambdaidem.Reason, msg string) {
+func (b *bundle) deadLetter(t *testing.T, l idemstore.Lease, now int, reason idemstore.Reason, msg string) {
 	t.Helper()
-	err := b.store.DeadLetter(t.Context(), lambdaidem.DeadLetterRequest{
+	err := b.store.DeadLetter(t.Context(), idemstore.DeadLetterRequest{
 		Lease: l, Now: at(now), Reason: reason, Error: msg, MessageID: "msg-" + l.Key,
 		DeadLetterMessageID: "dlq-" + l.Key, ExpiresAt: at(now + 4*86400),
 	})
@@ -170,9 +170,9 @@ func (b *bundle) deadLetter(t *testing.T, l lambdaidem.Lease, now int, reason la
 	}
 }
 
-func (b *bundle) complete(t *testing.T, l lambdaidem.Lease, now int, result string) {
+func (b *bundle) complete(t *testing.T, l idemstore.Lease, now int, result string) {
 	t.Helper()
-	err := b.store.Complete(t.Context(), lambdaidem.CompleteRequest{Lease: l, Now: at(now), Result: []byte(result), ExpiresAt: at(now + 86400)})
+	err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: l, Now: at(now), Result: []byte(result), ExpiresAt: at(now + 86400)})
 	if err != nil {
 		t.Fatalf("Complete(%s): %v", l.Key, err)
 	}
@@ -198,7 +198,7 @@ func (b *bundle) seed(t *testing.T) {
 	l = b.claim(t, "orders", "order-failed", -1810, 30)
 	b.fail(t, l, -1800, "charge card: 503 Service Unavailable\nretry budget exhausted")
 	l = b.claim(t, "orders", "order-poison", -7210, 30)
-	b.deadLetter(t, l, -7200, lambdaidem.ReasonPoison, "invalid order: no line items")
+	b.deadLetter(t, l, -7200, idemstore.ReasonPoison, "invalid order: no line items")
 	l = b.claim(t, "orders", "order-done", -61, 30)
 	b.complete(t, l, -60, `{"receipt":"r-1"}`)
 	l = b.claim(t, "orders", "order-done-2", -31, 30)

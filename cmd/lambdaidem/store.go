@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -43,7 +43,7 @@ func (c *common) checkStore() error {
 // for one endpoint, redis+cluster:// and rediss+cluster:// for cluster mode
 // (ElastiCache Serverless, MemoryDB), with go-redis's URL options. Keys
 // carry the prefix in LAMBDAIDEM_REDIS_PREFIX, by default the store's.
-func (a *app) redisStore(c *common) (lambdaidem.Admin, error) {
+func (a *app) redisStore(c *common) (idemstore.Admin, error) {
 	scheme, rest, _ := strings.Cut(c.store, "://")
 	var client redis.UniversalClient
 	if base, ok := strings.CutSuffix(scheme, "+cluster"); ok {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Keys come from message bodies: what get and list print must not carry
@@ -16,7 +17,7 @@ func TestOutputEscapesWhatATerminalWouldObey(t *testing.T) {
 	b := setup(t)
 	nasty := "evil\x1b]0;pwned\x07\x1b[2J\u202e\x7f\u0085"
 	l := b.claim(t, "orders", nasty, -100, 30)
-	b.deadLetter(t, l, -90, lambdaidem.ReasonPoison, "poison: bad \x1b[31mred\x1b[0m\r\nline two\x00")
+	b.deadLetter(t, l, -90, idemstore.ReasonPoison, "poison: bad \x1b[31mred\x1b[0m\r\nline two\x00")
 	for _, args := range [][]string{{"get", "--", nasty}, {"list"}, {"list", "-namespace", ""}} {
 		r := b.cli(t, 0, args...).want(t, exitOK)
 		for _, c := range r.stdout {
@@ -44,7 +45,7 @@ func TestOutputSlips(t *testing.T) {
 	b := setup(t)
 	b.seed(t)
 	l := b.claim(t, "orders", "order-poisoned", -100, 30)
-	b.deadLetter(t, l, -90, lambdaidem.ReasonPoison, lambdaidem.Poison(errors.New("decode order")).Error())
+	b.deadLetter(t, l, -90, idemstore.ReasonPoison, lambdaidem.Poison(errors.New("decode order")).Error())
 	list := b.cli(t, 0, "list", "-dead-lettered").want(t, exitOK).stdout
 	if strings.Contains(list, "poison: poison:") || !strings.Contains(list, "poison: decode order") || !strings.Contains(list, "poison: invalid order: no line items") {
 		t.Errorf("dead-letter detail:\n%s", list)
@@ -75,7 +76,7 @@ func TestGetFindsHashedKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	long := strings.Repeat("order-", 50)
-	stored := lambdaidem.StoredKey(long)
+	stored := idemstore.StoredKey(long)
 	l := b.claim(t, "orders", stored, -100, 30)
 	b.fail(t, l, -90, "x")
 	for _, arg := range []string{stored, long} {

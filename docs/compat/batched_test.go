@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 func init() {
@@ -38,8 +39,8 @@ func runBatched(t *testing.T, c *cellEnv) {
 	if c.effects == nil {
 		t.Skip("the store commits no completion writes here")
 	}
-	if _, ok := c.env.store.(lambdaidem.Batcher); !ok {
-		t.Fatalf("%s does not implement lambdaidem.Batcher", c.store.name)
+	if _, ok := c.env.store.(idemstore.Batcher); !ok {
+		t.Fatalf("%s does not implement idemstore.Batcher", c.store.name)
 	}
 	type rec struct{ key, payload string }
 	var batch []rec
@@ -129,8 +130,8 @@ func runBatched(t *testing.T, c *cellEnv) {
 			if v != r.payload {
 				t.Errorf("%s: effect of %s = %q, want %q committed with its completion", ns, r.key, v, r.payload)
 			}
-			got, err := c.env.store.Get(t.Context(), lambdaidem.GetRequest{Namespace: ns, Key: r.key, Now: time.Now()})
-			if err != nil || got.Status != lambdaidem.StatusCompleted {
+			got, err := c.env.store.Get(t.Context(), idemstore.GetRequest{Namespace: ns, Key: r.key, Now: time.Now()})
+			if err != nil || got.Status != idemstore.StatusCompleted {
 				t.Errorf("%s: record of %s %s (%v), want COMPLETED", ns, r.key, got.Status, err)
 			}
 		}

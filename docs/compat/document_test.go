@@ -22,7 +22,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
@@ -50,53 +51,53 @@ var (
 
 var settings = []setting{
 	{"dynamo.New", "table name: empty (an unset variable), not 3 to 255 of `[A-Za-z0-9_.-]`, not a table ARN", func() { dynamo.New(dynamoDB, "") }, dynamo.ErrInvalidTableName},
-	{"dynamo.New", "a nil client", func() { dynamo.New(nil, "idempotency") }, lambdaidem.ErrInvalidOption},
-	{"redisstore.New", "a nil client; a prefix with `{` or `}`", func() { redisstore.New(redisClient, "a{b}") }, lambdaidem.ErrInvalidOption},
+	{"dynamo.New", "a nil client", func() { dynamo.New(nil, "idempotency") }, idemstore.ErrInvalidOption},
+	{"redisstore.New", "a nil client; a prefix with `{` or `}`", func() { redisstore.New(redisClient, "a{b}") }, idemstore.ErrInvalidOption},
 	{"sqsqueue.NewSink", "DLQ URL: empty, not `https://HOST/ACCOUNT/NAME` (an ARN, a name)", func() { sqsqueue.NewSink(sqsClient, "orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
 	{"sqsqueue.NewVisibilityChanger", "`WithQueueURLs`: a key that is not a queue ARN, a URL of another queue", func() {
 		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{"orders": "https://sqs.us-east-1.amazonaws.com/111122223333/orders"}))
 	}, sqsqueue.ErrInvalidARN},
-	{"sqsqueue.NewVisibilityChanger", "`WithEndpoint` that is not an http(s) URL", func() { sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithEndpoint("localhost:4566")) }, lambdaidem.ErrInvalidOption},
+	{"sqsqueue.NewVisibilityChanger", "`WithEndpoint` that is not an http(s) URL", func() { sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithEndpoint("localhost:4566")) }, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS, lambdaidem.Wrap", "`WithNamespace`: empty, over 256 bytes, not UTF-8, a control character, or what the store cannot keep (`#` DynamoDB, `{` `}` Redis)", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace(""))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS", "`WithBackoff` without `WithVisibility`", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(time.Second, time.Minute)))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS, lambdaidem.Wrap", "two options that set the key; `WithPayloadHash` with `WithHashJSONFields`", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithKeyJSONField("id"), lambdaidem.WithKeyAttribute("id"))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS, lambdaidem.Wrap", "values that could never work: `WithMaxAttempts(0)`, `WithConcurrency(0)`, `WithLease(0)`, a negative grace or margin, `WithCache(0, ttl)`, nil functions, sinks and changers", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithMaxAttempts(0))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS, lambdaidem.Wrap", "`WithDeadlineMargin` not shorter than `WithLease`; `WithHeartbeat` not shorter than the lease less the margin", func() {
 		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithLease(time.Second), lambdaidem.WithDeadlineMargin(time.Second))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.Wrap", "an SQS option (`WithMaxAttempts`, `WithConcurrency`, `WithVisibility`, `WithInvocationHook`, the SQS key options, ...)", func() {
 		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithMaxAttempts(3))
-	}, lambdaidem.ErrUnsupportedOption},
+	}, idemstore.ErrUnsupportedOption},
 	{"lambdaidem.SQS", "a Wrap option (`WithWrapKey`, `WithMaxResultBytes`)", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithWrapKey(func(string) (string, error) { return "", nil }))
-	}, lambdaidem.ErrUnsupportedOption},
+	}, idemstore.ErrUnsupportedOption},
 	{"httpidem.HTTP, httpidem.REST", "a key option in `WithWrapOptions` (the key is the header's)", func() {
 		httpidem.HTTP(memstore.New(), nil2xx, httpidem.WithWrapOptions(lambdaidem.WithKeyJSONField("id")))
-	}, lambdaidem.ErrUnsupportedOption},
+	}, idemstore.ErrUnsupportedOption},
 	{"httpidem.HTTP, httpidem.REST", "`WithWriteRefusedStatus` outside 400-599, `WithUnavailableRetryAfter` or `WithMaxKeyLength` not positive, an empty `WithProblemType`", func() {
 		httpidem.HTTP(memstore.New(), nil2xx, httpidem.WithWriteRefusedStatus(200))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 	{"lambdaidem.SQS", "`WithBatchedWrites` with `WithHeartbeat` or `WithOptimisticCommit`", func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithBatchedWrites(), lambdaidem.WithHeartbeat(time.Second))
-	}, lambdaidem.ErrInvalidOption},
-	{"lambdaidem.SQS", "`WithBatchedWrites` on a store that does not implement `lambdaidem.Batcher`", func() {
+	}, idemstore.ErrInvalidOption},
+	{"lambdaidem.SQS", "`WithBatchedWrites` on a store that does not implement `idemstore.Batcher`", func() {
 		lambdaidem.SQS(notBatcher{memstore.New()}, noop, lambdaidem.WithBatchedWrites())
 	}, lambdaidem.ErrBatchUnsupported},
 	{"lambdaidemtest.New", "whatever `lambdaidem.SQS` refuses, when the kit is made", func() {
 		lambdaidemtest.New(noop, lambdaidem.WithNamespace("a\x00b"))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 }
 
-// notBatcher is a store with only the methods of lambdaidem.Store.
-type notBatcher struct{ lambdaidem.Store }
+// notBatcher is a store with only the methods of idemstore.Store.
+type notBatcher struct{ idemstore.Store }
 
 func nil2xx(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
@@ -111,28 +112,28 @@ var moreRefused = []struct {
 	{func() { dynamo.New(dynamoDB, "ab") }, dynamo.ErrInvalidTableName},
 	{func() { dynamo.New(dynamoDB, "orders table") }, dynamo.ErrInvalidTableName},
 	{func() { dynamo.New(dynamoDB, "arn:aws:sqs:us-east-1:123456789012:orders") }, dynamo.ErrInvalidTableName},
-	{func() { redisstore.New(nil, "") }, lambdaidem.ErrInvalidOption},
+	{func() { redisstore.New(nil, "") }, idemstore.ErrInvalidOption},
 	{func() { sqsqueue.NewSink(sqsClient, "") }, sqsqueue.ErrInvalidQueueURL},
 	{func() { sqsqueue.NewSink(sqsClient, "arn:aws:sqs:us-east-1:123456789012:orders-dlq") }, sqsqueue.ErrInvalidQueueURL},
 	{func() { sqsqueue.NewSink(sqsClient, "https://sqs.us-east-1.amazonaws.com/123456789012/orders dlq") }, sqsqueue.ErrInvalidQueueURL},
 	{func() {
 		sqsqueue.NewVisibilityChanger(sqsClient, sqsqueue.WithQueueURLs(map[string]string{"arn:aws:sqs:us-east-1:123456789012:orders": "orders"}))
 	}, sqsqueue.ErrInvalidQueueURL},
-	{func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithNamespace(strings.Repeat("n", 257))) }, lambdaidem.ErrInvalidOption},
-	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace("a\x00b")) }, lambdaidem.ErrInvalidOption},
-	{func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders#eu")) }, lambdaidem.ErrInvalidOption},
+	{func() { lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithNamespace(strings.Repeat("n", 257))) }, idemstore.ErrInvalidOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithNamespace("a\x00b")) }, idemstore.ErrInvalidOption},
+	{func() { lambdaidem.SQS(dynamo.New(dynamoDB, "orders"), noop, lambdaidem.WithNamespace("orders#eu")) }, idemstore.ErrInvalidOption},
 	{func() {
 		lambdaidem.SQS(redisstore.New(redisClient, ""), noop, lambdaidem.WithNamespace("orders{eu}"))
-	}, lambdaidem.ErrInvalidOption},
-	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithDeadLetterSink(nil)) }, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithDeadLetterSink(nil)) }, idemstore.ErrInvalidOption},
 	{func() {
 		lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithBatchedWrites(), lambdaidem.WithOptimisticCommit())
-	}, lambdaidem.ErrInvalidOption},
-	{func() { lambdaidem.SQS(notBatcher{memstore.New()}, noop, lambdaidem.WithBatchedWrites()) }, lambdaidem.ErrUnsupportedOption},
-	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithPayloadHash(nil)) }, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
+	{func() { lambdaidem.SQS(notBatcher{memstore.New()}, noop, lambdaidem.WithBatchedWrites()) }, idemstore.ErrUnsupportedOption},
+	{func() { lambdaidem.SQS(memstore.New(), noop, lambdaidem.WithPayloadHash(nil)) }, idemstore.ErrInvalidOption},
 	{func() {
 		lambdaidem.Wrap(memstore.New(), wrapped, lambdaidem.WithPayloadHash(func([]byte) (string, error) { return "", nil }), lambdaidem.WithHashJSONFields("a"))
-	}, lambdaidem.ErrInvalidOption},
+	}, idemstore.ErrInvalidOption},
 }
 
 // accepted are settings the constructors must build: the refusals above
@@ -162,14 +163,14 @@ var accepted = []func(){
 func TestSettings(t *testing.T) {
 	for _, s := range settings {
 		err := lambdaidem.Check(s.build)
-		var ce *lambdaidem.ConfigError
+		var ce *idemstore.ConfigError
 		if !errors.As(err, &ce) || !errors.Is(err, s.want) {
 			t.Errorf("%s, %s: %v, want a ConfigError matching %v", s.constructor, s.setting, err, s.want)
 		}
 	}
 	for i, s := range moreRefused {
 		err := lambdaidem.Check(s.build)
-		var ce *lambdaidem.ConfigError
+		var ce *idemstore.ConfigError
 		if !errors.As(err, &ce) || !errors.Is(err, s.want) {
 			t.Errorf("refusal %d: %v, want a ConfigError matching %v", i, err, s.want)
 		}
@@ -184,9 +185,9 @@ func TestSettings(t *testing.T) {
 // errName is how the document names a named error.
 func errName(err error) string {
 	for name, e := range map[string]error{
-		"lambdaidem.ErrInvalidOption":     lambdaidem.ErrInvalidOption,
-		"lambdaidem.ErrUnsupportedOption": lambdaidem.ErrUnsupportedOption,
-		"lambdaidem.ErrUnsupportedWrite":  lambdaidem.ErrUnsupportedWrite,
+		"lambdaidem.ErrInvalidOption":     idemstore.ErrInvalidOption,
+		"lambdaidem.ErrUnsupportedOption": idemstore.ErrUnsupportedOption,
+		"lambdaidem.ErrUnsupportedWrite":  idemstore.ErrUnsupportedWrite,
 		"lambdaidem.ErrWaitUnsupported":   lambdaidem.ErrWaitUnsupported,
 		"lambdaidem.ErrBatchUnsupported":  lambdaidem.ErrBatchUnsupported,
 		"dynamo.ErrInvalidTableName":      dynamo.ErrInvalidTableName,
@@ -242,7 +243,7 @@ on every store unless the cell names some. %s.
 	p(`
 ## What each store declares
 
-Stores declare what they can do (`+"`lambdaidem.Capabilities`"+`); the decorators read
+Stores declare what they can do (`+"`idemstore.Capabilities`"+`); the decorators read
 it when they are built. A store of your own that does not declare anything is
 not checked.
 
@@ -260,7 +261,7 @@ not checked.
 	p("\n| largest result (`WithMaxResultBytes` above it is refused) | any | `dynamo.MaxResultBytes` (%d KiB) | `redisstore.WithMaxResultBytes` (default %d KiB) |\n",
 		dynamo.MaxResultBytes>>10, redisstore.DefaultMaxResultBytes>>10)
 	p("| namespaces it cannot keep (refused by `WithNamespace`) | none beyond every store's rules | containing `#` | containing `{` or `}` |\n")
-	p("| redrive's reset (`lambdaidem.DeadLetterResetter`) | yes | yes | yes |\n")
+	p("| redrive's reset (`idemstore.DeadLetterResetter`) | yes | yes | yes |\n")
 	p(`
 ## The kit and the simulator
 

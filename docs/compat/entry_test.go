@@ -16,6 +16,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // entry is one way into the library: the SQS handler, Wrap, httpidem.
@@ -24,7 +25,7 @@ type entry struct {
 	constructor string
 	// build builds a handler running h on store, keyed by the call's key,
 	// with opts and the entry's own; it panics as the constructor does.
-	build func(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...lambdaidem.Option) invoke
+	build func(t *testing.T, store idemstore.Store, ns string, h work, opts ...lambdaidem.Option) invoke
 }
 
 // work is what a feature's handler does: the user's function, given the
@@ -101,7 +102,7 @@ var entries = []entry{
 	{name: "httpidem", constructor: "httpidem.HTTP, httpidem.REST", build: buildHTTP},
 }
 
-func buildSQS(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
+func buildSQS(t *testing.T, store idemstore.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
 	var ran atomic.Bool
 	var rep *lambdaidem.InvocationReport
 	h = counted(h, &ran)
@@ -148,7 +149,7 @@ func buildSQS(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...l
 	}
 }
 
-func buildWrap(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
+func buildWrap(t *testing.T, store idemstore.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
 	var ran atomic.Bool
 	h = counted(h, &ran)
 	opts = append([]lambdaidem.Option{lambdaidem.WithNamespace(ns), lambdaidem.WithKeyJSONField("key"), quiet}, opts...)
@@ -178,7 +179,7 @@ func buildWrap(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...
 	}
 }
 
-func buildHTTP(t *testing.T, store lambdaidem.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
+func buildHTTP(t *testing.T, store idemstore.Store, ns string, h work, opts ...lambdaidem.Option) invoke {
 	var ran atomic.Bool
 	h = counted(h, &ran)
 	opts = append([]lambdaidem.Option{lambdaidem.WithNamespace(ns), quiet}, opts...)

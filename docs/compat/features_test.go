@@ -13,6 +13,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // feature is one row of the matrix.
@@ -53,7 +54,7 @@ func (f feature) refusal() error {
 	if f.refusedWith != nil {
 		return f.refusedWith
 	}
-	return lambdaidem.ErrUnsupportedOption
+	return idemstore.ErrUnsupportedOption
 }
 
 // cellEnv is what a supported cell runs with.
@@ -215,14 +216,14 @@ func runCompletionWrites(t *testing.T, c *cellEnv) {
 	// A type the store does not commit is refused when built, naming the
 	// store.
 	err := lambdaidem.Check(func() { c.handler(t, ok, lambdaidem.WithCompletionWrites[foreignWrite]()) })
-	var ce *lambdaidem.ConfigError
-	if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != c.store.name {
+	var ce *idemstore.ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrUnsupportedWrite) || ce.Store != c.store.name {
 		t.Fatalf("WithCompletionWrites of a type the store does not commit: %v, want a ConfigError naming %s, ErrUnsupportedWrite", err, c.store.name)
 	}
 	// The store built without what commits its writes refuses them too.
 	if c.bare != nil {
 		err := lambdaidem.Check(func() { c.entry.build(t, c.bare, c.ns, ok, c.effects.declare) })
-		if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != c.store.name {
+		if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrUnsupportedWrite) || ce.Store != c.store.name {
 			t.Fatalf("the %s store without its applier, given the writes it commits with one: %v, want a ConfigError naming it, ErrUnsupportedWrite", c.store.name, err)
 		}
 	}
@@ -248,11 +249,11 @@ func runAtMostOnce(t *testing.T, c *cellEnv) {
 
 // extensions counts the extensions a store granted.
 type extensions struct {
-	lambdaidem.Store
+	idemstore.Store
 	n atomic.Int32
 }
 
-func (e *extensions) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+func (e *extensions) Extend(ctx context.Context, req idemstore.ExtendRequest) error {
 	err := e.Store.Extend(ctx, req)
 	if err == nil {
 		e.n.Add(1)
@@ -261,7 +262,7 @@ func (e *extensions) Extend(ctx context.Context, req lambdaidem.ExtendRequest) e
 }
 
 // Unwrap returns the store counted, whose capabilities are checked.
-func (e *extensions) Unwrap() lambdaidem.Store { return e.Store }
+func (e *extensions) Unwrap() idemstore.Store { return e.Store }
 
 func runHeartbeat(t *testing.T, c *cellEnv) {
 	counter := &extensions{Store: c.env.store}
@@ -345,11 +346,11 @@ func runRedrive(t *testing.T, c *cellEnv) {
 		return "done", nil
 	}, lambdaidem.WithDeadLetterSink(sink))
 	want(t, "a poison message", h(t.Context(), "k", "p"), settled, true)
-	resetter, isResetter := c.env.store.(lambdaidem.DeadLetterResetter)
+	resetter, isResetter := c.env.store.(idemstore.DeadLetterResetter)
 	if !isResetter {
 		t.Fatalf("the %s store cannot reset a dead-lettered record", c.store.name)
 	}
-	if _, err := resetter.ResetDeadLetter(t.Context(), lambdaidem.ResetRequest{Namespace: c.ns, Key: "k", DeadLetterMessageID: sink.last(), Now: time.Now()}); err != nil {
+	if _, err := resetter.ResetDeadLetter(t.Context(), idemstore.ResetRequest{Namespace: c.ns, Key: "k", DeadLetterMessageID: sink.last(), Now: time.Now()}); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
 	poison = false
@@ -367,10 +368,10 @@ func runLargeResults(t *testing.T, c *cellEnv) {
 		t.Fatalf("replayed %d bytes, want the %d first returned", len(again.result), len(first.result))
 	}
 	// Over what the store keeps: refused when built, naming the store.
-	if caps, declared := lambdaidem.CapabilitiesOf(c.env.store); declared && caps.MaxResultBytes > 0 {
+	if caps, declared := idemstore.CapabilitiesOf(c.env.store); declared && caps.MaxResultBytes > 0 {
 		err := lambdaidem.Check(func() { c.handler(t, ok, lambdaidem.WithMaxResultBytes(caps.MaxResultBytes+1)) })
-		var ce *lambdaidem.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedOption) || ce.Store != c.store.name {
+		var ce *idemstore.ConfigError
+		if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrUnsupportedOption) || ce.Store != c.store.name {
 			t.Fatalf("WithMaxResultBytes over the %s store's %d: %v, want a ConfigError naming the store", c.store.name, caps.MaxResultBytes, err)
 		}
 	}
@@ -408,15 +409,15 @@ func runLateReplay(t *testing.T, c *cellEnv) {
 // reads signals the first time the store is read (Store.Get): a call
 // waiting for a run in progress polls the record with it.
 type reads struct {
-	lambdaidem.Store
+	idemstore.Store
 	once  sync.Once
 	first chan struct{}
 }
 
 // Unwrap returns the store read, whose capabilities are checked.
-func (r *reads) Unwrap() lambdaidem.Store { return r.Store }
+func (r *reads) Unwrap() idemstore.Store { return r.Store }
 
-func (r *reads) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+func (r *reads) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	r.once.Do(func() { close(r.first) })
 	return r.Store.Get(ctx, req)
 }

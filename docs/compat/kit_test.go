@@ -15,7 +15,8 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest"
 )
 
@@ -32,7 +33,7 @@ func TestKit(t *testing.T) {
 			}
 			if f.kitRefused != nil {
 				err := lambdaidem.Check(func() { lambdaidemtest.New(noop, keyed, f.option()) })
-				var ce *lambdaidem.ConfigError
+				var ce *idemstore.ConfigError
 				if !errors.As(err, &ce) || !errors.Is(err, f.kitRefused) {
 					t.Fatalf("the kit built with %s: %v, want a *lambdaidem.ConfigError matching %v (if the kit runs it now, give the feature a kit scenario)", f.name, err, f.kitRefused)
 				}
@@ -43,7 +44,7 @@ func TestKit(t *testing.T) {
 				t.Fatalf("the SQS handler supports %s, and the kit does not run it", f.name)
 			}
 			err := lambdaidem.Check(func() { lambdaidemtest.New(noop, c.option()) })
-			var ce *lambdaidem.ConfigError
+			var ce *idemstore.ConfigError
 			if !errors.As(err, &ce) || !errors.Is(err, c.refused) {
 				t.Fatalf("the kit built with %s: %v, want a *lambdaidem.ConfigError matching %v", f.name, err, c.refused)
 			}
@@ -91,8 +92,8 @@ func kitCompletionWrites(t *testing.T) {
 
 	// The kit's default store commits none: refused when the kit is made.
 	err := lambdaidem.Check(func() { lambdaidemtest.New(insert, keyed, declared) })
-	var ce *lambdaidem.ConfigError
-	if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != "in-memory" {
+	var ce *idemstore.ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrUnsupportedWrite) || ce.Store != "in-memory" {
 		t.Fatalf("New with a declared transactional handler: %v, want a ConfigError naming the in-memory store, ErrUnsupportedWrite", err)
 	}
 }
@@ -100,7 +101,7 @@ func kitCompletionWrites(t *testing.T) {
 func kitAtMostOnce(t *testing.T) {
 	c := &counter{runs: map[string]int{}}
 	k := lambdaidemtest.New(c.handle, keyed, lambdaidem.WithAtMostOnce())
-	k.ExpectDeadLetter("k", lambdaidem.ReasonOutcomeUnknown)
+	k.ExpectDeadLetter("k", idemstore.ReasonOutcomeUnknown)
 	k.CrashAfterEffect(`{"key":"k"}`)
 	if n := k.Runs("k"); n != 1 {
 		t.Fatalf("the handler ran %d times after a crash, want once (at most once)", n)
@@ -163,13 +164,13 @@ func kitRedrive(t *testing.T) {
 		}
 		return nil
 	}, keyed)
-	k.ExpectDeadLetter("k", lambdaidem.ReasonPoison)
+	k.ExpectDeadLetter("k", idemstore.ReasonPoison)
 	k.Poison(`{"key":"k"}`)
 	poison = false
 	if _, err := k.Redrive(); err != nil {
 		t.Fatal(err)
 	}
-	if st := k.Status("k"); st != lambdaidem.StatusCompleted || k.Runs("k") != 2 {
+	if st := k.Status("k"); st != idemstore.StatusCompleted || k.Runs("k") != 2 {
 		t.Fatalf("after the redrive: %s, %d runs; want completed by a second run", st, k.Runs("k"))
 	}
 	checked(t, k)
@@ -182,11 +183,11 @@ func kitFailOnAny(t *testing.T) {
 		}
 		return nil
 	}, keyed, lambdaidem.WithFailBatchOnAnyFailure())
-	k.ExpectDeadLetter("bad", lambdaidem.ReasonPoison)
+	k.ExpectDeadLetter("bad", idemstore.ReasonPoison)
 	k.Send(`{"key":"good"}`)
 	k.Send(`{"key":"bad"}`)
 	k.Run()
-	if k.Status("good") != lambdaidem.StatusCompleted || k.Runs("good") != 1 {
+	if k.Status("good") != idemstore.StatusCompleted || k.Runs("good") != 1 {
 		t.Fatalf("the good record: %s after %d runs, want completed once", k.Status("good"), k.Runs("good"))
 	}
 	checked(t, k)
@@ -194,7 +195,7 @@ func kitFailOnAny(t *testing.T) {
 
 func kitKeyConflict(t *testing.T) {
 	k := lambdaidemtest.New(noop, keyed)
-	k.ExpectDeadLetter("k", lambdaidem.ReasonKeyConflict)
+	k.ExpectDeadLetter("k", idemstore.ReasonKeyConflict)
 	k.Send(`{"key":"k","payload":"a"}`)
 	k.Run()
 	k.Send(`{"key":"k","payload":"b"}`)

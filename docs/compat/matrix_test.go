@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // cell is what the matrix says of one feature through one entry point on
@@ -14,7 +15,7 @@ import (
 type cell struct {
 	supported bool
 	// refused is the named error the handler's constructor panics with
-	// (inside a *lambdaidem.ConfigError); option builds the refused
+	// (inside a *idemstore.ConfigError); option builds the refused
 	// option; byStore says the refusal names the store.
 	refused error
 	option  func() lambdaidem.Option
@@ -30,7 +31,7 @@ func cellOf(f feature, e entry, s storeKind) cell {
 	case f.wrapOnly && e.name == "SQS":
 		return cell{refused: f.refusal(), option: f.option, why: f.refusedWhy}
 	case f.name == "completion writes" && s.writes == "":
-		return cell{refused: lambdaidem.ErrUnsupportedWrite, byStore: true,
+		return cell{refused: idemstore.ErrUnsupportedWrite, byStore: true,
 			option: func() lambdaidem.Option { return lambdaidem.WithCompletionWrites[foreignWrite]() }, why: "the store commits none"}
 	}
 	return cell{supported: true}
@@ -56,7 +57,7 @@ func TestCompatibility(t *testing.T) {
 								return
 							}
 							err := lambdaidem.Check(func() { en.build(t, e.store, ns, ok, c.option()) })
-							var ce *lambdaidem.ConfigError
+							var ce *idemstore.ConfigError
 							if !errors.As(err, &ce) || !errors.Is(err, c.refused) {
 								t.Fatalf("built with %s: %v, want a *lambdaidem.ConfigError matching %v", f.name, err, c.refused)
 							}

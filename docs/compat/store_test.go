@@ -16,7 +16,8 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -32,14 +33,14 @@ type storeKind struct {
 
 // env is an opened store, with its completion writes.
 type env struct {
-	store lambdaidem.Store
+	store idemstore.Store
 	// effects makes and reads the store's completion writes; nil when it
 	// commits none.
 	effects *effects
 	// bare, when set, is the store as built without what commits its
 	// completion writes (the in-memory store without an applier): it
 	// must refuse the same declaration when a handler is built.
-	bare lambdaidem.Store
+	bare idemstore.Store
 }
 
 // effects are a store's completion writes.

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Table names a table and its primary key.
@@ -568,12 +568,12 @@ func (d *DB) WriteTypes() []reflect.Type {
 // calls ApplyWrites under its own lock makes its completion and the writes
 // one atomic step. Nothing applies and commit is not called when:
 //   - a write's condition fails, or DynamoDB would refuse its data: a
-//     *dynamo.TransactionError, which matches lambdaidem.ErrWriteRefused,
+//     *dynamo.TransactionError, which matches idemstore.ErrWriteRefused,
 //     as the DynamoDB store reports a canceled transaction;
 //   - the request is malformed (DynamoDB's ValidationException, or one of
 //     its transaction limits): an error matching dynamo.ErrTransactionLimit;
 //   - a write is not a types.TransactWriteItem, or uses what this package
-//     does not interpret: an error matching lambdaidem.ErrUnsupportedWrite
+//     does not interpret: an error matching idemstore.ErrUnsupportedWrite
 //     (and ErrUnsupported, naming the construct);
 //   - a table was not declared: ErrNoTable.
 //
@@ -590,7 +590,7 @@ func (d *DB) ApplyWrites(writes []any, commit func()) error {
 			}
 			items = append(items, *w)
 		default:
-			return fmt.Errorf("%w: write %d is a %T; dynamotest commits types.TransactWriteItem values", lambdaidem.ErrUnsupportedWrite, i, w)
+			return fmt.Errorf("%w: write %d is a %T; dynamotest commits types.TransactWriteItem values", idemstore.ErrUnsupportedWrite, i, w)
 		}
 	}
 	if len(items) >= 100 {

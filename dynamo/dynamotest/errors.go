@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/smithy-go"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Named errors of this package.
@@ -14,7 +14,7 @@ var (
 	// ErrUnsupported: the request uses a part of DynamoDB's API that this
 	// package does not interpret (a construct of an expression, a
 	// ReturnValues setting, a field). The error names it. It matches
-	// lambdaidem.ErrUnsupportedWrite too, so a completion that carries
+	// idemstore.ErrUnsupportedWrite too, so a completion that carries
 	// such a write is refused like any write its store cannot commit.
 	ErrUnsupported = errors.New("dynamotest: not interpreted")
 	// ErrNoTable: a request names a table that was not created with New.
@@ -34,7 +34,7 @@ func (e *unsupportedError) Error() string {
 }
 
 func (e *unsupportedError) Is(target error) bool {
-	return target == ErrUnsupported || target == lambdaidem.ErrUnsupportedWrite
+	return target == ErrUnsupported || target == idemstore.ErrUnsupportedWrite
 }
 
 func unsupported(what, where string) error { return &unsupportedError{what: what, where: where} }

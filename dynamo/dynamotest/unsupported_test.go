@@ -14,7 +14,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/dynamo/dynamotest"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // What the interpreter does not interpret is refused with an error that
@@ -48,7 +48,7 @@ func TestUnsupportedIsNamed(t *testing.T) {
 		}, "a projection"},
 	} {
 		err := tc.call()
-		if !errors.Is(err, dynamotest.ErrUnsupported) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, dynamotest.ErrUnsupported) || !errors.Is(err, idemstore.ErrUnsupportedWrite) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrUnsupported naming %q", tc.name, err, tc.want)
 		}
 	}
@@ -79,7 +79,7 @@ func TestApplyWrites(t *testing.T) {
 	// The entry exists: the second completion is refused whole.
 	err := db.ApplyWrites([]any{debit, entryPut}, commit)
 	var te *dynamo.TransactionError
-	if !errors.As(err, &te) || !errors.Is(err, lambdaidem.ErrWriteRefused) || len(te.Failures) != 1 || te.Failures[0].Index != 1 || te.Failures[0].Code != "ConditionalCheckFailed" || commits != 1 {
+	if !errors.As(err, &te) || !errors.Is(err, idemstore.ErrWriteRefused) || len(te.Failures) != 1 || te.Failures[0].Index != 1 || te.Failures[0].Code != "ConditionalCheckFailed" || commits != 1 {
 		t.Errorf("refused: %v (%+v), %d commits", err, te, commits)
 	}
 	if got := db.Item("balances", acct); showItem(got) != `{account:S"a1" amount:N-5}` {
@@ -89,14 +89,14 @@ func TestApplyWrites(t *testing.T) {
 		writes []any
 		is     error
 	}{
-		{[]any{"not a write"}, lambdaidem.ErrUnsupportedWrite},
+		{[]any{"not a write"}, idemstore.ErrUnsupportedWrite},
 		{[]any{(*types.TransactWriteItem)(nil)}, dynamo.ErrTransactionLimit},
 		{[]any{entryPut, entryPut}, dynamo.ErrTransactionLimit},
 		{[]any{check("balances", acct, "status = :v", nil, vals(":v", s("x")))}, dynamo.ErrTransactionLimit},
 		{[]any{put("nope", acct, "", nil, nil)}, dynamotest.ErrNoTable},
 		{[]any{upd("balances", acct, "ADD doc.x :v", "", nil, vals(":v", n("1")))}, dynamotest.ErrUnsupported},
 	} {
-		if err := db.ApplyWrites(tc.writes, commit); !errors.Is(err, tc.is) || errors.Is(err, lambdaidem.ErrWriteRefused) || errors.Is(err, lambdaidem.ErrStoreUnavailable) || commits != 1 {
+		if err := db.ApplyWrites(tc.writes, commit); !errors.Is(err, tc.is) || errors.Is(err, idemstore.ErrWriteRefused) || errors.Is(err, idemstore.ErrStoreUnavailable) || commits != 1 {
 			t.Errorf("%v: %v, want %v and no commit (%d)", tc.writes, err, tc.is, commits)
 		}
 	}

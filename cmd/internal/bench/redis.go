@@ -15,6 +15,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -136,7 +137,7 @@ func (b *redisBench) floorFirst(ctx context.Context, id string) error {
 // script, then the completion script (running writes' commands).
 func (b *redisBench) floorClaimComplete(ctx context.Context, id string, writes []any) error {
 	now := time.Now()
-	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+	c, err := b.store.Claim(ctx, idemstore.ClaimRequest{
 		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
 		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
 	})
@@ -146,7 +147,7 @@ func (b *redisBench) floorClaimComplete(ctx context.Context, id string, writes [
 	if !c.Claimed {
 		return fmt.Errorf("bench: floor claim of %s refused", id)
 	}
-	return b.store.Complete(ctx, lambdaidem.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour), Writes: writes})
+	return b.store.Complete(ctx, idemstore.CompleteRequest{Lease: c.Lease, Now: time.Now(), ExpiresAt: now.Add(24 * time.Hour), Writes: writes})
 }
 
 // txHandler is the transactional handler on Redis: its effect is one
@@ -199,11 +200,11 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // completed record.
 func (b *redisBench) floorDuplicate(ctx context.Context, id string) error {
 	now := time.Now()
-	c, err := b.store.Claim(ctx, lambdaidem.ClaimRequest{
+	c, err := b.store.Claim(ctx, idemstore.ClaimRequest{
 		Namespace: Namespace + "-floor", Key: id, PayloadHash: lambdaidem.MessageIDHash, MessageID: id,
 		Now: now, LeaseUntil: now.Add(30 * time.Second), Grace: 2 * time.Second, ExpiresAt: now.Add(24 * time.Hour),
 	})
-	if err == nil && (c.Claimed || c.Record.Status != lambdaidem.StatusCompleted) {
+	if err == nil && (c.Claimed || c.Record.Status != idemstore.StatusCompleted) {
 		err = fmt.Errorf("bench: floor duplicate of %s not refused as COMPLETED", id)
 	}
 	return err

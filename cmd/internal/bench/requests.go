@@ -14,6 +14,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // RequestRow is the DynamoDB requests one path costs per message, as
@@ -137,7 +138,7 @@ func (b *dynamoBench) requests(ctx context.Context) ([]RequestRow, error) {
 	abandoned := func(expired bool) func(context.Context, []string) error {
 		return func(ctx context.Context, ids []string) error {
 			now := time.Now()
-			req := lambdaidem.ClaimRequest{
+			req := idemstore.ClaimRequest{
 				Namespace: Namespace, Key: ids[0], PayloadHash: hash, MessageID: ids[0],
 				Now: now.Add(-5 * time.Minute), LeaseUntil: now.Add(-4 * time.Minute), ExpiresAt: now.Add(time.Hour),
 			}

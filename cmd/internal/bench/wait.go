@@ -17,6 +17,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -109,7 +110,7 @@ func RunWait(ctx context.Context, cfg WaitConfig) (*WaitResult, error) {
 	res := &WaitResult{N: cfg.N}
 	type storePair struct {
 		name            string
-		direct, counted lambdaidem.Store
+		direct, counted idemstore.Store
 		counts          func() map[string]int
 		reset           func()
 	}
@@ -257,16 +258,16 @@ func (r *WaitResult) Write(w io.Writer) {
 
 // firstClaim is a store that closes done once its first claim is answered.
 type firstClaim struct {
-	lambdaidem.Store
+	idemstore.Store
 	once sync.Once
 	done chan struct{}
 }
 
-func (f *firstClaim) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+func (f *firstClaim) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	res, err := f.Store.Claim(ctx, req)
 	f.once.Do(func() { close(f.done) })
 	return res, err
 }
 
 // Unwrap is the store counted, so its declarations are checked.
-func (f *firstClaim) Unwrap() lambdaidem.Store { return f.Store }
+func (f *firstClaim) Unwrap() idemstore.Store { return f.Store }

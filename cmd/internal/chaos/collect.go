@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -23,7 +23,7 @@ type effectRow struct {
 // dlqEntry is one message of the DLQ as sqsqueue.Parse reads it.
 type dlqEntry struct {
 	key      string
-	reason   lambdaidem.Reason
+	reason   idemstore.Reason
 	attempts int
 	parsed   bool
 }
@@ -33,7 +33,7 @@ type dlqEntry struct {
 type facts struct {
 	effects map[string][]effectRow // key -> rows
 	dlq     []dlqEntry
-	records map[string]lambdaidem.Record // key -> idempotency record, if any
+	records map[string]idemstore.Record // key -> idempotency record, if any
 }
 
 // collect reads the run's results and builds the report's observations.

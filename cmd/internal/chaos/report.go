@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/harness"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
@@ -54,9 +54,9 @@ type Report struct {
 	// cut short by a kill.
 	UnexplainedEffects int
 	Takeovers          int // "took over an abandoned lease" lines
-	DLQ                map[lambdaidem.Reason]int
+	DLQ                map[idemstore.Reason]int
 	DLQWithoutReason   int
-	Records            map[lambdaidem.Status]int
+	Records            map[idemstore.Status]int
 	PoisonMaxRuns      int // most handler runs of one poison message
 	PoisonMaxAttempts  int // most attempts of a poison key (record or DLQ)
 	InnocentDLQ        int // non-poison keys in the DLQ
@@ -97,8 +97,8 @@ func (r *run) report(f facts) Report {
 		ProcessRestarts:  seen.Restarts,
 		CrashesSeen:      map[string]int{},
 		Outcomes:         seen.Outcomes,
-		DLQ:              map[lambdaidem.Reason]int{},
-		Records:          map[lambdaidem.Status]int{},
+		DLQ:              map[idemstore.Reason]int{},
+		Records:          map[idemstore.Status]int{},
 		OtherOutputLines: seen.OtherLines,
 	}
 	rep.DuplicateSends = rep.Sends - rep.Messages
@@ -191,7 +191,7 @@ func (r *run) report(f facts) Report {
 				if row.attempt == 0 {
 					mine = rec.MessageID == row.messageID
 				}
-				if !ok || rec.Status != lambdaidem.StatusCompleted || !mine {
+				if !ok || rec.Status != idemstore.StatusCompleted || !mine {
 					txUncommitted = append(txUncommitted, fmt.Sprintf("%s (effect of attempt %d by message %s, record %s at attempt %d by %s)",
 						m.Key, row.attempt, row.messageID, rec.Status, rec.Attempts, rec.MessageID))
 				}
@@ -203,7 +203,7 @@ func (r *run) report(f facts) Report {
 			hasPoison := false
 			for _, e := range dl {
 				attempts = max(attempts, e.attempts)
-				hasPoison = hasPoison || e.reason == lambdaidem.ReasonPoison
+				hasPoison = hasPoison || e.reason == idemstore.ReasonPoison
 			}
 			rep.PoisonMaxRuns = max(rep.PoisonMaxRuns, runs)
 			rep.PoisonMaxAttempts = max(rep.PoisonMaxAttempts, attempts)
@@ -345,12 +345,12 @@ func Print(w io.Writer, reports ...Report) {
 		}
 		return ks
 	}) {
-		row("  DLQ "+reason, n(func(r Report) int { return r.DLQ[lambdaidem.Reason(reason)] }))
+		row("  DLQ "+reason, n(func(r Report) int { return r.DLQ[idemstore.Reason(reason)] }))
 	}
 	row("  DLQ without reason", n(func(r Report) int { return r.DLQWithoutReason }))
 	row("  non-poison keys in the DLQ", n(func(r Report) int { return r.InnocentDLQ }))
 	row("  poison: most handler runs / attempts", func(r Report) string { return fmt.Sprintf("%d / %d", r.PoisonMaxRuns, r.PoisonMaxAttempts) })
-	for _, st := range []lambdaidem.Status{lambdaidem.StatusCompleted, lambdaidem.StatusInProgress, lambdaidem.StatusFailed, lambdaidem.StatusDeadLettered} {
+	for _, st := range []idemstore.Status{idemstore.StatusCompleted, idemstore.StatusInProgress, idemstore.StatusFailed, idemstore.StatusDeadLettered} {
 		row("  records "+string(st), n(func(r Report) int { return r.Records[st] }))
 	}
 	row("  lost", n(func(r Report) int { return len(r.Lost) }))

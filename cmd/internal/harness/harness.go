@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
@@ -227,7 +227,7 @@ func (h *Harness) IdempotencyTable(ctx context.Context) (string, error) {
 
 // Store is the DynamoDB store on the run's idempotency table, for reading
 // records back.
-func (h *Harness) Store() lambdaidem.Store { return dynamo.New(h.DynamoDB, h.idem) }
+func (h *Harness) Store() idemstore.Store { return dynamo.New(h.DynamoDB, h.idem) }
 
 // KeyTable creates a table with one string partition key, on demand, and
 // waits until it is active. Close deletes it.

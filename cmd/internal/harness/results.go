@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -111,7 +111,7 @@ type DeadLetter struct {
 	Err     error
 	// Key, Reason and Attempts are the library's metadata.
 	Key      string
-	Reason   lambdaidem.Reason
+	Reason   idemstore.Reason
 	Attempts int
 }
 
@@ -195,11 +195,11 @@ func (h *Harness) visible(ctx context.Context, url string) (int, error) {
 
 // ReadRecords reads the idempotency record of every key in one namespace,
 // a few at a time; a key without a record is left out.
-func ReadRecords(ctx context.Context, store lambdaidem.Store, namespace string, keys []string) (map[string]lambdaidem.Record, error) {
+func ReadRecords(ctx context.Context, store idemstore.Store, namespace string, keys []string) (map[string]idemstore.Record, error) {
 	const workers = 8
 	work := make(chan string)
 	var mu sync.Mutex
-	out := make(map[string]lambdaidem.Record, len(keys))
+	out := make(map[string]idemstore.Record, len(keys))
 	var firstErr error
 	var wg sync.WaitGroup
 	now := time.Now()
@@ -208,10 +208,10 @@ func ReadRecords(ctx context.Context, store lambdaidem.Store, namespace string, 
 		go func() {
 			defer wg.Done()
 			for k := range work {
-				rec, err := store.Get(ctx, lambdaidem.GetRequest{Namespace: namespace, Key: k, Now: now})
+				rec, err := store.Get(ctx, idemstore.GetRequest{Namespace: namespace, Key: k, Now: now})
 				mu.Lock()
 				switch {
-				case errors.Is(err, lambdaidem.ErrNotFound):
+				case errors.Is(err, idemstore.ErrNotFound):
 				case err != nil:
 					if firstErr == nil {
 						firstErr = fmt.Errorf("read idempotency record %s: %w", k, err)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
@@ -123,7 +124,7 @@ func main() {
 	if dlq := os.Getenv("DLQ_URL"); dlq != "" {
 		opts = append(opts, lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(sqsClient, dlq)))
 	}
-	var store lambdaidem.Store = dynamo.New(f.db, idemTable)
+	var store idemstore.Store = dynamo.New(f.db, idemTable)
 	if os.Getenv("CHAOS_STORE") == "redis" {
 		addr, err := getenv("REDIS_ENDPOINT")
 		if err != nil {
@@ -213,7 +214,7 @@ func (f *function) handle(ctx context.Context, msg events.SQSMessage) error {
 }
 
 // effect writes (plain) or stages (tx) one fresh effect row.
-func (f *function) effect(ctx context.Context, key, messageID string, lease lambdaidem.Lease) error {
+func (f *function) effect(ctx context.Context, key, messageID string, lease idemstore.Lease) error {
 	id, err := randomID()
 	if err != nil {
 		return err
@@ -376,7 +377,7 @@ func (c *completionCrasher) redisCompletion(cmd redis.Cmder) (hit *armed) {
 	}
 	n, err := strconv.Atoi(fmt.Sprint(args[2]))
 	status := 3 + n + 2
-	if err != nil || len(args) <= status || fmt.Sprint(args[status]) != string(lambdaidem.StatusCompleted) {
+	if err != nil || len(args) <= status || fmt.Sprint(args[status]) != string(idemstore.StatusCompleted) {
 		return nil
 	}
 	c.mu.Lock()

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // TestUnkeyableMessagesGoWithTheirReason draws many messages that cannot
@@ -12,7 +12,7 @@ import (
 // dead-letter sink: every invariant must hold, the sink's check of each
 // copy's reason included, and both reasons must actually be sent.
 func TestUnkeyableMessagesGoWithTheirReason(t *testing.T) {
-	sent := map[lambdaidem.Reason]int{}
+	sent := map[idemstore.Reason]int{}
 	for seed := uint64(1); seed <= 20; seed++ {
 		cfg := Draw(seed, nil, "nofaults")
 		cfg.BadKey, cfg.Sink, cfg.SinkFail = 0.6, true, 0
@@ -20,11 +20,11 @@ func TestUnkeyableMessagesGoWithTheirReason(t *testing.T) {
 		if res.Failed() {
 			t.Fatalf("seed %d: %v\nreplay: go test ./lambdaidemtest/internal/sim -run TestSimulation -sim.seed=%d -sim.scenario='%s'", seed, res.Violations, seed, cfg)
 		}
-		for _, r := range []lambdaidem.Reason{lambdaidem.ReasonMissingKey, lambdaidem.ReasonMalformedBody} {
+		for _, r := range []idemstore.Reason{idemstore.ReasonMissingKey, idemstore.ReasonMalformedBody} {
 			sent[r] += strings.Count(res.Trace, "("+string(r)+") as ")
 		}
 	}
-	if sent[lambdaidem.ReasonMissingKey] == 0 || sent[lambdaidem.ReasonMalformedBody] == 0 {
+	if sent[idemstore.ReasonMissingKey] == 0 || sent[idemstore.ReasonMalformedBody] == 0 {
 		t.Fatalf("dead-letter copies by reason %v in 20 scenarios: want both missing_key and malformed_body", sent)
 	}
 	t.Logf("dead-letter copies by reason: %v", sent)

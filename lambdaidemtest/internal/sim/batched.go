@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Batched writes (lambdaidem.WithBatchedWrites) through the simulated
@@ -17,14 +18,14 @@ import (
 // each claim and completion that applied, as it sees single ones.
 
 var (
-	_ lambdaidem.Batcher = (*FaultStore)(nil)
-	_ lambdaidem.Batcher = (*TxStore)(nil)
+	_ idemstore.Batcher = (*FaultStore)(nil)
+	_ idemstore.Batcher = (*TxStore)(nil)
 )
 
-// ClaimBatch implements lambdaidem.Batcher.
-func (s *FaultStore) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) []lambdaidem.BatchClaim {
+// ClaimBatch implements idemstore.Batcher.
+func (s *FaultStore) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
 	s.Batches++
-	var got []lambdaidem.BatchClaim
+	var got []idemstore.BatchClaim
 	ferr := s.call("claim-batch", true, func() {
 		c := context.WithoutCancel(ctx)
 		got = claimEach(c, s.Store, reqs)
@@ -38,7 +39,7 @@ func (s *FaultStore) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequ
 		}
 	})
 	if ferr != nil {
-		out := make([]lambdaidem.BatchClaim, len(reqs))
+		out := make([]idemstore.BatchClaim, len(reqs))
 		for i := range out {
 			out[i].Err = ferr
 		}
@@ -47,8 +48,8 @@ func (s *FaultStore) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequ
 	return got
 }
 
-// CompleteBatch implements lambdaidem.Batcher.
-func (s *FaultStore) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+// CompleteBatch implements idemstore.Batcher.
+func (s *FaultStore) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	s.Batches++
 	var got []error
 	ferr := s.call("complete-batch", true, func() {
@@ -73,18 +74,18 @@ func (s *FaultStore) CompleteBatch(ctx context.Context, reqs []lambdaidem.Comple
 	return got
 }
 
-// ClaimBatch implements lambdaidem.Batcher: claims carry no effects.
-func (s *TxStore) ClaimBatch(ctx context.Context, reqs []lambdaidem.ClaimRequest) []lambdaidem.BatchClaim {
+// ClaimBatch implements idemstore.Batcher: claims carry no effects.
+func (s *TxStore) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
 	return claimEach(ctx, s.Store, reqs)
 }
 
-// CompleteBatch implements lambdaidem.Batcher: each completion's Effects
+// CompleteBatch implements idemstore.Batcher: each completion's Effects
 // apply to the ledger in the same step as it, once per lease token, only
 // when it applied, as in Complete.
-func (s *TxStore) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+func (s *TxStore) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	fx := make([][]Effect, len(reqs))
-	var pass []lambdaidem.CompleteRequest
+	var pass []idemstore.CompleteRequest
 	var which []int
 	for i, req := range reqs {
 		rest := req.Writes[:0:0]
@@ -96,7 +97,7 @@ func (s *TxStore) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteR
 			}
 		}
 		if len(fx[i]) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
-			errs[i] = fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+			errs[i] = fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)
 			continue
 		}
 		req.Writes = rest
@@ -119,11 +120,11 @@ func (s *TxStore) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteR
 
 // claimEach claims reqs through store's own batch when it has one, else
 // one claim after another.
-func claimEach(ctx context.Context, store lambdaidem.Store, reqs []lambdaidem.ClaimRequest) []lambdaidem.BatchClaim {
-	if b, ok := store.(lambdaidem.Batcher); ok {
+func claimEach(ctx context.Context, store idemstore.Store, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
+	if b, ok := store.(idemstore.Batcher); ok {
 		return b.ClaimBatch(ctx, reqs)
 	}
-	out := make([]lambdaidem.BatchClaim, len(reqs))
+	out := make([]idemstore.BatchClaim, len(reqs))
 	for i, req := range reqs {
 		out[i].Result, out[i].Err = store.Claim(ctx, req)
 	}
@@ -132,11 +133,11 @@ func claimEach(ctx context.Context, store lambdaidem.Store, reqs []lambdaidem.Cl
 
 // completeEach completes reqs through store's own batch when it has one,
 // else one completion after another.
-func completeEach(ctx context.Context, store lambdaidem.Store, reqs []lambdaidem.CompleteRequest) []error {
+func completeEach(ctx context.Context, store idemstore.Store, reqs []idemstore.CompleteRequest) []error {
 	if len(reqs) == 0 {
 		return nil
 	}
-	if b, ok := store.(lambdaidem.Batcher); ok {
+	if b, ok := store.(idemstore.Batcher); ok {
 		return b.CompleteBatch(ctx, reqs)
 	}
 	errs := make([]error, len(reqs))
@@ -170,7 +171,7 @@ func (s *Scenario) buildBatched(opts []lambdaidem.Option, optimistic bool) SQSHa
 	var h SQSHandler
 	err := lambdaidem.Check(func() { h = s.build(with) })
 	switch {
-	case refused && !errors.Is(err, lambdaidem.ErrInvalidOption):
+	case refused && !errors.Is(err, idemstore.ErrInvalidOption):
 		s.violate(InvAckEffect, "WithBatchedWrites with WithHeartbeat or WithOptimisticCommit was built (%v): a completion would wait past its heartbeat, or there is no claim to batch", err)
 	case refused:
 		s.w.Logf("decorator refused WithBatchedWrites: %v; built without it", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // request is what a simulated client sends through Wrap or httpidem.
@@ -121,7 +122,7 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.LargeResult {
 		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
 	}
-	store := lambdaidem.Store(s.store)
+	store := idemstore.Store(s.store)
 	if c.Wait > 0 {
 		opts = append(opts, lambdaidem.WithWaitForCompletion(c.Wait))
 		store = s.watchWaits()

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 var flagDynamoBudget = flag.Duration("sim.dynamo-budget", 20*time.Second, "how long TestSimulationDynamoDB explores")
@@ -25,7 +25,7 @@ func TestSimulationDynamoDB(t *testing.T) {
 
 // dynamoStore is the DynamoDB store on a table of its own on DynamoDB
 // Local, deleted when t ends; t skips without an endpoint.
-func dynamoStore(t *testing.T) lambdaidem.Store {
+func dynamoStore(t *testing.T) idemstore.Store {
 	t.Helper()
 	client := testenv.DynamoDB(t, dynamo.ClientOptions(dynamo.Tuning{AttemptTimeout: 10 * time.Second, MaxBackoff: 20 * time.Millisecond}))
 	table := testenv.Name("sim")

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // Options steer an exploration.
@@ -24,7 +24,7 @@ type Options struct {
 	Filter string
 	// Store, when set, makes a fresh store per scenario (the in-memory
 	// store when nil).
-	Store func() lambdaidem.Store
+	Store func() idemstore.Store
 	// Shrink shrinks the first failure before reporting it.
 	Shrink bool
 	// Workers is how many scenarios run at once, each in its own world
@@ -126,7 +126,7 @@ func Explore(o Options) Stats {
 	return st
 }
 
-func newStore(f func() lambdaidem.Store) lambdaidem.Store {
+func newStore(f func() idemstore.Store) idemstore.Store {
 	if f == nil {
 		return nil
 	}
@@ -136,7 +136,7 @@ func newStore(f func() lambdaidem.Store) lambdaidem.Store {
 // Shrink makes a failing scenario smaller while it still fails (fewer
 // messages, keys and pollers; faults, operators and options turned off
 // one at a time) and returns the smallest failing run, traced.
-func Shrink(seed uint64, cfg Config, store func() lambdaidem.Store) *Result {
+func Shrink(seed uint64, cfg Config, store func() idemstore.Store) *Result {
 	fails := func(c Config) bool { return Run(seed, c, newStore(store), false).Failed() }
 	steps := []func(c *Config) bool{
 		func(c *Config) bool { return halve(&c.Messages) },

@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // optimisticEnv draws whether a new execution environment runs the
@@ -46,16 +47,16 @@ func (s *Scenario) buildOptimistic(opts []lambdaidem.Option) SQSHandler {
 }
 
 // commits reports whether store commits without a lease all the way
-// down: the simulation's wrappers implement lambdaidem.Committer whatever
+// down: the simulation's wrappers implement idemstore.Committer whatever
 // they wrap.
-func commits(store lambdaidem.Store) bool {
+func commits(store idemstore.Store) bool {
 	switch s := store.(type) {
 	case *FaultStore:
 		return commits(s.Store)
 	case *TxStore:
 		return commits(s.Store)
 	}
-	_, ok := store.(lambdaidem.Committer)
+	_, ok := store.(idemstore.Committer)
 	return ok
 }
 
@@ -64,13 +65,13 @@ func commits(store lambdaidem.Store) bool {
 func (s *Scenario) storedKeyOf(msg events.SQSMessage) string {
 	switch s.Cfg.KeyBy {
 	case "id":
-		return lambdaidem.StoredKey(msg.MessageId)
+		return idemstore.StoredKey(msg.MessageId)
 	case "attr":
 		if a, ok := msg.MessageAttributes[keyAttribute]; ok && a.StringValue != nil {
-			return lambdaidem.StoredKey(*a.StringValue)
+			return idemstore.StoredKey(*a.StringValue)
 		}
 	}
-	return lambdaidem.StoredKey(s.body(msg.Body).Key)
+	return idemstore.StoredKey(s.body(msg.Body).Key)
 }
 
 // onCommit checks a commit of the optimistic mode against the record it
@@ -83,7 +84,7 @@ func (s *Scenario) storedKeyOf(msg events.SQSMessage) string {
 // let a lease-mode holder and an optimistic run both believe they own the
 // key; over a COMPLETED or DEAD_LETTERED record or another payload it
 // would commit a second effect, or the wrong payload's.
-func (s *Scenario) onCommit(req lambdaidem.CommitRequest, res lambdaidem.CommitResult, before lambdaidem.Record, berr error) {
+func (s *Scenario) onCommit(req idemstore.CommitRequest, res idemstore.CommitResult, before idemstore.Record, berr error) {
 	if !res.Committed || res.AtLimit {
 		return
 	}
@@ -96,9 +97,9 @@ func (s *Scenario) onCommit(req lambdaidem.CommitRequest, res lambdaidem.CommitR
 	switch {
 	case live && before.PayloadHash != req.PayloadHash:
 		s.violate(InvCommit, "key %s: a commit of message %s applied over a record of another payload (%s)", req.Key, req.MessageID, before.Status)
-	case live && (before.Status == lambdaidem.StatusCompleted || before.Status == lambdaidem.StatusDeadLettered):
+	case live && (before.Status == idemstore.StatusCompleted || before.Status == idemstore.StatusDeadLettered):
 		s.violate(InvCommit, "key %s: a commit of message %s applied over a %s record", req.Key, req.MessageID, before.Status)
-	case live && before.Status == lambdaidem.StatusInProgress && !before.LeaseUntil.Add(req.Grace).Before(req.Now):
+	case live && before.Status == idemstore.StatusInProgress && !before.LeaseUntil.Add(req.Grace).Before(req.Now):
 		s.violate(InvCommit, "key %s: a commit of message %s applied over a live lease (attempt %d, until %s, now %s)",
 			req.Key, req.MessageID, before.Attempts, before.LeaseUntil.Sub(Epoch), req.Now.Sub(Epoch))
 	}
@@ -116,7 +117,7 @@ func (s *Scenario) onCommit(req lambdaidem.CommitRequest, res lambdaidem.CommitR
 			f.fresh++
 			s.w.Logf("fresh generation of %s by a commit of %s", req.Key, req.MessageID)
 		}
-	case before.Status == lambdaidem.StatusInProgress:
+	case before.Status == idemstore.StatusInProgress:
 		f.takeovers++
 		s.w.Logf("takeover of %s by a commit of %s", req.Key, req.MessageID)
 	}
@@ -128,7 +129,7 @@ func (s *Scenario) onCommit(req lambdaidem.CommitRequest, res lambdaidem.CommitR
 	} else if first != req.PayloadHash {
 		s.violate(InvWhose, "key conflict: message %s committed key %s with another payload than generation %s's first claim", req.MessageID, req.Key, gen)
 	}
-	if req.Status != lambdaidem.StatusCompleted {
+	if req.Status != idemstore.StatusCompleted {
 		return
 	}
 	// What a completion would have noted.

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
@@ -35,7 +35,7 @@ func TestSimulationRedis(t *testing.T) {
 // redisStore is the Redis store on the local redis-server, under a key
 // prefix of its own whose keys are removed when t ends; t skips without a
 // server.
-func redisStore(t *testing.T) lambdaidem.Store {
+func redisStore(t *testing.T) idemstore.Store {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	prefix := "sim-" + rand.Text()[:10]
@@ -69,7 +69,7 @@ type redisEffects struct {
 }
 
 // WithLedger implements EffectStore.
-func (r *redisEffects) WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store {
+func (r *redisEffects) WithLedger(l *Ledger, refuse func() bool) idemstore.Store {
 	return &redisLedger{redisEffects: r, ledger: l, refuse: refuse, lists: map[string]map[string][]string{}}
 }
 
@@ -83,14 +83,14 @@ type redisLedger struct {
 
 // Capabilities declares the Redis store's commands and the scenario's
 // Effects, which Complete turns into commands.
-func (r *redisLedger) Capabilities() lambdaidem.Capabilities {
+func (r *redisLedger) Capabilities() idemstore.Capabilities {
 	return withEffects(r.Store.Capabilities())
 }
 
 func (r *redisLedger) list(ns, key string) string { return r.Key(ns, "fx:"+key) }
 
-// Complete implements lambdaidem.Store.
-func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+// Complete implements idemstore.Store.
+func (r *redisLedger) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	ns := req.Lease.Namespace
 	var keys []string
 	req.Writes, keys = r.commands(ns, req.Writes)
@@ -99,9 +99,9 @@ func (r *redisLedger) Complete(ctx context.Context, req lambdaidem.CompleteReque
 	return err
 }
 
-// CompleteBatch implements lambdaidem.Batcher: the Redis store's batch,
+// CompleteBatch implements idemstore.Batcher: the Redis store's batch,
 // each completion's effects its own script's commands.
-func (r *redisLedger) CompleteBatch(ctx context.Context, reqs []lambdaidem.CompleteRequest) []error {
+func (r *redisLedger) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	reqs = slices.Clone(reqs)
 	keys := map[string][]string{}
 	for i := range reqs {
@@ -117,9 +117,9 @@ func (r *redisLedger) CompleteBatch(ctx context.Context, reqs []lambdaidem.Compl
 	return errs
 }
 
-// Commit implements lambdaidem.Committer: the optimistic mode's commit
+// Commit implements idemstore.Committer: the optimistic mode's commit
 // runs the effects' commands in its own step.
-func (r *redisLedger) Commit(ctx context.Context, req lambdaidem.CommitRequest) (lambdaidem.CommitResult, error) {
+func (r *redisLedger) Commit(ctx context.Context, req idemstore.CommitRequest) (idemstore.CommitResult, error) {
 	var keys []string
 	req.Writes, keys = r.commands(req.Namespace, req.Writes)
 	res, err := r.Store.Commit(ctx, req)
@@ -169,7 +169,7 @@ func (r *redisLedger) readBack(ctx context.Context, ns string, keys []string) {
 // exploreStore runs the generator against one real store for budget (at
 // most three seconds under -short) from a fresh seed, and fails the test
 // with the report of the first failure, shrunk.
-func exploreStore(t *testing.T, what string, budget time.Duration, store lambdaidem.Store) {
+func exploreStore(t *testing.T, what string, budget time.Duration, store idemstore.Store) {
 	t.Helper()
 	if testing.Short() {
 		budget = min(budget, 3*time.Second)
@@ -177,7 +177,7 @@ func exploreStore(t *testing.T, what string, budget time.Duration, store lambdai
 	seed := freshSeed()
 	t.Logf("exploring %s from seed %d for %s", what, seed, budget)
 	st := Explore(Options{Budget: budget, Seed: seed, Known: known(), Filter: *flagFilter, Shrink: true,
-		Store: func() lambdaidem.Store { return store }})
+		Store: func() idemstore.Store { return store }})
 	t.Logf("%d scenarios, %d messages, %d invocations in %s (seeds %d..%d)",
 		st.Scenarios, st.Messages, st.Invocations, st.Elapsed.Round(time.Millisecond), seed, seed+uint64(st.Scenarios)-1)
 	if st.Failure != nil {

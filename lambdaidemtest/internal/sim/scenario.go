@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
@@ -134,14 +135,14 @@ type Scenario struct {
 	Cfg  Config
 	// Store, when set, is the store under test (the in-memory store when
 	// nil). Reset must clear it between scenarios if it is shared.
-	Store lambdaidem.Store
+	Store idemstore.Store
 
 	ns       string
 	w        *World
 	svc      *SQS
 	src, dlq *Queue
 	backstop *Queue
-	raw      lambdaidem.Store
+	raw      idemstore.Store
 	store    *FaultStore
 	ledger   *Ledger
 	bodies   map[string]body
@@ -185,7 +186,7 @@ type Scenario struct {
 }
 
 // Run runs the scenario to its end and checks it.
-func Run(seed uint64, cfg Config, store lambdaidem.Store, tracing bool) *Result {
+func Run(seed uint64, cfg Config, store idemstore.Store, tracing bool) *Result {
 	s := &Scenario{Seed: seed, Cfg: cfg, Store: store}
 	return s.run1(tracing)
 }
@@ -261,7 +262,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		// The in-memory store commits the effects itself.
 		s.raw = memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: s.ledger, Refuse: refuse}))
 	}
-	var inner lambdaidem.Store = s.raw
+	var inner idemstore.Store = s.raw
 	if c.Tx && s.Store != nil {
 		if es, ok := inner.(EffectStore); ok {
 			inner = es.WithLedger(s.ledger, refuse)
@@ -274,7 +275,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		s.store.Kill = func(string, bool) bool { return w.rng.Float64() < c.Kill }
 	}
 	s.store.OnClaim = s.onClaim
-	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
+	s.store.OnComplete = func(req idemstore.CompleteRequest) {
 		f := s.key(req.Lease.Key)
 		if f.token != "" && req.Lease.Token != f.token {
 			s.violate(InvStaleOutcome, "key %s: a completion under attempt %d's lease applied after the key was claimed again", req.Lease.Key, req.Lease.Attempt)
@@ -289,7 +290,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		}
 	}
 	s.store.OnCommit = s.onCommit
-	s.store.OnExtendRefused = func(l lambdaidem.Lease) { s.refused[l.Token] = true; s.nRefused++ }
+	s.store.OnExtendRefused = func(l idemstore.Lease) { s.refused[l.Token] = true; s.nRefused++ }
 	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
 	s.svc.Fail = func(op, url string) error {
 		switch {
@@ -556,7 +557,7 @@ func (s *Scenario) keyOf(m events.SQSMessage) (string, error) {
 		return "", fmt.Errorf("%w: simulated body is not JSON", lambdaidem.ErrMalformedBody)
 	}
 	if b.Key == "" {
-		return "", lambdaidem.ErrMissingKey
+		return "", idemstore.ErrMissingKey
 	}
 	return b.Key, nil
 }
@@ -681,7 +682,7 @@ func (s *Scenario) enter(k string, me *running, attempt int) {
 
 // stopped checks a running handler: once its heartbeat's extension was
 // refused, its context must have ended (the decorator cancels it at once).
-func (s *Scenario) stopped(ctx context.Context, k string, lease lambdaidem.Lease) {
+func (s *Scenario) stopped(ctx context.Context, k string, lease idemstore.Lease) {
 	if s.refused[lease.Token] && ctx.Err() == nil {
 		s.violate(InvTwoHandlers, "key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
 		delete(s.refused, lease.Token) // once per lease
@@ -738,7 +739,7 @@ func (s *Scenario) leave(k string, me *running) {
 // Whose effect: the effect must come from the payload the generation was
 // first claimed with (body, for SQS messages; "" when the checker has no
 // body to compare).
-func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease lambdaidem.Lease, by, body string) error {
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idemstore.Lease, by, body string) error {
 	w := s.w
 	s.stopped(ctx, k, lease)
 	gen := lease.Fence.Generation
@@ -773,7 +774,7 @@ func (f *keyFacts) completedUntilAfter(t time.Time) bool {
 	return false
 }
 
-func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
+func (s *Scenario) onClaim(req idemstore.ClaimRequest, res idemstore.ClaimResult) {
 	f := s.key(req.Key)
 	f.claims++
 	f.token = res.Lease.Token
@@ -790,7 +791,7 @@ func (s *Scenario) onClaim(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResu
 		s.violate(InvWhose, "key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
 	}
 	switch res.Previous {
-	case lambdaidem.StatusInProgress:
+	case idemstore.StatusInProgress:
 		f.takeovers++
 		var by string
 		if w := s.w; w.cur != nil && w.cur.owner != nil {
@@ -865,7 +866,7 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 			f := s.key(r.Key)
 			switch {
 			case len(f.completions) == 0:
-				rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
+				rec, err := s.raw.Get(context.Background(), idemstore.GetRequest{Namespace: s.ns, Key: r.Key, Now: w.now})
 				s.violate(InvCache, "message %s answered from the cache, but %s never completed (the store has it %s, %v)", r.MessageID, r.Key, rec.Status, err)
 			case !f.completedUntilAfter(start):
 				s.violate(InvCache, "message %s answered from the cache after every completion of %s had expired or its result retention ended (a late replay)", r.MessageID, r.Key)
@@ -894,31 +895,31 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	// The reason must say why. A message that cannot be keyed goes with
 	// the reason that says why.
 	switch kind := s.body(dl.Message.Body).Kind; {
-	case kind == "malformed" && s.unkeyable(kind) && dl.Reason != lambdaidem.ReasonMalformedBody,
-		kind != "malformed" && dl.Reason == lambdaidem.ReasonMalformedBody:
-		s.violate(InvReasons, "message %s (%s body) dead-lettered as %s: a malformed body, and only one, is dead-lettered as %s", dl.Message.MessageId, kind, dl.Reason, lambdaidem.ReasonMalformedBody)
-	case kind == "badkey" && s.unkeyable(kind) && dl.Reason != lambdaidem.ReasonMissingKey:
-		s.violate(InvReasons, "message %s, whose key function panics, dead-lettered as %s, want %s", dl.Message.MessageId, dl.Reason, lambdaidem.ReasonMissingKey)
+	case kind == "malformed" && s.unkeyable(kind) && dl.Reason != idemstore.ReasonMalformedBody,
+		kind != "malformed" && dl.Reason == idemstore.ReasonMalformedBody:
+		s.violate(InvReasons, "message %s (%s body) dead-lettered as %s: a malformed body, and only one, is dead-lettered as %s", dl.Message.MessageId, kind, dl.Reason, idemstore.ReasonMalformedBody)
+	case kind == "badkey" && s.unkeyable(kind) && dl.Reason != idemstore.ReasonMissingKey:
+		s.violate(InvReasons, "message %s, whose key function panics, dead-lettered as %s, want %s", dl.Message.MessageId, dl.Reason, idemstore.ReasonMissingKey)
 	}
 	switch dl.Reason {
-	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
+	case idemstore.ReasonPoison, idemstore.ReasonMaxAttempts, idemstore.ReasonOutcomeUnknown:
 		// Sent by a lease holder: the work must not be done already.
 		if dl.Key == "" {
 			s.violate(InvReasons, "message %s dead-lettered as %s, a lease holder's reason, but no key could be derived from it", dl.Message.MessageId, dl.Reason)
 			break
 		}
-		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
-		if err == nil && rec.Status == lambdaidem.StatusCompleted {
+		rec, err := s.raw.Get(ctx, idemstore.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
+		if err == nil && rec.Status == idemstore.StatusCompleted {
 			s.violate(InvReasons, "message %s dead-lettered (%s) although key %s is COMPLETED: a stale holder sends finished work to the DLQ", dl.Message.MessageId, dl.Reason, dl.Key)
 		}
-	case lambdaidem.ReasonKeyConflict:
+	case idemstore.ReasonKeyConflict:
 		// Another payload holds the key. (Checked while the key has had
 		// one generation: the record read now is the one the claim met.)
-		rec, err := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
+		rec, err := s.raw.Get(ctx, idemstore.GetRequest{Namespace: s.ns, Key: dl.Key, Now: w.now})
 		if f := s.facts[dl.Key]; err == nil && f != nil && len(f.genHash) == 1 && f.genBody[rec.Fence.Generation] == dl.Message.Body {
 			s.violate(InvReasons, "message %s dead-lettered as key_conflict, but its payload is the one key %s was first claimed with", dl.Message.MessageId, dl.Key)
 		}
-	case lambdaidem.ReasonMissingKey:
+	case idemstore.ReasonMissingKey:
 		if dl.Key != "" {
 			s.violate(InvReasons, "message %s dead-lettered as missing_key, but it has the key %s", dl.Message.MessageId, dl.Key)
 		}
@@ -929,7 +930,7 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 	}
 	s.copies[dl.Message.MessageId]++
 	s.keyDLQ[dl.Key]++
-	if dl.Reason == lambdaidem.ReasonKeyConflict {
+	if dl.Reason == idemstore.ReasonKeyConflict {
 		s.conflicts++
 	}
 	s.bodyOf[id] = dl.Message.Body
@@ -1013,19 +1014,19 @@ type resetChecker struct {
 	sent map[string]bool // keys this run sent back to their queue
 }
 
-func (r *resetChecker) ResetDeadLetter(ctx context.Context, req lambdaidem.ResetRequest) (lambdaidem.Record, error) {
+func (r *resetChecker) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
 	s := r.s
 	// Each step of a redrive takes time, in which the function may take
 	// the messages already sent back (and dead-letter them again).
 	s.w.Sleep(time.Duration(1+s.w.rng.IntN(2000)) * time.Millisecond)
 	// Read at the reset's own time: the record may have expired since.
-	before, gerr := s.raw.Get(ctx, lambdaidem.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: req.Now})
-	rs, ok := s.store.Store.(lambdaidem.DeadLetterResetter)
+	before, gerr := s.raw.Get(ctx, idemstore.GetRequest{Namespace: req.Namespace, Key: req.Key, Now: req.Now})
+	rs, ok := s.store.Store.(idemstore.DeadLetterResetter)
 	if !ok {
-		return lambdaidem.Record{}, fmt.Errorf("sim: store %T has no conditional reset", s.store.Store)
+		return idemstore.Record{}, fmt.Errorf("sim: store %T has no conditional reset", s.store.Store)
 	}
 	rec, err := rs.ResetDeadLetter(ctx, req)
-	if err == nil && (gerr != nil || before.Status != lambdaidem.StatusDeadLettered || before.DeadLetterMessageID != req.DeadLetterMessageID) {
+	if err == nil && (gerr != nil || before.Status != idemstore.StatusDeadLettered || before.DeadLetterMessageID != req.DeadLetterMessageID) {
 		s.violate(InvRedriveReset, "redrive reset key %s whose record was %s (DLQ copy %s), not dead-lettered by copy %s",
 			req.Key, before.Status, before.DeadLetterMessageID, req.DeadLetterMessageID)
 	}
@@ -1091,8 +1092,8 @@ func (s *Scenario) checkDone(run int, ev sqsqueue.RedriveEvent) {
 
 // admin is the store's operator interface, nil when the store has none
 // (the scenario then runs no forget or release).
-func (s *Scenario) admin() lambdaidem.Admin {
-	a, _ := s.raw.(lambdaidem.Admin)
+func (s *Scenario) admin() idemstore.Admin {
+	a, _ := s.raw.(idemstore.Admin)
 	return a
 }
 
@@ -1113,7 +1114,7 @@ func (s *Scenario) forget() {
 	if k == "" {
 		return
 	}
-	req := lambdaidem.ForgetRequest{
+	req := idemstore.ForgetRequest{
 		Namespace: s.ns, Key: k, Now: s.w.now, Grace: s.Cfg.Grace,
 		Force:       force,
 		AbandonCopy: rng.Float64() < s.Cfg.AbandonCopy,
@@ -1148,8 +1149,8 @@ func (s *Scenario) revoke(k string, attempt int) {
 // refusal names why an operator call was refused, in words that do not
 // depend on the run (an error's text holds the namespace, which does).
 func refusal(err error) string {
-	for _, e := range []error{lambdaidem.ErrNotFound, lambdaidem.ErrInProgress, lambdaidem.ErrWouldAbandonCopy,
-		lambdaidem.ErrRecordChanged, lambdaidem.ErrNotInProgress, lambdaidem.ErrStoreUnavailable} {
+	for _, e := range []error{idemstore.ErrNotFound, idemstore.ErrInProgress, idemstore.ErrWouldAbandonCopy,
+		idemstore.ErrRecordChanged, idemstore.ErrNotInProgress, idemstore.ErrStoreUnavailable} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}
@@ -1174,24 +1175,24 @@ func (s *Scenario) release() {
 		return
 	}
 	now := s.w.now
-	rec, err := a.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
-	if err != nil || rec.Status != lambdaidem.StatusInProgress {
+	rec, err := a.Get(context.Background(), idemstore.GetRequest{Namespace: s.ns, Key: k, Now: now})
+	if err != nil || rec.Status != idemstore.StatusInProgress {
 		return
 	}
-	if s.Cfg.AtMostOnce && !(force && lambdaidem.LeaseLive(rec, now, s.Cfg.Grace)) {
+	if s.Cfg.AtMostOnce && !(force && idemstore.LeaseLive(rec, now, s.Cfg.Grace)) {
 		// At most once: releasing an ended lease is the operator deciding
 		// to run the key again, which the invariant would count against
 		// the library. Revoking a live one is not: the key is then taken
 		// over, and dead-lettered as outcome_unknown.
 		return
 	}
-	out, err := a.Release(context.Background(), lambdaidem.ReleaseRequest{
+	out, err := a.Release(context.Background(), idemstore.ReleaseRequest{
 		Namespace: s.ns, Key: k, Token: rec.LeaseToken, Now: now, Grace: s.Cfg.Grace, Force: force,
 	})
 	switch {
 	case err != nil:
 		s.w.Logf("operator: release %s (force %t) refused: %s", k, force, refusal(err))
-	case out.Status == lambdaidem.StatusFailed:
+	case out.Status == idemstore.StatusFailed:
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
 	default:
@@ -1242,20 +1243,20 @@ func (s *Scenario) final() {
 			s.violate(InvRepeats, "key %s: %d effects, but only %d takeovers, %d releases, %d redrives, %d fresh generations and %d failures after an effect explain repeats",
 				k, n, f.takeovers, f.released, f.redrives, f.fresh, f.failedAfterEffect)
 		}
-		rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: k, Now: now})
+		rec, err := s.raw.Get(context.Background(), idemstore.GetRequest{Namespace: s.ns, Key: k, Now: now})
 		if err != nil {
 			continue
 		}
 		switch rec.Status {
-		case lambdaidem.StatusCompleted:
+		case idemstore.StatusCompleted:
 			if len(s.ledger.Plain[k])+len(s.ledger.Tx[k]) == 0 {
 				s.violate(InvFinal, "key %s is COMPLETED in the store but its effect never happened", k)
 			}
-		case lambdaidem.StatusDeadLettered:
+		case idemstore.StatusDeadLettered:
 			if s.keyDLQ[k] == 0 {
 				s.violate(InvFinal, "key %s is DEAD_LETTERED in the store but no copy was ever sent to the dead-letter queue", k)
 			}
-		case lambdaidem.StatusInProgress:
+		case idemstore.StatusInProgress:
 			// Every lease has ended and deliveries have stopped: an
 			// unfinished record must be explained by an effect that
 			// happened (an unrecorded completion), a message still
@@ -1286,7 +1287,7 @@ func (s *Scenario) final() {
 // RedriveOptions.Resend, or is a spare of the copy that went back (deleted
 // as done once the key completes with its payload; by hand when the key
 // was the message ID and the payload ran under a new one).
-func redrivenFor(rec lambdaidem.Record, copyID string, md sqsqueue.Metadata) bool {
+func redrivenFor(rec idemstore.Record, copyID string, md sqsqueue.Metadata) bool {
 	return rec.RedrivenFrom != "" && (rec.RedrivenFrom == copyID || md.PayloadHash != "" && rec.PayloadHash == md.PayloadHash)
 }
 
@@ -1312,7 +1313,7 @@ func (s *Scenario) hadEffect(key, body string) bool {
 func (s *Scenario) stranded(copyID string, dm sqsqueue.DeadLetterMessage, queued map[string]bool, now time.Time) {
 	md := dm.Metadata
 	switch md.Reason {
-	case lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts, lambdaidem.ReasonOutcomeUnknown:
+	case idemstore.ReasonPoison, idemstore.ReasonMaxAttempts, idemstore.ReasonOutcomeUnknown:
 	default:
 		return
 	}
@@ -1320,12 +1321,12 @@ func (s *Scenario) stranded(copyID string, dm sqsqueue.DeadLetterMessage, queued
 	if md.Namespace != s.ns || f == nil || f.completedBody[dm.Body] || queued[md.Key] || s.hadEffect(md.Key, dm.Body) {
 		return
 	}
-	rec, err := s.raw.Get(context.Background(), lambdaidem.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})
+	rec, err := s.raw.Get(context.Background(), idemstore.GetRequest{Namespace: s.ns, Key: md.Key, Now: now})
 	switch {
-	case errors.Is(err, lambdaidem.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
+	case errors.Is(err, idemstore.ErrNotFound) && f.forgotten == 0 && s.Cfg.UnfinishedRet == 0 && s.Cfg.Retention == 0:
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s) has no record left, nothing of its key is queued and its payload never completed: redrive can never send it back",
 			md.MessageID, md.Key, md.Reason)
-	case err == nil && rec.Status == lambdaidem.StatusInProgress && !redrivenFor(rec, copyID, md):
+	case err == nil && rec.Status == idemstore.StatusInProgress && !redrivenFor(rec, copyID, md):
 		s.violate(InvRedriveKeeps, "stranded: DLQ copy of %s (key %s, %s): the record stays IN_PROGRESS (dead-letter mark %q) with nothing of its key queued to take it over, and its payload never completed: redrive skips it for good",
 			md.MessageID, md.Key, md.Reason, rec.DeadLetterReason)
 	}

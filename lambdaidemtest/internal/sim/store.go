@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // StoreFaults are the store's failure modes, as probabilities per call
@@ -38,32 +38,32 @@ type StoreFaults struct {
 }
 
 // errFault is what the fault layer's errors wrap, besides
-// lambdaidem.ErrStoreUnavailable.
+// idemstore.ErrStoreUnavailable.
 var errFault = errors.New("simulated store fault")
 
-// FaultStore puts a lambdaidem.Store behind faults in world time. Every
+// FaultStore puts a idemstore.Store behind faults in world time. Every
 // call may park the calling task (latency), which is where the world runs
 // other invocations in between.
 type FaultStore struct {
-	lambdaidem.Store
+	idemstore.Store
 	W      *World
 	Faults StoreFaults
 	// Kill, when set, is asked before (applied=false) and after a call
 	// applied whether to kill the calling process there.
 	Kill func(op string, applied bool) bool
 	// OnClaim observes every claim that applied.
-	OnClaim func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult)
+	OnClaim func(req idemstore.ClaimRequest, res idemstore.ClaimResult)
 	// OnDelete observes every delete that applied.
 	OnDelete func(namespace, key string)
 	// OnComplete observes every completion that applied.
-	OnComplete func(req lambdaidem.CompleteRequest)
+	OnComplete func(req idemstore.CompleteRequest)
 	// OnCommit observes every commit of the optimistic mode the store
 	// answered, applied or refused, with the record it met (before, or
 	// the error reading it).
-	OnCommit func(req lambdaidem.CommitRequest, res lambdaidem.CommitResult, before lambdaidem.Record, beforeErr error)
+	OnCommit func(req idemstore.CommitRequest, res idemstore.CommitResult, before idemstore.Record, beforeErr error)
 	// OnExtendRefused observes every lease extension the store refused
-	// (lambdaidem.ErrLeaseLost), as the answer reaches the caller.
-	OnExtendRefused func(l lambdaidem.Lease)
+	// (idemstore.ErrLeaseLost), as the answer reaches the caller.
+	OnExtendRefused func(l idemstore.Lease)
 	Calls           int
 	Faulted         int
 	// Batches counts the ClaimBatch and CompleteBatch requests (each is
@@ -72,9 +72,9 @@ type FaultStore struct {
 }
 
 // Unwrap returns the store behind the faults, whose capabilities
-// (lambdaidem.CapabilitiesOf) are the FaultStore's: a handler built on it
+// (idemstore.CapabilitiesOf) are the FaultStore's: a handler built on it
 // is checked as one built on the store itself.
-func (s *FaultStore) Unwrap() lambdaidem.Store { return s.Store }
+func (s *FaultStore) Unwrap() idemstore.Store { return s.Store }
 
 func (s *FaultStore) travel() {
 	if s.Faults.Latency > 0 {
@@ -106,15 +106,15 @@ func (s *FaultStore) call(op string, write bool, apply func()) error {
 	since := w.now.Sub(Epoch)
 	if f.OutageFor > 0 && since >= f.OutageFrom && since < f.OutageFrom+f.OutageFor {
 		s.Faulted++
-		return fmt.Errorf("sim store %s: outage: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store %s: outage: %w: %w", op, idemstore.ErrStoreUnavailable, errFault)
 	}
 	if f.ErrBefore > 0 && w.rng.Float64() < f.ErrBefore {
 		s.Faulted++
-		return fmt.Errorf("sim store %s: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store %s: %w: %w", op, idemstore.ErrStoreUnavailable, errFault)
 	}
 	if f.Throttle > 0 && w.rng.Float64() < f.Throttle {
 		s.Faulted++
-		return fmt.Errorf("sim store %s: ThrottlingException: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store %s: ThrottlingException: %w: %w", op, idemstore.ErrStoreUnavailable, errFault)
 	}
 	if write && f.Late > 0 && w.cur != nil && w.rng.Float64() < f.Late {
 		// The request is held in the network; the caller gives up on it.
@@ -122,7 +122,7 @@ func (s *FaultStore) call(op string, write bool, apply func()) error {
 		w.Logf("store %s held in the network for %s", op, d)
 		w.At(d, nil, func() { w.Logf("late store %s lands", op); apply() })
 		s.Faulted++
-		return fmt.Errorf("sim store %s: request timed out: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store %s: request timed out: %w: %w", op, idemstore.ErrStoreUnavailable, errFault)
 	}
 	apply()
 	s.killHere(op, true)
@@ -130,13 +130,13 @@ func (s *FaultStore) call(op string, write bool, apply func()) error {
 	if write && f.LostAfter > 0 && w.rng.Float64() < f.LostAfter {
 		s.Faulted++
 		w.Logf("store %s applied, answer lost", op)
-		return fmt.Errorf("sim store %s: answer lost: %w: %w", op, lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store %s: answer lost: %w: %w", op, idemstore.ErrStoreUnavailable, errFault)
 	}
 	return nil
 }
 
-// Claim implements lambdaidem.Store.
-func (s *FaultStore) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (res lambdaidem.ClaimResult, err error) {
+// Claim implements idemstore.Store.
+func (s *FaultStore) Claim(ctx context.Context, req idemstore.ClaimRequest) (res idemstore.ClaimResult, err error) {
 	var aerr error
 	ferr := s.call("claim", true, func() {
 		res, aerr = s.Store.Claim(context.WithoutCancel(ctx), req)
@@ -145,7 +145,7 @@ func (s *FaultStore) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (re
 		}
 	})
 	if ferr != nil {
-		return lambdaidem.ClaimResult{}, ferr
+		return idemstore.ClaimResult{}, ferr
 	}
 	return res, aerr
 }
@@ -159,8 +159,8 @@ func (s *FaultStore) write(op string, ctx context.Context, f func(context.Contex
 	return aerr
 }
 
-// Complete implements lambdaidem.Store.
-func (s *FaultStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+// Complete implements idemstore.Store.
+func (s *FaultStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	return s.write("complete", ctx, func(c context.Context) error {
 		err := s.Store.Complete(c, req)
 		if err == nil && s.OnComplete != nil {
@@ -170,33 +170,33 @@ func (s *FaultStore) Complete(ctx context.Context, req lambdaidem.CompleteReques
 	})
 }
 
-// Fail implements lambdaidem.Store.
-func (s *FaultStore) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+// Fail implements idemstore.Store.
+func (s *FaultStore) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	return s.write("fail", ctx, func(c context.Context) error { return s.Store.Fail(c, req) })
 }
 
-// DeadLetter implements lambdaidem.Store.
-func (s *FaultStore) DeadLetter(ctx context.Context, req lambdaidem.DeadLetterRequest) error {
+// DeadLetter implements idemstore.Store.
+func (s *FaultStore) DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error {
 	if !req.Pending && s.Faults.MarkErr > 0 && s.W.rng.Float64() < s.Faults.MarkErr {
 		s.Calls++
 		s.Faulted++
 		s.travel()
-		return fmt.Errorf("sim store dead-letter mark: %w: %w", lambdaidem.ErrStoreUnavailable, errFault)
+		return fmt.Errorf("sim store dead-letter mark: %w: %w", idemstore.ErrStoreUnavailable, errFault)
 	}
 	return s.write("dead-letter", ctx, func(c context.Context) error { return s.Store.DeadLetter(c, req) })
 }
 
-// Extend implements lambdaidem.Store.
-func (s *FaultStore) Extend(ctx context.Context, req lambdaidem.ExtendRequest) error {
+// Extend implements idemstore.Store.
+func (s *FaultStore) Extend(ctx context.Context, req idemstore.ExtendRequest) error {
 	err := s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
-	if s.OnExtendRefused != nil && errors.Is(err, lambdaidem.ErrLeaseLost) {
+	if s.OnExtendRefused != nil && errors.Is(err, idemstore.ErrLeaseLost) {
 		s.OnExtendRefused(req.Lease)
 	}
 	return err
 }
 
-// Delete implements lambdaidem.Store.
-func (s *FaultStore) Delete(ctx context.Context, req lambdaidem.DeleteRequest) error {
+// Delete implements idemstore.Store.
+func (s *FaultStore) Delete(ctx context.Context, req idemstore.DeleteRequest) error {
 	return s.write("delete", ctx, func(c context.Context) error {
 		err := s.Store.Delete(c, req)
 		if err == nil && s.OnDelete != nil {
@@ -206,12 +206,12 @@ func (s *FaultStore) Delete(ctx context.Context, req lambdaidem.DeleteRequest) e
 	})
 }
 
-// Get implements lambdaidem.Store.
-func (s *FaultStore) Get(ctx context.Context, req lambdaidem.GetRequest) (rec lambdaidem.Record, err error) {
+// Get implements idemstore.Store.
+func (s *FaultStore) Get(ctx context.Context, req idemstore.GetRequest) (rec idemstore.Record, err error) {
 	var aerr error
 	ferr := s.call("get", false, func() { rec, aerr = s.Store.Get(context.WithoutCancel(ctx), req) })
 	if ferr != nil {
-		return lambdaidem.Record{}, ferr
+		return idemstore.Record{}, ferr
 	}
 	return rec, aerr
 }
@@ -232,11 +232,11 @@ type Effect struct {
 // completion that the store recognises as already applied does not apply
 // them again, as an idempotent transaction would not.
 type TxStore struct {
-	lambdaidem.Store
+	idemstore.Store
 	Ledger *Ledger
 	// Refuse, when set, is asked per completion carrying effects whether
 	// the effects' own condition fails (an overdrawn account, say): the
-	// completion is then refused with lambdaidem.ErrWriteRefused and
+	// completion is then refused with idemstore.ErrWriteRefused and
 	// nothing of it applies.
 	Refuse func() bool
 }
@@ -244,19 +244,19 @@ type TxStore struct {
 // Capabilities declares what the store it wraps declares, and Effect
 // besides, which TxStore commits itself. It wraps only the stores of this
 // module, which all declare theirs.
-func (s *TxStore) Capabilities() lambdaidem.Capabilities {
-	caps, _ := lambdaidem.CapabilitiesOf(s.Store)
+func (s *TxStore) Capabilities() idemstore.Capabilities {
+	caps, _ := idemstore.CapabilitiesOf(s.Store)
 	return withEffects(caps)
 }
 
 // withEffects adds Effect to the completion writes caps declares: the
 // writes of a wrapper that commits Effects itself and hands the rest to
 // the store it wraps, whose own check (CheckWrite) they still pass.
-func withEffects(caps lambdaidem.Capabilities) lambdaidem.Capabilities {
+func withEffects(caps idemstore.Capabilities) idemstore.Capabilities {
 	effect := reflect.TypeFor[Effect]()
 	caps.CompletionWrites = append(slices.Clip(caps.CompletionWrites), effect)
 	if check := caps.CheckWrite; check != nil {
-		caps.CheckWrite = func(l lambdaidem.Lease, w any) error {
+		caps.CheckWrite = func(l idemstore.Lease, w any) error {
 			if reflect.TypeOf(w) == effect {
 				return nil
 			}
@@ -266,8 +266,8 @@ func withEffects(caps lambdaidem.Capabilities) lambdaidem.Capabilities {
 	return caps
 }
 
-// Complete implements lambdaidem.Store.
-func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) error {
+// Complete implements idemstore.Store.
+func (s *TxStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
 	var fx []Effect
 	rest := req.Writes[:0:0]
 	for _, w := range req.Writes {
@@ -279,7 +279,7 @@ func (s *TxStore) Complete(ctx context.Context, req lambdaidem.CompleteRequest) 
 	}
 	req.Writes = rest
 	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
-		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+		return fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)
 	}
 	if err := s.Store.Complete(ctx, req); err != nil {
 		return err
@@ -302,7 +302,7 @@ type LedgerWrites struct {
 	Ledger *Ledger
 	// Refuse, when set, is asked per completion carrying effects whether
 	// the effects' own condition fails: the completion is then refused
-	// with lambdaidem.ErrWriteRefused and nothing of it applies.
+	// with idemstore.ErrWriteRefused and nothing of it applies.
 	Refuse func() bool
 }
 
@@ -315,12 +315,12 @@ func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {
 	for _, w := range writes {
 		e, ok := w.(Effect)
 		if !ok {
-			return fmt.Errorf("sim: %T: %w", w, lambdaidem.ErrUnsupportedWrite)
+			return fmt.Errorf("sim: %T: %w", w, idemstore.ErrUnsupportedWrite)
 		}
 		fx = append(fx, e)
 	}
 	if a.Refuse != nil && a.Refuse() {
-		return fmt.Errorf("sim: effect's condition failed: %w", lambdaidem.ErrWriteRefused)
+		return fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)
 	}
 	commit()
 	for _, e := range fx {
@@ -335,11 +335,11 @@ func (a *LedgerWrites) ApplyWrites(writes []any, commit func()) error {
 // WithLedger returns instead of wrapping it in a TxStore, so the checker
 // judges what the store committed. The store it returns must keep
 // Ledger.Tx equal to the effects the store holds, and refuse a completion
-// with lambdaidem.ErrWriteRefused, applying nothing, when refuse (if not
+// with idemstore.ErrWriteRefused, applying nothing, when refuse (if not
 // nil) says so.
 type EffectStore interface {
-	lambdaidem.Store
-	WithLedger(l *Ledger, refuse func() bool) lambdaidem.Store
+	idemstore.Store
+	WithLedger(l *Ledger, refuse func() bool) idemstore.Store
 }
 
 // Ledger is where handlers' effects land; the checker reads it.

@@ -9,21 +9,22 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 // commandStore stands for a store that commits writes of its own type
 // and checks each one (as the Redis store checks its commands' slot).
 type commandStore struct {
-	lambdaidem.Store
+	idemstore.Store
 	checked int
 }
 
 type command struct{ ok bool }
 
-func (c *commandStore) Capabilities() lambdaidem.Capabilities {
-	return lambdaidem.Capabilities{Store: "commands", CompletionWrites: []reflect.Type{reflect.TypeFor[command]()},
-		CheckWrite: func(_ lambdaidem.Lease, w any) error {
+func (c *commandStore) Capabilities() idemstore.Capabilities {
+	return idemstore.Capabilities{Store: "commands", CompletionWrites: []reflect.Type{reflect.TypeFor[command]()},
+		CheckWrite: func(_ idemstore.Lease, w any) error {
 			c.checked++
 			if !w.(command).ok {
 				return errors.New("a command the store refuses")
@@ -42,28 +43,28 @@ func TestStoreWrappersForwardCapabilities(t *testing.T) {
 
 	bare := &FaultStore{Store: memstore.New(), W: w}
 	err := lambdaidem.Check(func() { lambdaidem.SQS(bare, noop, lambdaidem.WithCompletionWrites[Effect]()) })
-	var ce *lambdaidem.ConfigError
-	if !errors.As(err, &ce) || !errors.Is(err, lambdaidem.ErrUnsupportedWrite) || ce.Store != "in-memory" {
+	var ce *idemstore.ConfigError
+	if !errors.As(err, &ce) || !errors.Is(err, idemstore.ErrUnsupportedWrite) || ce.Store != "in-memory" {
 		t.Fatalf("Effects declared on a FaultStore over the in-memory store without an applier: %v, want ErrUnsupportedWrite naming it", err)
 	}
 	applier := &FaultStore{Store: memstore.New(memstore.WithCompletionWrites(&LedgerWrites{Ledger: NewLedger()})), W: w}
 	if err := lambdaidem.Check(func() { lambdaidem.SQS(applier, noop, lambdaidem.WithCompletionWrites[Effect]()) }); err != nil {
 		t.Fatalf("Effects on the in-memory store that commits them, refused: %v", err)
 	}
-	if _, declared := lambdaidem.CapabilitiesOf(&FaultStore{Store: struct{ lambdaidem.Store }{memstore.New()}, W: w}); declared {
+	if _, declared := idemstore.CapabilitiesOf(&FaultStore{Store: struct{ idemstore.Store }{memstore.New()}, W: w}); declared {
 		t.Fatal("a FaultStore over a store that declares nothing declares something")
 	}
 
 	inner := &commandStore{Store: memstore.New()}
 	tx := &FaultStore{Store: &TxStore{Store: inner, Ledger: NewLedger()}, W: w}
-	caps, declared := lambdaidem.CapabilitiesOf(tx)
+	caps, declared := idemstore.CapabilitiesOf(tx)
 	if !declared || !caps.CommitsWrite(reflect.TypeFor[Effect]()) || !caps.CommitsWrite(reflect.TypeFor[command]()) || caps.Store != "commands" {
 		t.Fatalf("a TxStore over a store of commands declares %+v, %v; want both writes and the store's name", caps, declared)
 	}
-	if err := caps.CheckWrite(lambdaidem.Lease{}, Effect{Key: "k"}); err != nil || inner.checked != 0 {
+	if err := caps.CheckWrite(idemstore.Lease{}, Effect{Key: "k"}); err != nil || inner.checked != 0 {
 		t.Fatalf("an Effect went to the store's own check (%d checks): %v", inner.checked, err)
 	}
-	if err := caps.CheckWrite(lambdaidem.Lease{}, command{ok: false}); err == nil || inner.checked != 1 {
+	if err := caps.CheckWrite(idemstore.Lease{}, command{ok: false}); err == nil || inner.checked != 1 {
 		t.Fatalf("the store's own write skipped its check (%d checks): %v", inner.checked, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // waits is what the checker of waiting requests (Config.Wait: Wrap and
@@ -50,17 +51,17 @@ func newWaits() *waits {
 // watchWaits starts the checker: it sees every claim and completion that
 // applies through the fault layer, and returns the store the request
 // streams use.
-func (s *Scenario) watchWaits() lambdaidem.Store {
+func (s *Scenario) watchWaits() idemstore.Store {
 	s.waits = newWaits()
 	ws := s.waits
 	onClaim, onComplete := s.store.OnClaim, s.store.OnComplete
-	s.store.OnClaim = func(req lambdaidem.ClaimRequest, res lambdaidem.ClaimResult) {
+	s.store.OnClaim = func(req idemstore.ClaimRequest, res idemstore.ClaimResult) {
 		if onClaim != nil {
 			onClaim(req, res)
 		}
 		ws.tokenHash[res.Lease.Token] = req.PayloadHash
 	}
-	s.store.OnComplete = func(req lambdaidem.CompleteRequest) {
+	s.store.OnComplete = func(req idemstore.CompleteRequest) {
 		if onComplete != nil {
 			onComplete(req)
 		}
@@ -72,13 +73,13 @@ func (s *Scenario) watchWaits() lambdaidem.Store {
 
 // waitWatch is the store behind the request streams' Wrap and httpidem.
 type waitWatch struct {
-	lambdaidem.Store
+	idemstore.Store
 	s *Scenario
 }
 
 // Unwrap returns the store watched, whose capabilities the handlers are
 // checked against.
-func (ww *waitWatch) Unwrap() lambdaidem.Store { return ww.Store }
+func (ww *waitWatch) Unwrap() idemstore.Store { return ww.Store }
 
 func (ww *waitWatch) proc() *Process {
 	if c := ww.s.w.cur; c != nil {
@@ -87,16 +88,16 @@ func (ww *waitWatch) proc() *Process {
 	return nil
 }
 
-// Claim implements lambdaidem.Store.
-func (ww *waitWatch) Claim(ctx context.Context, req lambdaidem.ClaimRequest) (lambdaidem.ClaimResult, error) {
+// Claim implements idemstore.Store.
+func (ww *waitWatch) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
 	if p := ww.proc(); p != nil {
 		ww.s.waits.claimKey[p], ww.s.waits.claimHash[p] = req.Key, req.PayloadHash
 	}
 	return ww.Store.Claim(ctx, req)
 }
 
-// Get implements lambdaidem.Store.
-func (ww *waitWatch) Get(ctx context.Context, req lambdaidem.GetRequest) (lambdaidem.Record, error) {
+// Get implements idemstore.Store.
+func (ww *waitWatch) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
 	if p := ww.proc(); p != nil && !ww.s.waits.waited[p] {
 		ww.s.waits.waited[p] = true
 		ww.s.waits.Waiters++
@@ -105,10 +106,10 @@ func (ww *waitWatch) Get(ctx context.Context, req lambdaidem.GetRequest) (lambda
 	return ww.Store.Get(ctx, req)
 }
 
-// Fail implements lambdaidem.Store. A failure is noted as asked for: its
+// Fail implements idemstore.Store. A failure is noted as asked for: its
 // answer may be lost, or it may land late, and still be what a waiter
 // reads.
-func (ww *waitWatch) Fail(ctx context.Context, req lambdaidem.FailRequest) error {
+func (ww *waitWatch) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	ws := ww.s.waits
 	k := req.Lease.Key
 	ws.failures[k] = append(ws.failures[k], stored{hash: ws.tokenHash[req.Lease.Token], data: []byte(req.Error)})
@@ -192,7 +193,7 @@ func retryable(err error) bool {
 	var ip *lambdaidem.InProgressError
 	var he *httpError
 	switch {
-	case errors.As(err, &ip), errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, errTransient), errors.Is(err, lambdaidem.ErrRunFailed):
+	case errors.As(err, &ip), errors.Is(err, idemstore.ErrStoreUnavailable), errors.Is(err, errTransient), errors.Is(err, lambdaidem.ErrRunFailed):
 		return true
 	case errors.As(err, &he):
 		return he.status == 409 || he.status == 503

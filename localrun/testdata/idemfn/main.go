@@ -25,7 +25,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/emf"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
 func main() {

@@ -17,10 +17,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 	"github.com/lambdaidem/go-lambdaidem/emf"
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 const (

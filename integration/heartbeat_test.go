@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 // TestHeartbeatOnDynamoDB: with a heartbeat, the lease's lease_until on

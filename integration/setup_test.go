@@ -20,10 +20,10 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 

@@ -288,9 +288,10 @@ func WithLogger(l *slog.Logger) Option {
 // test that moves the clock moves all of them, and one that never moves it
 // waits where the decorator waits (a store retry's backoff, a heartbeat's
 // tick, a handler's deadline). A test clock keeps a time and its armed
-// timers, and fires those that fall due when the test moves it. For tests
-// that steer time against a real store; lambdaidemtest runs a handler in a
-// simulated world whose clock moves by itself.
+// timers, and fires those that fall due when the test moves it: package
+// lambdaidemtest/testclock is one, for tests that steer time against a real
+// store; a Kit of package lambdaidemtest runs a handler in a simulated
+// world whose clock moves by itself.
 func WithClock(clock Clock) Option {
 	return option("WithClock", whenf(isNil(clock), "the clock is nil"), func(c *config) { c.rt = seam.OnClock(clock) })
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 // simWorld is the bundle's clock seen as a world whose time moves only

@@ -14,10 +14,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 const (

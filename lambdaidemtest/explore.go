@@ -209,44 +209,7 @@ func (x Exploration) world(seed uint64) (sim.Config, error) {
 // the smallest failure, traced.
 func (x Exploration) shrink(seed uint64, c sim.Config) *Failure {
 	orig := c
-	fails := func(c sim.Config) bool { return x.scenario(seed, c, false) != nil }
-	steps := []func(c *sim.Config) bool{
-		func(c *sim.Config) bool { return halve(&c.Messages) },
-		func(c *sim.Config) bool { return halve(&c.Pollers) },
-		func(c *sim.Config) bool { return halve(&c.BatchSize) },
-		func(c *sim.Config) bool { return zero(&c.ProducerDup) },
-		func(c *sim.Config) bool { return zero(&c.SQSDup) },
-		func(c *sim.Config) bool { return zero(&c.Slow) },
-		func(c *sim.Config) bool { return zero(&c.Kill) },
-		func(c *sim.Config) bool { return zero(&c.SinkFail) },
-		func(c *sim.Config) bool { return zero(&c.Store.ErrBefore) },
-		func(c *sim.Config) bool { return zero(&c.Store.LostAfter) },
-		func(c *sim.Config) bool { return zero(&c.Store.Throttle) },
-		func(c *sim.Config) bool { return zero(&c.Store.Late) },
-		func(c *sim.Config) bool { return zero(&c.Store.MarkErr) },
-		func(c *sim.Config) bool { return zeroDur(&c.Store.Latency) },
-		func(c *sim.Config) bool { return zeroDur(&c.Store.OutageFor) },
-		func(c *sim.Config) bool { return zero(&c.ForceOps) },
-		func(c *sim.Config) bool { return zeroInt(&c.Forget) },
-		func(c *sim.Config) bool { return zeroInt(&c.Redrive) },
-		func(c *sim.Config) bool { return zero(&c.RedriveSendFail) },
-		func(c *sim.Config) bool { return zero(&c.RedriveDelFail) },
-		func(c *sim.Config) bool { return zeroInt(&c.MaxReceive) },
-		func(c *sim.Config) bool { return zeroDur(&c.Lease) },
-		func(c *sim.Config) bool { return zeroDur(&c.SendOver) },
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, step := range steps {
-			for {
-				t := c
-				if !step(&t) || !fails(t) {
-					break
-				}
-				c, changed = t, true
-			}
-		}
-	}
+	c = sim.Minimize(c, func(c sim.Config) bool { return x.scenario(seed, c, false) != nil }, true)
 	f := x.scenario(seed, c, true)
 	if f == nil {
 		// Cannot happen (every run is the same); fall back to the
@@ -257,38 +220,6 @@ func (x Exploration) shrink(seed uint64, c sim.Config) *Failure {
 		f.Shrunk = c.String()
 	}
 	return f
-}
-
-func halve(n *int) bool {
-	if *n <= 1 {
-		return false
-	}
-	*n /= 2
-	return true
-}
-
-func zero(f *float64) bool {
-	if *f == 0 {
-		return false
-	}
-	*f = 0
-	return true
-}
-
-func zeroDur(d *time.Duration) bool {
-	if *d == 0 {
-		return false
-	}
-	*d = 0
-	return true
-}
-
-func zeroInt(n *int) bool {
-	if *n == 0 {
-		return false
-	}
-	*n = 0
-	return true
 }
 
 // scenario runs one seed in world c; it returns nil when every invariant

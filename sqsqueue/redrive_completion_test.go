@@ -17,11 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 

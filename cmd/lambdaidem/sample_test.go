@@ -21,10 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/session-sample.golden and the session sample of docs/operations.md from this run")

@@ -138,67 +138,19 @@ func newStore(f func() idemstore.Store) idemstore.Store {
 // one at a time) and returns the smallest failing run, traced.
 func Shrink(seed uint64, cfg Config, store func() idemstore.Store) *Result {
 	fails := func(c Config) bool { return Run(seed, c, newStore(store), false).Failed() }
-	steps := []func(c *Config) bool{
-		func(c *Config) bool { return halve(&c.Messages) },
-		func(c *Config) bool { return halve(&c.Keys) },
-		func(c *Config) bool { return halve(&c.Pollers) },
-		func(c *Config) bool { return halve(&c.BatchSize) },
-		func(c *Config) bool { return halve(&c.Concurrency) },
-		func(c *Config) bool { return zero(&c.ProducerDup) },
-		func(c *Config) bool { return zero(&c.SQSDup) },
-		func(c *Config) bool { return zero(&c.Conflict) },
-		func(c *Config) bool { return zero(&c.Poison) },
-		func(c *Config) bool { return zero(&c.FailN) },
-		func(c *Config) bool { return zero(&c.Slow) },
-		func(c *Config) bool { return zero(&c.Kill) },
-		func(c *Config) bool { return zero(&c.SinkFail) },
-		func(c *Config) bool { return zero(&c.TxRefuse) },
-		func(c *Config) bool { return zero(&c.BadKey) },
-		func(c *Config) bool { return zero(&c.RedriveSendFail) },
-		func(c *Config) bool { return zero(&c.Store.ErrBefore) },
-		func(c *Config) bool { return zero(&c.Store.LostAfter) },
-		func(c *Config) bool { return zero(&c.Store.Throttle) },
-		func(c *Config) bool { return zero(&c.Store.Late) },
-		func(c *Config) bool { return zero(&c.Store.MarkErr) },
-		func(c *Config) bool { return zeroDur(&c.Store.Latency) },
-		func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
-		func(c *Config) bool { return zeroInt(&c.Forget) },
-		func(c *Config) bool { return zero(&c.ForceOps) },
-		func(c *Config) bool { return zero(&c.AbandonCopy) },
-		func(c *Config) bool { return halve(&c.Redrive) },
-		func(c *Config) bool { return zero(&c.RedriveDelFail) },
-		func(c *Config) bool { return zeroDur(&c.Cache) },
-		func(c *Config) bool { return zeroDur(&c.Heartbeat) },
-		func(c *Config) bool { return zeroDur(&c.SendOver) },
-		func(c *Config) bool { return off(&c.Backoff) },
-		func(c *Config) bool { return off(&c.Visibility2) },
-		func(c *Config) bool { return off(&c.FIFO) },
-		func(c *Config) bool { return zero(&c.Twins) },
-		func(c *Config) bool { return zero(&c.LateFail) },
-		func(c *Config) bool { return zeroDur(&c.Wait) },
-		func(c *Config) bool { return off(&c.Observe) },
-		func(c *Config) bool { return halve(&c.Requests) },
-		func(c *Config) bool { return zeroInt(&c.Requests) },
-		func(c *Config) bool { return zeroInt(&c.Callers) },
-		func(c *Config) bool { return off(&c.HTTP) },
-		func(c *Config) bool { return off(&c.HashFields) },
-		func(c *Config) bool { return off(&c.NoAllFailedError) },
-		func(c *Config) bool { return zeroDur(&c.UnfinishedRet) },
-		func(c *Config) bool { return zeroDur(&c.Retention) },
-		func(c *Config) bool { return zeroDur(&c.ResultRet) },
-		func(c *Config) bool { return zero(&c.Optimistic) },
-		func(c *Config) bool { return zero(&c.Batched) },
-		func(c *Config) bool { return off(&c.Tx) },
-		func(c *Config) bool { return off(&c.AtMostOnce) },
-		func(c *Config) bool { return off(&c.FailOnAny) },
-		func(c *Config) bool { return zeroInt(&c.MaxReceive) },
-		func(c *Config) bool {
-			if c.KeyBy == "" {
-				return false
-			}
-			c.KeyBy = ""
-			return true
-		},
+	return Run(seed, Minimize(cfg, fails, false), newStore(store), true)
+}
+
+// Minimize makes cfg smaller while fails holds: it tries each shrinking
+// step in turn, keeps a step's world when that world still fails, and
+// goes round again until no step applies. With worldOnly it shrinks only
+// what the world does to the handler (messages, pollers, faults,
+// operators), never the handler's options: the test kit's explorer runs
+// the user's handler with the user's options.
+func Minimize(cfg Config, fails func(Config) bool, worldOnly bool) Config {
+	steps := worldSteps
+	if !worldOnly {
+		steps = append(append([]func(*Config) bool{}, worldSteps...), optionSteps...)
 	}
 	for changed := true; changed; {
 		changed = false
@@ -212,7 +164,78 @@ func Shrink(seed uint64, cfg Config, store func() idemstore.Store) *Result {
 			}
 		}
 	}
-	return Run(seed, cfg, newStore(store), true)
+	return cfg
+}
+
+// worldSteps shrink what the world does to a handler.
+var worldSteps = []func(c *Config) bool{
+	func(c *Config) bool { return halve(&c.Messages) },
+	func(c *Config) bool { return halve(&c.Pollers) },
+	func(c *Config) bool { return halve(&c.BatchSize) },
+	func(c *Config) bool { return zero(&c.ProducerDup) },
+	func(c *Config) bool { return zero(&c.SQSDup) },
+	func(c *Config) bool { return zero(&c.Slow) },
+	func(c *Config) bool { return zero(&c.Kill) },
+	func(c *Config) bool { return zero(&c.SinkFail) },
+	func(c *Config) bool { return zero(&c.Store.ErrBefore) },
+	func(c *Config) bool { return zero(&c.Store.LostAfter) },
+	func(c *Config) bool { return zero(&c.Store.Throttle) },
+	func(c *Config) bool { return zero(&c.Store.Late) },
+	func(c *Config) bool { return zero(&c.Store.MarkErr) },
+	func(c *Config) bool { return zeroDur(&c.Store.Latency) },
+	func(c *Config) bool { return zeroDur(&c.Store.OutageFor) },
+	func(c *Config) bool { return zero(&c.ForceOps) },
+	func(c *Config) bool { return zeroInt(&c.Forget) },
+	func(c *Config) bool { return halve(&c.Redrive) },
+	func(c *Config) bool { return zeroInt(&c.Redrive) },
+	func(c *Config) bool { return zero(&c.RedriveSendFail) },
+	func(c *Config) bool { return zero(&c.RedriveDelFail) },
+	func(c *Config) bool { return zeroInt(&c.MaxReceive) },
+	func(c *Config) bool { return zeroDur(&c.Lease) },
+	func(c *Config) bool { return zeroDur(&c.SendOver) },
+}
+
+// optionSteps shrink the simulator's own handlers: their keys, their
+// options and the kinds of message they get.
+var optionSteps = []func(c *Config) bool{
+	func(c *Config) bool { return halve(&c.Keys) },
+	func(c *Config) bool { return halve(&c.Concurrency) },
+	func(c *Config) bool { return zero(&c.Conflict) },
+	func(c *Config) bool { return zero(&c.Poison) },
+	func(c *Config) bool { return zero(&c.FailN) },
+	func(c *Config) bool { return zero(&c.TxRefuse) },
+	func(c *Config) bool { return zero(&c.BadKey) },
+	func(c *Config) bool { return zero(&c.AbandonCopy) },
+	func(c *Config) bool { return zeroDur(&c.Cache) },
+	func(c *Config) bool { return zeroDur(&c.Heartbeat) },
+	func(c *Config) bool { return off(&c.Backoff) },
+	func(c *Config) bool { return off(&c.Visibility2) },
+	func(c *Config) bool { return off(&c.FIFO) },
+	func(c *Config) bool { return zero(&c.Twins) },
+	func(c *Config) bool { return zero(&c.LateFail) },
+	func(c *Config) bool { return zeroDur(&c.Wait) },
+	func(c *Config) bool { return off(&c.Observe) },
+	func(c *Config) bool { return halve(&c.Requests) },
+	func(c *Config) bool { return zeroInt(&c.Requests) },
+	func(c *Config) bool { return zeroInt(&c.Callers) },
+	func(c *Config) bool { return off(&c.HTTP) },
+	func(c *Config) bool { return off(&c.HashFields) },
+	func(c *Config) bool { return off(&c.NoAllFailedError) },
+	func(c *Config) bool { return zeroDur(&c.UnfinishedRet) },
+	func(c *Config) bool { return zeroDur(&c.Retention) },
+	func(c *Config) bool { return zeroDur(&c.ResultRet) },
+	func(c *Config) bool { return zero(&c.Optimistic) },
+	func(c *Config) bool { return zero(&c.Batched) },
+	func(c *Config) bool { return off(&c.Tx) },
+	func(c *Config) bool { return off(&c.AtMostOnce) },
+	func(c *Config) bool { return off(&c.FailOnAny) },
+	func(c *Config) bool {
+		if c.KeyBy == "" {
+			return false
+		}
+		c.KeyBy = ""
+		return true
+	},
 }
 
 func halve(n *int) bool {

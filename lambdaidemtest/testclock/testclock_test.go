@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/testclock"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidemtest/testclock"
 )
 
 var start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

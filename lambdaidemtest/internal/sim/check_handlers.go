@@ -1,0 +1,208 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+)
+
+// handle is the user's handler: it reads its behaviour from the body and
+// records its effect in the ledger (or commits it with the completion).
+func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
+	w := s.w
+	b := s.body(msg.Body)
+	lease, leased := lambdaidem.LeaseFromContext(ctx)
+	if !leased {
+		// A first delivery of the optimistic mode: no lease, so no claim's
+		// facts either; two copies may run at once, and the commit decides.
+		lease.Key = s.storedKeyOf(msg)
+	}
+	k := lease.Key
+	f := s.key(k)
+	s.bodyOf[msg.MessageId] = msg.Body
+	if s.Cfg.Observe {
+		s.obs.Handler(ctx, msg.MessageId, "")
+	}
+	if leased {
+		me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
+		s.enter(k, me, lease.Attempt)
+		defer s.leave(k, me)
+	}
+	f.runs++
+	w.Logf("handler %s key %s attempt %d (leased %v)", msg.MessageId, k, lease.Attempt, leased)
+	s.inOrder(msg.MessageId)
+	if tc, ok := s.tokens[lease.Token]; ok && tc.msg != msg.MessageId {
+		s.violate(InvWhose, "key %s: the handler runs message %s under the lease message %s claimed", k, msg.MessageId, tc.msg)
+	}
+	if dl, ok := ctx.Deadline(); ok && leased {
+		// A slow claim may leave a handler little time, but its context
+		// must end after the claim was made: one that ended before gives
+		// every attempt a dead context, whatever the store's luck.
+		if at, ok := s.claimAt[lease.Token]; ok && !dl.After(at) {
+			s.violate(InvProgress, "handler for %s on key %s got a context that ended at %.3fs, before its claim at %.3fs: no attempt can succeed",
+				msg.MessageId, k, dl.Sub(Epoch).Seconds(), at.Sub(Epoch).Seconds())
+		}
+	}
+	effect := func() error { return s.effect(ctx, f, k, lease, msg.MessageId, msg.Body) }
+	slow := func() error {
+		for range b.Slow {
+			w.Sleep(time.Second)
+			s.stopped(ctx, k, lease)
+			if b.Honour && ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	switch {
+	case b.Kind == "poison":
+		return lambdaidem.Poison(errPoison)
+	case b.Kind == "poison1" && f.runs == 1:
+		if err := slow(); err != nil {
+			return err
+		}
+		return lambdaidem.Poison(errPoison)
+	case b.Kind == "poison1":
+		return effect()
+	case f.runs <= b.Fail:
+		return errTransient
+	case b.First:
+		if err := effect(); err != nil {
+			return err
+		}
+		if err := slow(); err != nil {
+			if !s.Cfg.Tx {
+				f.failedAfterEffect++
+			}
+			return err
+		}
+		return nil
+	}
+	if err := slow(); err != nil {
+		return err
+	}
+	return effect()
+}
+
+// enter records a handler starting on key k, and checks that no other
+// handler on k still runs with a live context: its lease would still be
+// valid, or the decorator failed to end its context when the lease ended.
+//
+// An operator who forces a release or a forget revokes a lease that is
+// still valid: the key is taken over only once the revoked lease has run
+// out, so this holds then too; and once the holder's heartbeat had an
+// extension refused, its context must have ended at once.
+func (s *Scenario) enter(k string, me *running, attempt int) {
+	for _, o := range s.run[k] {
+		if o.proc.Dead() || o.ctx.Err() != nil {
+			continue
+		}
+		switch {
+		case s.refused[o.token]:
+			s.violate(InvTwoHandlers, "key %s: %s's lease extension was refused (an operator revoked the lease), but its handler's context is still live as %s starts (attempt %d)", k, o.msg, me.msg, attempt)
+		default:
+			s.violate(InvTwoHandlers, "two handlers on key %s at once: %s (context still live) and %s (attempt %d)", k, o.msg, me.msg, attempt)
+		}
+	}
+	s.run[k] = append(s.run[k], me)
+}
+
+// stopped checks a running handler: once its heartbeat's extension was
+// refused, its context must have ended (the decorator cancels it at once).
+func (s *Scenario) stopped(ctx context.Context, k string, lease idemstore.Lease) {
+	if s.refused[lease.Token] && ctx.Err() == nil {
+		s.violate(InvTwoHandlers, "key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
+		delete(s.refused, lease.Token) // once per lease
+	}
+}
+
+func (s *Scenario) leave(k string, me *running) {
+	s.run[k] = slices.DeleteFunc(s.run[k], func(r *running) bool { return r == me })
+}
+
+// effect has the handler's effect on key k: committed with the completion
+// (Tx), or written to the ledger at once; a kill point follows.
+//
+// Whose effect: the effect must come from the payload the generation was
+// first claimed with (body, for SQS messages; "" when the checker has no
+// body to compare).
+func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idemstore.Lease, by, body string) error {
+	w := s.w
+	s.stopped(ctx, k, lease)
+	gen := lease.Fence.Generation
+	if tc, ok := s.tokens[lease.Token]; ok && tc.hash != f.genHash[gen] {
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)
+	} else if first := f.genBody[gen]; body != "" && first != "" && body != first {
+		s.violate(InvWhose, "whose effect: key %s has an effect by %s with body %s, but generation %s was first claimed with body %s", k, by, body, gen, first)
+	}
+	if s.Cfg.Tx {
+		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
+	}
+	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
+	f.gens[lease.Fence.Generation]++
+	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
+		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
+	}
+	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
+		w.Logf("kill %s after the effect", w.cur.owner.Name)
+		w.KillCurrent()
+	}
+	return nil
+}
+
+// completedUntilAfter reports whether a completion of the key had its
+// record and result still kept at t.
+func (f *keyFacts) completedUntilAfter(t time.Time) bool {
+	for _, until := range f.completions {
+		if until.IsZero() || until.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Scenario) onClaim(req idemstore.ClaimRequest, res idemstore.ClaimResult) {
+	f := s.key(req.Key)
+	f.claims++
+	f.token = res.Lease.Token
+	s.claimAt[res.Lease.Token] = req.Now
+	if req.Namespace == s.ns {
+		s.sqsKeys[req.Key] = true
+	}
+	gen := res.Lease.Fence.Generation
+	tc := claimFacts{key: req.Key, gen: gen, hash: req.PayloadHash, msg: req.MessageID, body: s.svc.Body(req.MessageID)}
+	s.tokens[res.Lease.Token] = tc
+	if first, ok := f.genHash[gen]; !ok {
+		f.genHash[gen], f.genBody[gen] = req.PayloadHash, tc.body
+	} else if first != req.PayloadHash {
+		s.violate(InvWhose, "key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
+	}
+	switch res.Previous {
+	case idemstore.StatusInProgress:
+		f.takeovers++
+		var by string
+		if w := s.w; w.cur != nil && w.cur.owner != nil {
+			by = s.container[w.cur.owner]
+		}
+		s.w.Logf("takeover of %s by %s in %s (attempt %d)", req.Key, req.MessageID, by, res.Lease.Attempt)
+		if c, ok := f.unrecorded[res.Lease.Attempt-1]; ok && c == by && by != "" && !f.revoked[res.Lease.Attempt-1] {
+			// The container remembers that attempt's completion: it must
+			// write it, never run the handler again.
+			s.violate(InvUnrecorded, "key %s: %s took over attempt %d, whose completion it acknowledged unrecorded and remembers", req.Key, by, res.Lease.Attempt-1)
+		}
+	case "":
+		// A new record (the first, or after a forget or an expiry):
+		// attempts count from 1 again, so what a container remembers of
+		// the old record's attempts names other leases.
+		clear(f.unrecorded)
+		clear(f.revoked)
+		if f.claims > 1 {
+			f.fresh++
+			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
+		}
+	}
+}

@@ -11,45 +11,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-// WithBatchedWrites claims a batch's fresh records in batched store
-// requests and completes the ones whose handlers succeeded in batched
-// requests too, instead of one claim and one completion per record: a
-// batch of 10 new messages costs 4 requests instead of 20 (its claims in
-// two requests side by side, then its completions likewise; see
-// batchLanes). Each record keeps the outcome it would have had one at a
-// time (the store answers every key of a batch as its single call would),
-// FIFO order and fencing are unchanged, and a record whose batched
-// completion met an unavailable store is retried alone.
-//
-// What changes is when things happen. The first records of the FIFO
-// groups (on a standard queue, of the keys), up to WithConcurrency at a
-// time, are split into two lanes that run side by side. A lane's records
-// are claimed before any of its handlers runs; their handlers run side by
-// side; their completions are written when the last of them has
-// returned; then the rest of each group runs as before. A record's
-// completion therefore waits for the slowest handler of its lane. With
-// completion writes (AddCompletionWrite) nothing changes for the effect:
-// it commits with the completion or not at all. An effect a handler makes
-// on its own, though, stays unrecorded for that longer time, and a
-// process that dies in it (the function's timeout, say) leaves the record
-// to be taken over and run again, as in lease mode's crash window: choose
-// batched writes for transactional handlers, or for handlers whose
-// effects may repeat, and for batches whose handlers take about as long
-// as each other. Records SQS delivered before run one at a time with
-// single writes when WithIsolateRedeliveries is on.
-//
-// SQS refuses, when built, what batching cannot keep, with a
-// *ConfigError: a store that does not implement Batcher
-// (ErrBatchUnsupported, with ErrUnsupportedOption); WithHeartbeat, whose
-// extensions stop when a handler returns, before its batch's completion
-// is written (ErrInvalidOption); WithOptimisticCommit, whose first
-// deliveries take no claim to batch (ErrInvalidOption); and Wrap and
-// httpidem, which have no batch (ErrUnsupportedOption). The in-memory,
-// DynamoDB and Redis stores implement Batcher.
-func WithBatchedWrites() Option {
-	return option("WithBatchedWrites", "", func(c *config) { c.batched = true })
-}
-
 // checkBatched refuses, when SQS is built, batched writes that could not
 // keep their promise. It returns nil when nothing is refused.
 func (c *config) checkBatched(store Store) *ConfigError {

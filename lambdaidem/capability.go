@@ -2,10 +2,11 @@ package lambdaidem
 
 import (
 	"fmt"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // writeKinds names the types of completion writes a store commits, for

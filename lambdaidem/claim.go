@@ -1,7 +1,10 @@
 package lambdaidem
 
-import "time"
-import "github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+import (
+	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
+)
 
 // minClaimBudget is the least time beyond the margin a claim needs: a
 // claim cut off by the deadline may have applied in the store with its

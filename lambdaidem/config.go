@@ -6,13 +6,67 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
+
+// Defaults of the options. Each option's doc says how to change it.
+const (
+	// DefaultMaxAttempts is how many claims a key gets before its message is
+	// dead-lettered.
+	DefaultMaxAttempts = 5
+	// DefaultConcurrency bounds records processed at once on standard queues.
+	DefaultConcurrency = 10
+	// DefaultMaxLease caps the lease; Lambda's own maximum timeout.
+	DefaultMaxLease = 15 * time.Minute
+	// DefaultLeaseWithoutDeadline is the lease when the context has no
+	// deadline (outside Lambda): never "forever".
+	DefaultLeaseWithoutDeadline = time.Minute
+	// DefaultDeadlineMargin is the time kept back before the invocation's
+	// deadline to record outcomes. It covers one store call at its slowest
+	// with the DynamoDB store's default client tuning (three tries of at
+	// most one second plus backoff: 3.4 s); the library retries a store
+	// write only while the time left covers another try as slow as the
+	// slowest so far. For invocations shorter than four margins, a quarter
+	// of the remaining time is kept instead.
+	DefaultDeadlineMargin = 4 * time.Second
+	// DefaultRetention is how long a completed key is remembered.
+	DefaultRetention = 24 * time.Hour
+	// DefaultUnfinishedRetention is how long an IN_PROGRESS, FAILED or
+	// DEAD_LETTERED record is kept: SQS's longest message retention, so a
+	// poison message's attempt count never silently restarts.
+	DefaultUnfinishedRetention = 14 * 24 * time.Hour
+	// DefaultMaxResultBytes bounds a stored Wrap result: the smallest
+	// result every store holds.
+	DefaultMaxResultBytes = idemstore.MinResultBytes
+)
+
+// Option configures SQS and Wrap.
+type Option func(*config)
+
+// option is an option named name: given, it is noted (for OptionNames and
+// the checks of construction) and applied with set, or, when its own value
+// can never work (why is not empty), refused when the handler is built.
+func option(name, why string, set func(*config)) Option {
+	return func(c *config) {
+		c.note(name)
+		if why != "" {
+			c.refuse(name, why)
+			return
+		}
+		set(c)
+	}
+}
+
+// whenf is the reason to refuse an option's value, or "" when bad is false.
+func whenf(bad bool, format string, args ...any) string {
+	if !bad {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
+}
 
 // config is what the options set: SQS and Wrap build one from their
 // options (newConfig) and check it against the store (check) before they
@@ -104,43 +158,6 @@ func (c *config) leaseMargin(margin, length time.Duration) time.Duration {
 	return margin
 }
 
-// Handler names, for ConfigError.Handler.
-const (
-	handlerSQS  = "lambdaidem.SQS"
-	handlerWrap = "lambdaidem.Wrap"
-)
-
-// sqsOnly are the options only the SQS handler uses: Wrap refuses them.
-var sqsOnly = map[string]string{
-	"WithKeyMessageID":          "Wrap has no SQS message",
-	"WithKeyAttribute":          "Wrap has no message attributes",
-	"WithKeyDeduplicationID":    "Wrap has no FIFO deduplication ID",
-	"WithKeyFunc":               "Wrap keys by its input (WithWrapKey, WithKeyJSONField)",
-	"WithMaxAttempts":           "Wrap counts no attempts: its caller sees each failure and decides whether to call again",
-	"WithConcurrency":           "Wrap runs one call at a time per call",
-	"WithCache":                 "Wrap must return the stored result of a duplicate, which the cache does not hold",
-	"WithFailBatchOnAnyFailure": "Wrap has no batch",
-	"WithAllFailedError":        "Wrap has no batch",
-	"WithIsolateRedeliveries":   "Wrap has no redeliveries",
-	"WithDeadLetterSink":        "Wrap has no message to dead-letter (its caller gets the error)",
-	"WithVisibility":            "Wrap has no message whose visibility could change",
-	"WithBackoff":               "Wrap has no message whose visibility could change",
-	"WithInvocationHook":        "Wrap has no SQS invocation to report",
-	"WithOptimisticCommit":      "a Wrap caller waits on its one run, which only a lease taken before it keeps single",
-	"WithBatchedWrites":         "Wrap has no batch",
-}
-
-// wrapOnly are the options only Wrap uses: SQS refuses them.
-var wrapOnly = map[string]string{
-	"WithWrapKey":        "the SQS handler keys messages (WithKeyJSONField, WithKeyFunc...)",
-	"WithMaxResultBytes": "the SQS handler stores no results",
-	// Refused with ErrWaitUnsupported, which says why.
-	"WithWaitForCompletion": "",
-}
-
-// keyOptions are the options that set the key; at most one may be given.
-var keyOptions = []string{"WithKeyMessageID", "WithKeyJSONField", "WithKeyAttribute", "WithKeyDeduplicationID", "WithKeyFunc", "WithWrapKey"}
-
 // note records that an option was given.
 func (c *config) note(name string) { c.given = append(c.given, name) }
 
@@ -165,107 +182,15 @@ func isNil(v any) bool {
 // given reports whether the option was given.
 func (c *config) has(name string) bool { return slices.Contains(c.given, name) }
 
-// check refuses, when a handler is built, what could never work: an
-// option's own value, a combination of options, an option the handler
-// does not use, or one the store cannot serve (when the store declares
-// its Capabilities). It panics with a *ConfigError.
-func (c *config) check(handler string, store Store) {
-	fail := func(e *ConfigError) {
-		e.Handler = handler
-		panic(e)
-	}
-	invalid := func(option, format string, args ...any) {
-		fail(&ConfigError{Option: option, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)})
-	}
-	if len(c.invalid) > 0 {
-		fail(c.invalid[0].(*ConfigError))
-	}
-	for _, name := range c.given {
-		why, refused := sqsOnly[name]
-		if handler == handlerSQS {
-			why, refused = wrapOnly[name]
-		}
-		if refused && name == "WithWaitForCompletion" {
-			fail(&ConfigError{Option: name, Err: fmt.Errorf("%w: %w", ErrUnsupportedOption, ErrWaitUnsupported)})
-		}
-		if refused {
-			fail(&ConfigError{Option: name, Err: fmt.Errorf("%w: %s", ErrUnsupportedOption, why)})
-		}
-	}
-	var keys []string
-	for _, name := range c.given {
-		if slices.Contains(keyOptions, name) && !slices.Contains(keys, name) {
-			keys = append(keys, name)
-		}
-	}
-	if len(keys) > 1 {
-		invalid(strings.Join(keys, " and "), "each sets the key; give one")
-	}
-	if c.has("WithPayloadHash") && c.has("WithHashJSONFields") {
-		invalid("WithPayloadHash and WithHashJSONFields", "each sets the payload hash; give one")
-	}
-	if c.backoff != nil && c.visibility == nil {
-		invalid("WithBackoff without WithVisibility", "a backoff is applied by changing the message's visibility, and there is no VisibilityChanger to do it")
-	}
-	if err := idemstore.CheckNamespace(c.namespace); err != nil {
-		fail(&ConfigError{Option: "WithNamespace", Err: err})
-	}
-	acceptDeadLease := mutant.On("lease-margin-unchecked") // the bug: handlers would start with no time left
-	if c.marginSet && c.margin >= c.maxLease && !acceptDeadLease {
-		invalid(fmt.Sprintf("WithDeadlineMargin(%s) and WithLease(%s)", c.margin, c.maxLease), "the margin is not shorter than the lease: every handler would start with no time left")
-	}
-	if c.marginSet && c.margin >= c.leaseNoDeadline {
-		// Only the default lease outside Lambda is shorter (an explicit
-		// WithLease sets both): lengthen it rather than start dead.
-		c.leaseNoDeadline = 4 * c.margin
-	}
-	// An unfinished record must outlive any lease on it, plus the grace,
-	// or a second claimer would find it gone and claim it afresh while the
-	// first still holds it.
-	if floor := max(c.maxLease, c.leaseNoDeadline) + c.grace; c.unfinishedRetention <= floor {
-		c.unfinishedRetention = floor + time.Minute
-	}
-	if c.heartbeat > 0 {
-		lease := min(c.maxLease, c.leaseNoDeadline)
-		if room := lease - c.leaseMargin(c.margin, lease); c.heartbeat >= room {
-			invalid(fmt.Sprintf("WithHeartbeat(%s)", c.heartbeat), "it cannot keep a %s lease alive: the interval must be shorter than the lease minus the margin (%s)", lease, room)
-		}
-	}
-
-	if e := c.checkOptimistic(store); e != nil {
-		fail(e)
-	}
-	if e := c.checkBatched(store); e != nil {
-		fail(e)
-	}
-
-	caps, ok := idemstore.CapabilitiesOf(store)
-	if !ok {
-		return
-	}
-	unsupported := func(option string, also error, format string, args ...any) {
-		err := fmt.Errorf("%w: "+format, append([]any{ErrUnsupportedOption}, args...)...)
-		if also != nil {
-			// One text, the more specific error's, matching both.
-			err = &reason{text: fmt.Sprintf("%s: "+format, append([]any{also}, args...)...), named: []error{also, ErrUnsupportedOption}}
-		}
-		fail(&ConfigError{Option: option, Store: caps.Store, Err: err})
-	}
-	if caps.CheckNamespace != nil {
-		if err := caps.CheckNamespace(c.namespace); err != nil {
-			unsupported("WithNamespace", ErrInvalidOption, "%s cannot keep the namespace %q: %v", storeName(caps), c.namespace, err)
-		}
-	}
-	for _, t := range c.writeKinds {
-		if !caps.CommitsWrite(t) {
-			unsupported("WithCompletionWrites["+t.String()+"]", ErrUnsupportedWrite, "%s commits %s with a completion", storeName(caps), writeKinds(caps))
-		}
-	}
-	if handler != handlerSQS && caps.MaxResultBytes > 0 && c.maxResultBytes > caps.MaxResultBytes {
-		option := fmt.Sprintf("WithMaxResultBytes(%d)", c.maxResultBytes)
-		if !c.has("WithMaxResultBytes") {
-			option = fmt.Sprintf("the default result limit (%d bytes)", c.maxResultBytes)
-		}
-		unsupported(option, nil, "%s keeps results of at most %d bytes; set WithMaxResultBytes at most that", storeName(caps), caps.MaxResultBytes)
+// useHash settles the payload hash: the one set by an option, else SHA-256
+// of the body; but for SQS records keyed by message ID, with no hash set, a
+// constant, since one message ID never carries two bodies.
+func (c *config) useHash(sqs bool) {
+	switch {
+	case c.hash != nil:
+	case sqs && c.keyIsMessageID:
+		c.hash = func([]byte) (string, error) { return MessageIDHash, nil }
+	default:
+		c.hash = hashBody
 	}
 }

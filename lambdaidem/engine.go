@@ -2,9 +2,10 @@ package lambdaidem
 
 import (
 	"context"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"log/slog"
 	"time"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // engine is what SQS and Wrap share: the store, the options, the cache of

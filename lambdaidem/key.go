@@ -492,16 +492,3 @@ func bodyBytes(s string) []byte {
 // message ID two bodies. Tools that write records as the decorator would
 // (tests, benchmarks) use it.
 const MessageIDHash = "none:message-id"
-
-// useHash settles the payload hash: the one set by an option, else SHA-256
-// of the body; but for SQS records keyed by message ID, with no hash set, a
-// constant, since one message ID never carries two bodies.
-func (c *config) useHash(sqs bool) {
-	switch {
-	case c.hash != nil:
-	case sqs && c.keyIsMessageID:
-		c.hash = func([]byte) (string, error) { return MessageIDHash, nil }
-	default:
-		c.hash = hashBody
-	}
-}

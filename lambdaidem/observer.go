@@ -114,29 +114,6 @@ type RecordInfo struct {
 	Index int
 }
 
-// WithObserver adds an observer of every invocation and record (see
-// Observer). Several may be added: their Start methods are called in the
-// order given, each receiving the context the previous one returned, and
-// their End methods in the reverse order. A nil observer is ignored.
-func WithObserver(o Observer) Option {
-	return func(c *config) {
-		if o != nil {
-			c.observers = append(c.observers, o)
-		}
-	}
-}
-
-// WithEntryPoint sets the entry point Wrap reports to observers (default
-// EntryWrap). Adapters built on Wrap set their own: httpidem sets
-// EntryHTTP. SQS ignores it.
-func WithEntryPoint(e EntryPoint) Option {
-	return func(c *config) {
-		if e != "" {
-			c.entry = e
-		}
-	}
-}
-
 // observed reports whether any observer is set.
 func (e *engine) observed() bool { return len(e.c.observers) > 0 }
 

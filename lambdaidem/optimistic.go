@@ -12,60 +12,6 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-// WithOptimisticCommit runs a message's first delivery without a lease:
-// no claim before the handler; the handler runs, and then its completion
-// writes (AddCompletionWrite) and the COMPLETED record commit in one
-// conditional write, which applies only where a claim would have: the key
-// absent or expired, FAILED with the same payload, or holding a lease that
-// was abandoned. A key completed by the same payload refuses it (a
-// duplicate: acknowledged), a live lease of a consumer in lease mode
-// refuses it (in progress: retried when that lease ends), another payload
-// refuses it (a key conflict, dead-lettered as in lease mode). The record
-// that refused the commit comes back with the refusal, so deciding costs
-// no further request. A first delivery costs one round trip instead of
-// two; a DynamoDB transaction carries a client request token, so a commit
-// whose answer was lost is resolved by retrying the same request, never
-// by a second commit.
-//
-// It is for handlers whose only effects are completion writes: two copies
-// of a message may both run, and only the commit decides which one's
-// writes count. What the lease gave and this mode does not:
-//
-//   - A concurrent copy is turned away only after it has run: any effect
-//     a handler has outside its completion writes (a call, a message, a
-//     write of its own) may happen twice. The library cannot see such
-//     effects; it is the handler's promise.
-//   - A duplicate first delivery (a producer's resend, SQS's own
-//     duplicate) is recognised after the handler ran, not before, unless
-//     WithCache remembers the key: it costs a run, never an effect.
-//   - Attempts are counted when a handler fails (one write then), not
-//     when it starts: a first delivery that crashes the process or times
-//     out the function leaves no trace. A redelivered message
-//     (ApproximateReceiveCount above 1) is claimed under a lease as in
-//     lease mode, so the count resumes from the second delivery; set the
-//     queue's maxReceiveCount to at least WithMaxAttempts plus 2 so that
-//     such a message reaches the dead-letter sink with its reason, and
-//     count on maxReceiveCount as the backstop either way.
-//   - No heartbeat, no at-most-once mode, no fencing number:
-//     LeaseFromContext reports no lease during a first delivery.
-//
-// SQS and Wrap refuse, when built, what this mode cannot keep, with a
-// *ConfigError: WithAtMostOnce and WithHeartbeat (ErrNeedsLease, with
-// ErrInvalidOption); Wrap and httpidem, whose caller waits on its one
-// run, and with them WithWaitForCompletion (ErrUnsupportedOption); a
-// store that cannot commit a run's outcome without a lease, one that does
-// not implement Committer (ErrCommitUnsupported, with
-// ErrUnsupportedOption); and completion writes of a type the store does
-// not commit (WithCompletionWrites). The in-memory store, the DynamoDB
-// store and the Redis store commit; their completion writes (the
-// in-memory store's applier's, DynamoDB's transaction items, Redis's
-// commands) commit in the same step. Lease-mode and optimistic consumers
-// may share one table: a commit and a lease exclude each other, so the two
-// never both commit an effect for one key.
-func WithOptimisticCommit() Option {
-	return option("WithOptimisticCommit", "", func(c *config) { c.optimistic = true })
-}
-
 // checkOptimistic refuses, when SQS is built, an optimistic mode that
 // could not keep its promise: an option only a lease can serve, or a store
 // that cannot commit a run's outcome without one. Wrap refuses the option

@@ -1,7 +1,6 @@
 package lambdaidem
 
 import (
-	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -9,64 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
-
-// Defaults of the options. Each option's doc says how to change it.
-const (
-	// DefaultMaxAttempts is how many claims a key gets before its message is
-	// dead-lettered.
-	DefaultMaxAttempts = 5
-	// DefaultConcurrency bounds records processed at once on standard queues.
-	DefaultConcurrency = 10
-	// DefaultMaxLease caps the lease; Lambda's own maximum timeout.
-	DefaultMaxLease = 15 * time.Minute
-	// DefaultLeaseWithoutDeadline is the lease when the context has no
-	// deadline (outside Lambda): never "forever".
-	DefaultLeaseWithoutDeadline = time.Minute
-	// DefaultDeadlineMargin is the time kept back before the invocation's
-	// deadline to record outcomes. It covers one store call at its slowest
-	// with the DynamoDB store's default client tuning (three tries of at
-	// most one second plus backoff: 3.4 s); the library retries a store
-	// write only while the time left covers another try as slow as the
-	// slowest so far. For invocations shorter than four margins, a quarter
-	// of the remaining time is kept instead.
-	DefaultDeadlineMargin = 4 * time.Second
-	// DefaultRetention is how long a completed key is remembered.
-	DefaultRetention = 24 * time.Hour
-	// DefaultUnfinishedRetention is how long an IN_PROGRESS, FAILED or
-	// DEAD_LETTERED record is kept: SQS's longest message retention, so a
-	// poison message's attempt count never silently restarts.
-	DefaultUnfinishedRetention = 14 * 24 * time.Hour
-	// DefaultMaxResultBytes bounds a stored Wrap result: the smallest
-	// result every store holds.
-	DefaultMaxResultBytes = idemstore.MinResultBytes
-)
-
-// Option configures SQS and Wrap.
-type Option func(*config)
-
-// option is an option named name: given, it is noted (for OptionNames and
-// the checks of construction) and applied with set, or, when its own value
-// can never work (why is not empty), refused when the handler is built.
-func option(name, why string, set func(*config)) Option {
-	return func(c *config) {
-		c.note(name)
-		if why != "" {
-			c.refuse(name, why)
-			return
-		}
-		set(c)
-	}
-}
-
-// whenf is the reason to refuse an option's value, or "" when bad is false.
-func whenf(bad bool, format string, args ...any) string {
-	if !bad {
-		return ""
-	}
-	return fmt.Sprintf(format, args...)
-}
 
 // OptionNames returns the names of the options opts give, in order
 // ("WithNamespace", "WithCache"). Packages that build a handler on SQS or
@@ -401,4 +343,167 @@ func WithAtMostOnce() Option {
 // Default: off.
 func WithHeartbeat(interval time.Duration) Option {
 	return option("WithHeartbeat", whenf(interval < 0, "a negative interval (%s)", interval), func(c *config) { c.heartbeat = interval })
+}
+
+// WithObserver adds an observer of every invocation and record (see
+// Observer). Several may be added: their Start methods are called in the
+// order given, each receiving the context the previous one returned, and
+// their End methods in the reverse order. A nil observer is ignored.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o != nil {
+			c.observers = append(c.observers, o)
+		}
+	}
+}
+
+// WithEntryPoint sets the entry point Wrap reports to observers (default
+// EntryWrap). Adapters built on Wrap set their own: httpidem sets
+// EntryHTTP. SQS ignores it.
+func WithEntryPoint(e EntryPoint) Option {
+	return func(c *config) {
+		if e != "" {
+			c.entry = e
+		}
+	}
+}
+
+// WithWaitForCompletion makes Wrap (and httpidem, through its
+// WithWrapOptions) wait for a run of the same key and payload that is in
+// progress elsewhere, for up to limit, instead of returning an
+// *InProgressError (httpidem: 409) at once. Off by default; a limit of zero
+// or less turns it off.
+//
+// A call whose claim is refused because another holder's lease is live
+// reads the record (Store.Get, one consistent read) on the schedule of
+// WaitPollStart and WaitPollCap until the run ends. When it ends, the call
+// answers as a repeat would, from what the store holds, without running the
+// function:
+//   - completed: the stored result, as a replay (httpidem: the stored
+//     response, marked replayed); ErrResultNotStored when the result could
+//     not be stored; ErrLateReplay when its result retention has ended;
+//   - failed: a *RunFailedError with the failure as the store recorded it
+//     (the text of the error the first call returned). The key stays
+//     retryable: the next call runs the function again;
+//   - dead-lettered: ErrDeadLettered (ErrOutcomeUnknown in at-most-once
+//     mode).
+//
+// If the run's lease runs out with no outcome (its holder crashed or ran
+// out of time), or the record is gone (expired, forgotten), the call
+// claims the key and runs the function itself, as a repeat after the lease
+// would (with WithAtMostOnce it returns ErrOutcomeUnknown instead). If the
+// key holds another payload by then (the record expired or was forgotten,
+// and a call with another payload claimed it), the call returns
+// ErrKeyConflict. A call with another payload than the run in progress
+// never waits: it gets ErrKeyConflict at once.
+//
+// The wait ends at the first of: limit after the call's claim was refused;
+// the end of the call's context (its deadline or cancellation); the
+// invocation's deadline less its margin (WithDeadlineMargin). If the run is
+// still in progress then, the call returns an *InProgressError whose
+// Waited says how long it waited; when the context ended, the error also
+// wraps the context's error. If the last read failed, the call returns
+// that read's error (ErrStoreUnavailable) instead: whether the run ended is
+// not known.
+//
+// The SQS handler refuses the option when it is built: it panics with a
+// *ConfigError wrapping ErrUnsupportedOption and ErrWaitUnsupported. An
+// SQS message whose key is held elsewhere is made visible again when that
+// lease ends, which is the queue's own way of waiting. A negative limit is
+// refused too (ErrInvalidOption); zero turns waiting off.
+func WithWaitForCompletion(limit time.Duration) Option {
+	return option("WithWaitForCompletion", whenf(limit < 0, "a negative limit (%s)", limit), func(c *config) { c.wait = limit })
+}
+
+// WithOptimisticCommit runs a message's first delivery without a lease:
+// no claim before the handler; the handler runs, and then its completion
+// writes (AddCompletionWrite) and the COMPLETED record commit in one
+// conditional write, which applies only where a claim would have: the key
+// absent or expired, FAILED with the same payload, or holding a lease that
+// was abandoned. A key completed by the same payload refuses it (a
+// duplicate: acknowledged), a live lease of a consumer in lease mode
+// refuses it (in progress: retried when that lease ends), another payload
+// refuses it (a key conflict, dead-lettered as in lease mode). The record
+// that refused the commit comes back with the refusal, so deciding costs
+// no further request. A first delivery costs one round trip instead of
+// two; a DynamoDB transaction carries a client request token, so a commit
+// whose answer was lost is resolved by retrying the same request, never
+// by a second commit.
+//
+// It is for handlers whose only effects are completion writes: two copies
+// of a message may both run, and only the commit decides which one's
+// writes count. What the lease gave and this mode does not:
+//
+//   - A concurrent copy is turned away only after it has run: any effect
+//     a handler has outside its completion writes (a call, a message, a
+//     write of its own) may happen twice. The library cannot see such
+//     effects; it is the handler's promise.
+//   - A duplicate first delivery (a producer's resend, SQS's own
+//     duplicate) is recognised after the handler ran, not before, unless
+//     WithCache remembers the key: it costs a run, never an effect.
+//   - Attempts are counted when a handler fails (one write then), not
+//     when it starts: a first delivery that crashes the process or times
+//     out the function leaves no trace. A redelivered message
+//     (ApproximateReceiveCount above 1) is claimed under a lease as in
+//     lease mode, so the count resumes from the second delivery; set the
+//     queue's maxReceiveCount to at least WithMaxAttempts plus 2 so that
+//     such a message reaches the dead-letter sink with its reason, and
+//     count on maxReceiveCount as the backstop either way.
+//   - No heartbeat, no at-most-once mode, no fencing number:
+//     LeaseFromContext reports no lease during a first delivery.
+//
+// SQS and Wrap refuse, when built, what this mode cannot keep, with a
+// *ConfigError: WithAtMostOnce and WithHeartbeat (ErrNeedsLease, with
+// ErrInvalidOption); Wrap and httpidem, whose caller waits on its one
+// run, and with them WithWaitForCompletion (ErrUnsupportedOption); a
+// store that cannot commit a run's outcome without a lease, one that does
+// not implement Committer (ErrCommitUnsupported, with
+// ErrUnsupportedOption); and completion writes of a type the store does
+// not commit (WithCompletionWrites). The in-memory store, the DynamoDB
+// store and the Redis store commit; their completion writes (the
+// in-memory store's applier's, DynamoDB's transaction items, Redis's
+// commands) commit in the same step. Lease-mode and optimistic consumers
+// may share one table: a commit and a lease exclude each other, so the two
+// never both commit an effect for one key.
+func WithOptimisticCommit() Option {
+	return option("WithOptimisticCommit", "", func(c *config) { c.optimistic = true })
+}
+
+// WithBatchedWrites claims a batch's fresh records in batched store
+// requests and completes the ones whose handlers succeeded in batched
+// requests too, instead of one claim and one completion per record: a
+// batch of 10 new messages costs 4 requests instead of 20 (its claims in
+// two requests side by side, then its completions likewise; see
+// batchLanes). Each record keeps the outcome it would have had one at a
+// time (the store answers every key of a batch as its single call would),
+// FIFO order and fencing are unchanged, and a record whose batched
+// completion met an unavailable store is retried alone.
+//
+// What changes is when things happen. The first records of the FIFO
+// groups (on a standard queue, of the keys), up to WithConcurrency at a
+// time, are split into two lanes that run side by side. A lane's records
+// are claimed before any of its handlers runs; their handlers run side by
+// side; their completions are written when the last of them has
+// returned; then the rest of each group runs as before. A record's
+// completion therefore waits for the slowest handler of its lane. With
+// completion writes (AddCompletionWrite) nothing changes for the effect:
+// it commits with the completion or not at all. An effect a handler makes
+// on its own, though, stays unrecorded for that longer time, and a
+// process that dies in it (the function's timeout, say) leaves the record
+// to be taken over and run again, as in lease mode's crash window: choose
+// batched writes for transactional handlers, or for handlers whose
+// effects may repeat, and for batches whose handlers take about as long
+// as each other. Records SQS delivered before run one at a time with
+// single writes when WithIsolateRedeliveries is on.
+//
+// SQS refuses, when built, what batching cannot keep, with a
+// *ConfigError: a store that does not implement Batcher
+// (ErrBatchUnsupported, with ErrUnsupportedOption); WithHeartbeat, whose
+// extensions stop when a handler returns, before its batch's completion
+// is written (ErrInvalidOption); WithOptimisticCommit, whose first
+// deliveries take no claim to batch (ErrInvalidOption); and Wrap and
+// httpidem, which have no batch (ErrUnsupportedOption). The in-memory,
+// DynamoDB and Redis stores implement Batcher.
+func WithBatchedWrites() Option {
+	return option("WithBatchedWrites", "", func(c *config) { c.batched = true })
 }

@@ -1,9 +1,10 @@
 package lambdaidem
 
 import (
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // maxUnrecorded bounds the outcomes a container remembers it could not

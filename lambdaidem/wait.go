@@ -23,53 +23,6 @@ const (
 	WaitPollCap   = time.Second
 )
 
-// WithWaitForCompletion makes Wrap (and httpidem, through its
-// WithWrapOptions) wait for a run of the same key and payload that is in
-// progress elsewhere, for up to limit, instead of returning an
-// *InProgressError (httpidem: 409) at once. Off by default; a limit of zero
-// or less turns it off.
-//
-// A call whose claim is refused because another holder's lease is live
-// reads the record (Store.Get, one consistent read) on the schedule of
-// WaitPollStart and WaitPollCap until the run ends. When it ends, the call
-// answers as a repeat would, from what the store holds, without running the
-// function:
-//   - completed: the stored result, as a replay (httpidem: the stored
-//     response, marked replayed); ErrResultNotStored when the result could
-//     not be stored; ErrLateReplay when its result retention has ended;
-//   - failed: a *RunFailedError with the failure as the store recorded it
-//     (the text of the error the first call returned). The key stays
-//     retryable: the next call runs the function again;
-//   - dead-lettered: ErrDeadLettered (ErrOutcomeUnknown in at-most-once
-//     mode).
-//
-// If the run's lease runs out with no outcome (its holder crashed or ran
-// out of time), or the record is gone (expired, forgotten), the call
-// claims the key and runs the function itself, as a repeat after the lease
-// would (with WithAtMostOnce it returns ErrOutcomeUnknown instead). If the
-// key holds another payload by then (the record expired or was forgotten,
-// and a call with another payload claimed it), the call returns
-// ErrKeyConflict. A call with another payload than the run in progress
-// never waits: it gets ErrKeyConflict at once.
-//
-// The wait ends at the first of: limit after the call's claim was refused;
-// the end of the call's context (its deadline or cancellation); the
-// invocation's deadline less its margin (WithDeadlineMargin). If the run is
-// still in progress then, the call returns an *InProgressError whose
-// Waited says how long it waited; when the context ended, the error also
-// wraps the context's error. If the last read failed, the call returns
-// that read's error (ErrStoreUnavailable) instead: whether the run ended is
-// not known.
-//
-// The SQS handler refuses the option when it is built: it panics with a
-// *ConfigError wrapping ErrUnsupportedOption and ErrWaitUnsupported. An
-// SQS message whose key is held elsewhere is made visible again when that
-// lease ends, which is the queue's own way of waiting. A negative limit is
-// refused too (ErrInvalidOption); zero turns waiting off.
-func WithWaitForCompletion(limit time.Duration) Option {
-	return option("WithWaitForCompletion", whenf(limit < 0, "a negative limit (%s)", limit), func(c *config) { c.wait = limit })
-}
-
 // held reports whether rec is a run of the same payload under a live
 // lease: what a call with WithWaitForCompletion waits for.
 func (e *engine) held(rec idemstore.Record, hash string, now time.Time) bool {

@@ -56,7 +56,7 @@ var Mutants = []Mutant{
 		What: "at-most-once makes an attempt cancelled at its deadline retryable"},
 	{Name: "unrecorded-completion-reruns", Where: "lambdaidem/sqsrecord.go", Filter: "failany,faults",
 		What: "a container runs again a completion it acknowledged unrecorded"},
-	{Name: "lease-margin-unchecked", Where: "lambdaidem/config.go",
+	{Name: "lease-margin-unchecked", Where: "lambdaidem/check.go",
 		What: "a lease no longer than the deadline margin is accepted; handlers start dead"},
 	{Name: "key-panic-crashes-batch", Where: "lambdaidem/sqs.go",
 		What: "a panicking key function crashes the whole batch"},

@@ -78,12 +78,10 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest)
 	return r, fmt.Errorf("%w: dynamo reset %q: %s", idemstore.ErrResetRefused, pk, why)
 }
 
-// updateOrOld is one conditional UpdateItem that returns the new item when
-// it applies and the item that refused it (ALL_OLD) when its condition
-// fails, so deciding what a refusal means never costs a read. old is nil
-// when the update applied; a refusal of an absent item returns an empty,
-// non-nil old. Any other failure is classified under op.
-func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond string) (rec idemstore.Record, old item, err error) {
+// update is one conditional UpdateItem of the item pk that returns the
+// item as written, or, when its condition fails, an error that carries the
+// item that refused it (ALL_OLD; see conditionFailed).
+func (s *Store) update(ctx context.Context, pk string, e *expr, cond string) (item, error) {
 	out, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 keyOf(pk),
@@ -94,8 +92,21 @@ func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond st
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return item(out.Attributes), nil
+}
+
+// updateOrOld is one conditional UpdateItem that returns the new item when
+// it applies and the item that refused it (ALL_OLD) when its condition
+// fails, so deciding what a refusal means never costs a read. old is nil
+// when the update applied; a refusal of an absent item returns an empty,
+// non-nil old. Any other failure is classified under op.
+func (s *Store) updateOrOld(ctx context.Context, op, pk string, e *expr, cond string) (rec idemstore.Record, old item, err error) {
+	it, err := s.update(ctx, pk, e, cond)
 	if err == nil {
-		return item(out.Attributes).record(), nil, nil
+		return it.record(), nil, nil
 	}
 	old, ok := conditionFailed(err)
 	if !ok {

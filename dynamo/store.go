@@ -224,20 +224,7 @@ func (c *claimCall) claim(ctx context.Context) (item, error) {
 	cond := "attribute_not_exists(" + e.n(attrPK) + ") OR (" +
 		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusFailed)) + " AND " + sameHash + " AND " +
 		e.unexpired(ceilSecs(c.req.Now)) + ")"
-	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.s.table),
-		Key:                                 keyOf(c.pk),
-		UpdateExpression:                    aws.String(e.update()),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return item(out.Attributes), nil
+	return c.s.update(ctx, c.pk, e, cond)
 }
 
 // takeover claims an IN_PROGRESS record whose lease ran out, fenced on the
@@ -253,20 +240,7 @@ func (c *claimCall) takeover(ctx context.Context, seen item) (item, error) {
 		e.n(attrLeaseUntil) + " < " + e.num(ceilMillis(c.req.Now.Add(-c.req.Grace))) + " AND " +
 		e.n(attrHash) + " = " + e.s(c.req.PayloadHash) + " AND " +
 		e.unexpired(ceilSecs(c.req.Now))
-	out, err := c.s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(c.s.table),
-		Key:                                 keyOf(c.pk),
-		UpdateExpression:                    aws.String(e.update()),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            e.names,
-		ExpressionAttributeValues:           e.values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return item(out.Attributes), nil
+	return c.s.update(ctx, c.pk, e, cond)
 }
 
 // recreate replaces an expired record with a fresh generation, conditioned

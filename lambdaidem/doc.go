@@ -44,8 +44,8 @@
 // attribute ([WithKeyAttribute]), a FIFO queue's deduplication ID
 // ([WithKeyDeduplicationID]), or a function of the message
 // ([WithKeyFunc]). Keys live in a namespace, so functions can share one
-// table. A key is stored as [idemstore.StoredKey] gives it: long keys, and keys that
-// are not valid UTF-8, are stored hashed, never merged with another.
+// table. Long keys, and keys that are not valid UTF-8, are stored hashed
+// ([idemstore.StoredKey]), never merged with another.
 //
 // Each record also keeps a hash of the message's content: the same key
 // with a different payload is a key conflict, never a duplicate. The
@@ -113,7 +113,7 @@
 //   - Heartbeat. [WithHeartbeat] extends the lease while a long handler
 //     runs, and ends the handler's context a margin before the last
 //     extension the store granted, so it never outlives its lease.
-//   - Fencing. [LeaseFromContext] gives the handler its lease's [idemstore.Fence], a
+//   - Fencing. [LeaseFromContext] gives the handler its lease's Fence, a
 //     number that rises with every claim of the key within a generation:
 //     a downstream system that remembers the highest fence it saw can
 //     refuse a stale holder's late write.
@@ -138,13 +138,12 @@
 //
 // # Stores
 //
-// A [Store] keeps one [idemstore.Record] per key and moves it between states with
-// conditional writes. Three ship with the library: package dynamo
-// (DynamoDB, with transactional completion), package redisstore (Redis
-// OSS, Valkey, ElastiCache; it refuses completion writes with
-// [ErrUnsupportedWrite]), and package memstore (in memory, for tests).
-// Every store passes the conformance suite in package storetest. docs/stores.md compares them;
-// docs/limits.md lists what each cannot do.
+// A [Store] keeps the records. Package dynamo (DynamoDB) and package
+// redisstore (Redis OSS, Valkey, ElastiCache, MemoryDB) are for
+// production, and both commit completion writes; package memstore keeps
+// them in memory, for tests. The contract they implement and the
+// conformance suite they pass are package idemstore's; docs/stores.md
+// compares them.
 //
 // # Testing
 //

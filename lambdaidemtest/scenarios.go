@@ -105,15 +105,7 @@ func (k *Kit) CrashAfterEffect(body string, opts ...SendOption) {
 // its context already ended. The handler must notice (ctx.Err, or a fence
 // on its own writes), or its effect happens twice.
 func (k *Kit) TakeoverFromPaused(body string, opts ...SendOption) {
-	m := k.send(body, opts)
-	if m == nil {
-		k.Run()
-		return
-	}
-	lease := k.Timeout / 3
-	k.plans[m.ID] = &plan{pause: 2 * lease}
-	k.extra = []lambdaidem.Option{lambdaidem.WithLease(lease), lambdaidem.WithGrace(lease / 10)}
-	k.run(func() { k.deliverAt(lease+lease/4, m) })
+	k.outlivedLease(body, opts, func(lease time.Duration) *plan { return &plan{pause: 2 * lease} })
 }
 
 // LeaseLostBeforeCompletion is an instance pausing after the handler
@@ -126,13 +118,20 @@ func (k *Kit) TakeoverFromPaused(body string, opts ...SendOption) {
 // (lambdaidem.AddCompletionWrite) happens once, as the stale completion's
 // writes never apply.
 func (k *Kit) LeaseLostBeforeCompletion(body string, opts ...SendOption) {
+	k.outlivedLease(body, opts, func(lease time.Duration) *plan { return &plan{pauseAfter: 2 * lease} })
+}
+
+// outlivedLease sends body and delivers it under a lease of a third of the
+// function timeout, paused as pause plans for twice that lease, and
+// delivers it again once the lease and the grace have run out.
+func (k *Kit) outlivedLease(body string, opts []SendOption, pause func(lease time.Duration) *plan) {
 	m := k.send(body, opts)
 	if m == nil {
 		k.Run()
 		return
 	}
 	lease := k.Timeout / 3
-	k.plans[m.ID] = &plan{pauseAfter: 2 * lease}
+	k.plans[m.ID] = pause(lease)
 	k.extra = []lambdaidem.Option{lambdaidem.WithLease(lease), lambdaidem.WithGrace(lease / 10)}
 	k.run(func() { k.deliverAt(lease+lease/4, m) })
 }

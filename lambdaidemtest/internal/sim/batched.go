@@ -88,14 +88,8 @@ func (s *TxStore) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRe
 	var pass []idemstore.CompleteRequest
 	var which []int
 	for i, req := range reqs {
-		rest := req.Writes[:0:0]
-		for _, w := range req.Writes {
-			if e, ok := w.(Effect); ok {
-				fx[i] = append(fx[i], e)
-			} else {
-				rest = append(rest, w)
-			}
-		}
+		var rest []any
+		fx[i], rest = effectsOf(req.Writes)
 		if len(fx[i]) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
 			errs[i] = fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)
 			continue

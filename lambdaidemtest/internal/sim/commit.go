@@ -58,15 +58,7 @@ func (s *TxStore) Commit(ctx context.Context, req idemstore.CommitRequest) (idem
 	if err != nil {
 		return idemstore.CommitResult{}, err
 	}
-	var fx []Effect
-	rest := req.Writes[:0:0]
-	for _, w := range req.Writes {
-		if e, ok := w.(Effect); ok {
-			fx = append(fx, e)
-		} else {
-			rest = append(rest, w)
-		}
-	}
+	fx, rest := effectsOf(req.Writes)
 	req.Writes = rest
 	if len(fx) > 0 && !s.Ledger.tokens[req.Token] && s.Refuse != nil && s.Refuse() {
 		return idemstore.CommitResult{}, fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)

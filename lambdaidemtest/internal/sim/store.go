@@ -266,17 +266,23 @@ func withEffects(caps idemstore.Capabilities) idemstore.Capabilities {
 	return caps
 }
 
-// Complete implements idemstore.Store.
-func (s *TxStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
-	var fx []Effect
-	rest := req.Writes[:0:0]
-	for _, w := range req.Writes {
+// effectsOf splits a completion's writes into the ledger's effects and
+// the writes the wrapped store commits.
+func effectsOf(writes []any) (fx []Effect, rest []any) {
+	rest = writes[:0:0]
+	for _, w := range writes {
 		if e, ok := w.(Effect); ok {
 			fx = append(fx, e)
 		} else {
 			rest = append(rest, w)
 		}
 	}
+	return fx, rest
+}
+
+// Complete implements idemstore.Store.
+func (s *TxStore) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
+	fx, rest := effectsOf(req.Writes)
 	req.Writes = rest
 	if len(fx) > 0 && !s.Ledger.tokens[req.Lease.Token] && s.Refuse != nil && s.Refuse() {
 		return fmt.Errorf("sim: effect's condition failed: %w", idemstore.ErrWriteRefused)

@@ -14,11 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
-
-// storedKey is StoredKey, under the name the decorator uses.
-func storedKey(k string) string { return idemstore.StoredKey(k) }
 
 // rawHashPrefix marks a payload hash that was not valid UTF-8 and is
 // stored as the hex SHA-256 of its bytes instead.

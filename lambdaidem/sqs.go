@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // MessageHandler handles one SQS message. Return nil when done, an error to
@@ -205,7 +206,7 @@ func (p *sqsProcessor) derive(msg events.SQSMessage) derived {
 		}
 		return derived{err: err}
 	}
-	return derived{key: storedKey(key), hash: storedHash(hash)}
+	return derived{key: idemstore.StoredKey(key), hash: storedHash(hash)}
 }
 
 // keyAndHash runs the key and hash functions; a panic in either is that

@@ -152,7 +152,7 @@ func (w *wrapper[In, Out]) identify(in In) (key, hash string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %w", ErrMissingKey, err)
 	}
-	return storedKey(key), storedHash(hash), nil
+	return idemstore.StoredKey(key), storedHash(hash), nil
 }
 
 func (w *wrapper[In, Out]) call(ctx context.Context, in In) (Out, error) {

@@ -210,13 +210,6 @@ func (p *RESP) pick(args []string) RESPFault {
 	return RESPFault{}
 }
 
-// Total is the number of commands received.
-func (p *RESP) Total() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.next
-}
-
 func (p *RESP) serve(client net.Conn) {
 	defer client.Close()
 	if !p.track(client, true) {

@@ -279,9 +279,6 @@ func (h *Harness) DLQ(ctx context.Context) (string, error) {
 	return url, nil
 }
 
-// DLQURL is the run's dead-letter queue, "" when it has none.
-func (h *Harness) DLQURL() string { return h.dlqURL }
-
 func (h *Harness) createQueue(ctx context.Context, name string, attrs map[string]string) (string, error) {
 	q, err := h.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {

@@ -87,7 +87,7 @@ var ErrWaitUnsupported = errors.New("lambdaidem: WithWaitForCompletion is for Wr
 // (without a sink, reports it failed as OutcomeMalformedBody); Wrap returns
 // the error to its caller. A WithKeyFunc function may wrap it to say the
 // same of a body it cannot parse.
-var ErrMalformedBody = fmt.Errorf("%w: malformed JSON body", ErrMissingKey)
+var ErrMalformedBody error = &reason{text: "lambdaidem: malformed body", named: []error{ErrMissingKey}}
 
 // Errors of Wrap's completion. Test with errors.Is.
 var (

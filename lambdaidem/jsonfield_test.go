@@ -88,9 +88,15 @@ func refKey(body []byte, path string) (string, error) {
 	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, path, err)
 	}
+	if v == nil {
+		return "", fmt.Errorf("%w: field %q is null", ErrMissingKey, path)
+	}
 	s, err := scalarString(v)
 	if err != nil {
-		return "", fmt.Errorf("%w: field %q: %v", ErrMissingKey, path, err)
+		return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, path, err)
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: field %q: empty string", ErrMissingKey, path)
 	}
 	return s, nil
 }

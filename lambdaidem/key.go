@@ -84,9 +84,15 @@ func (f *jsonKeyField) keyIn(body []byte) (string, error) {
 	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, f.path, err)
 	}
+	if v == nil {
+		return "", fmt.Errorf("%w: field %q is null", ErrMissingKey, f.path)
+	}
 	s, err := scalarString(v)
 	if err != nil {
-		return "", fmt.Errorf("%w: field %q: %v", ErrMissingKey, f.path, err)
+		return "", fmt.Errorf("%w: field %q: %v", ErrMalformedBody, f.path, err)
+	}
+	if s == "" {
+		return "", fmt.Errorf("%w: field %q: empty string", ErrMissingKey, f.path)
 	}
 	return s, nil
 }
@@ -307,9 +313,6 @@ func hex4(b []byte) rune {
 func scalarString(v any) (string, error) {
 	switch x := v.(type) {
 	case string:
-		if x == "" {
-			return "", errors.New("empty string")
-		}
 		return x, nil
 	case json.Number:
 		return x.String(), nil

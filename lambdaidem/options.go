@@ -59,8 +59,9 @@ func WithKeyMessageID() Option {
 }
 
 // WithKeyJSONField keys records by a field of the JSON body, given as a
-// dotted path ("order.id"). Strings and numbers are accepted. A missing field
-// yields ErrMissingKey. A body that is not exactly one JSON value (trailing
+// dotted path ("order.id"). Strings and numbers are accepted. A missing,
+// null or empty field yields ErrMissingKey; an object or an array there,
+// ErrMalformedBody. A body that is not exactly one JSON value (trailing
 // data included), a field on the path given twice, or a key that is not
 // valid Unicode (a lone surrogate escape such as "\ud800", or bytes that
 // are not UTF-8) yields ErrMalformedBody: decoding would otherwise turn

@@ -90,7 +90,7 @@ test-localstack: ## Run the integration suite against LocalStack on 127.0.0.1:45
 		sleep 1; \
 	done; \
 	$(GO) run ./localstack/provision create -resources localstack/resources.json -wait 60s; \
-	LAMBDAIDEM_REQUIRE_SERVICES=1 LAMBDAIDEM_REDIS=0 $(GOTEST) ./...
+	LAMBDAIDEM_REQUIRE_SERVICES=1 LAMBDAIDEM_REDIS=0 LAMBDAIDEM_SQS_EMULATOR=localstack $(GOTEST) ./...
 
 .PHONY: check-template
 check-template: ## Lint template.yaml and check it against localstack/resources.json

@@ -104,6 +104,7 @@ func TestChangeVisibilityHidesMessage(t *testing.T) {
 
 func TestChangeVisibilityTotalLimit(t *testing.T) {
 	testenv.SkipOn(t, testenv.FauxqsNoVisibilityTotalLimit)
+	testenv.SkipOn(t, testenv.LocalStackNoVisibilityTotalLimit)
 	t.Parallel()
 	b := setup(t)
 	src := b.newQueue(t, "src", false, nil)

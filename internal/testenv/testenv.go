@@ -114,8 +114,8 @@ func RedisAddr(t testing.TB) string {
 }
 
 // SQSEmulatorVar names the SQS emulator behind SQSEndpointVar: "moto" or
-// "fauxqs" (set by localstack/stack.sh, from LAMBDAIDEM_SQS). Empty for
-// other environments, such as LocalStack.
+// "fauxqs" (set by localstack/stack.sh, from LAMBDAIDEM_SQS), "localstack"
+// (set by make test-localstack). Empty for other environments, such as AWS.
 const SQSEmulatorVar = "LAMBDAIDEM_SQS_EMULATOR"
 
 // Difference is a known way an SQS emulator differs from SQS that a test
@@ -148,11 +148,14 @@ var (
 	// message size with its base64 text, a third more than its bytes.
 	FauxqsBinarySizeAsBase64 = Difference{"fauxqs", "Binary attributes sized as base64",
 		"a Binary attribute counts with the length of its base64 text; SQS counts its bytes, so a message at the size limit is refused"}
+	// LocalStackNoVisibilityTotalLimit: as FauxqsNoVisibilityTotalLimit,
+	// on LocalStack's SQS.
+	LocalStackNoVisibilityTotalLimit = Difference{"localstack", "no 12-hour visibility total",
+		"ChangeMessageVisibility accepts a timeout that keeps a message invisible past 12 hours since it was received; SQS refuses it"}
 )
 
 // SkipOn skips the test when the SQS emulator in use is d's, with d's name
-// and behaviour as the reason. The test runs everywhere else (moto, AWS,
-// LocalStack).
+// and behaviour as the reason. The test runs everywhere else.
 func SkipOn(t testing.TB, d Difference) {
 	t.Helper()
 	if os.Getenv(SQSEmulatorVar) == d.Emulator {

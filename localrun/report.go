@@ -121,14 +121,16 @@ type ProcessEvent struct {
 	ExitErr error
 }
 
-// Stats are counters over the runner's life.
+// Stats are counters over the runner's life. Every invocation counts under
+// exactly one of Successes, PartialFailures, InvalidResponses,
+// FunctionErrors, Crashes, Timeouts, InitErrors and Stopped.
 type Stats struct {
 	Batches          int64 // invocations
 	Records          int64 // records handed to the function (with redeliveries)
 	Deleted          int64 // records deleted
 	Failed           int64 // records left for redelivery
-	Successes        int64 // OutcomeSuccess invocations, including partial ones
-	PartialFailures  int64 // OutcomeSuccess invocations that listed failures
+	Successes        int64 // OutcomeSuccess invocations whose response listed no failure
+	PartialFailures  int64 // OutcomeSuccess invocations whose response listed failures
 	InvalidResponses int64
 	FunctionErrors   int64
 	Crashes          int64

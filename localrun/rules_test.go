@@ -41,6 +41,10 @@ func TestPartialBatchResponseDeletesOnlyWhatItAllows(t *testing.T) {
 	if n := b.onQueue(); n != 1 {
 		t.Fatalf("queue holds %d messages, want 1 (the failed one)", n)
 	}
+	// Counted once, as a partial failure, never also as a success.
+	if s := b.runner.Stats(); s.Batches != 1 || s.PartialFailures != 1 || s.Successes != 0 {
+		t.Errorf("stats: %d invocations, %d partial failures, %d successes; want 1, 1, 0", s.Batches, s.PartialFailures, s.Successes)
+	}
 }
 
 // Rule: without ReportBatchItemFailures a successful invocation deletes the

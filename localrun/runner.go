@@ -371,9 +371,10 @@ func (r *Runner) runBatch(slot int, batch []types.Message) {
 		s.Failed += int64(len(rep.Failed))
 		switch rep.Outcome {
 		case OutcomeSuccess:
-			s.Successes++
 			if len(keep) > 0 {
 				s.PartialFailures++
+			} else {
+				s.Successes++
 			}
 		case OutcomeInvalidResponse:
 			s.InvalidResponses++

@@ -204,7 +204,7 @@ func describeProcess(ev localrun.ProcessEvent) string {
 }
 
 func printStats(w io.Writer, s localrun.Stats) {
-	fmt.Fprintf(w, "invocations %d (success %d, partial %d, invalid response %d, function error %d, crash %d, timeout %d, init error %d, stopped %d)\n",
+	fmt.Fprintf(w, "invocations %d (success %d, partial failure %d, invalid response %d, function error %d, crash %d, timeout %d, init error %d, stopped %d)\n",
 		s.Batches, s.Successes, s.PartialFailures, s.InvalidResponses, s.FunctionErrors, s.Crashes, s.Timeouts, s.InitErrors, s.Stopped)
 	fmt.Fprintf(w, "records %d: deleted %d, left for redelivery %d, handed back on stop %d; delete errors %d, receive errors %d, hand-back errors %d\n",
 		s.Records, s.Deleted, s.Failed, s.Returned, s.DeleteErrors, s.ReceiveErrors, s.ReturnErrors)

@@ -4,8 +4,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
@@ -39,25 +37,14 @@ func (c *common) checkStore() error {
 	return nil
 }
 
-// redisStore opens the Redis store -store names: redis:// and rediss://
-// for one endpoint, redis+cluster:// and rediss+cluster:// for cluster mode
-// (ElastiCache Serverless, MemoryDB), with go-redis's URL options. Keys
-// carry the prefix in LAMBDAIDEM_REDIS_PREFIX, by default the store's.
+// redisStore opens the Redis store -store names (redisstore.NewClient's
+// URL forms: redis:// and rediss:// for one endpoint, redis+cluster:// and
+// rediss+cluster:// for cluster mode). Keys carry the prefix in
+// LAMBDAIDEM_REDIS_PREFIX, by default the store's.
 func (a *app) redisStore(c *common) (idemstore.Admin, error) {
-	scheme, rest, _ := strings.Cut(c.store, "://")
-	var client redis.UniversalClient
-	if base, ok := strings.CutSuffix(scheme, "+cluster"); ok {
-		o, err := redis.ParseClusterURL(base + "://" + rest)
-		if err != nil {
-			return nil, usagef("-store: %v", err)
-		}
-		client = redis.NewClusterClient(o)
-	} else {
-		o, err := redis.ParseURL(c.store)
-		if err != nil {
-			return nil, usagef("-store: %v", err)
-		}
-		client = redis.NewClient(o)
+	client, err := redisstore.NewClient(c.store)
+	if err != nil {
+		return nil, usagef("-store: %v", err)
 	}
 	return redisstore.New(client, a.env("LAMBDAIDEM_REDIS_PREFIX")), nil
 }

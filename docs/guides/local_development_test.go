@@ -47,7 +47,7 @@ const (
 	cmdProvisionQueues = `go run ./localstack/provision create -tables=false -resources ../orders-fn/resources.json`
 	cmdBuildRedis      = `go build -o ../orders-fn/.local/redis-bootstrap ./examples/redis`
 	cmdRunRedis        = `lambdaidem-local -bootstrap .local/redis-bootstrap -queue-url "$QUEUE_URL" -function-name orders-redis \
-  -max-concurrency 1 -timeout 30s -env REDIS_ENDPOINT="redis://$LAMBDAIDEM_REDIS_ADDR" \
+  -max-concurrency 1 -timeout 30s -env REDIS_URL="redis+cluster://$LAMBDAIDEM_REDIS_ADDR" \
   -env IDEMPOTENCY_NAMESPACE=orders-redis -env DLQ_URL="$DLQ_URL"`
 	cmdSendRedis = `go run ./send '{"order_id":"o-3","amount_cents":700}'`
 )

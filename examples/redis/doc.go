@@ -7,9 +7,10 @@
 // It processes orders such as {"order_id": "o-1"} once per message ID,
 // dead-letters a body that is not an order, or that says "poison": true,
 // with its reason, and prints its metrics (package emf). It reads
-// REDIS_ENDPOINT (host:port of the cache's cluster endpoint, spoken over
-// TLS as ElastiCache Serverless and MemoryDB require; redis://host:port for
-// a local redis-server without TLS), DLQ_URL, IDEMPOTENCY_NAMESPACE
+// REDIS_URL (the cache as redisstore.NewClient reads it:
+// rediss+cluster://host:port for the cache's cluster endpoint, over TLS as
+// ElastiCache Serverless and MemoryDB require; redis+cluster://host:port
+// for a local redis-server without TLS), DLQ_URL, IDEMPOTENCY_NAMESPACE
 // (default "orders") and MAX_ATTEMPTS. docs/local-development.md runs it
 // under the local runner on the stack without DynamoDB.
 package main

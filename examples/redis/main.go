@@ -29,7 +29,13 @@ func main() {
 	if err != nil {
 		fail("AWS configuration", err)
 	}
-	client := NewClient(cfg)
+	// Short timeouts (redisstore.NewClient's defaults): an unreachable
+	// cache fails the records, which SQS keeps, instead of eating the
+	// invocation.
+	client, err := redisstore.NewClient(cfg.RedisURL)
+	if err != nil {
+		fail("Redis client", err)
+	}
 	if err := redisstore.New(client, "lambdaidem").LoadScripts(context.Background()); err != nil {
 		logger.Warn("preloading the store's scripts", slog.Any("error", err))
 	}

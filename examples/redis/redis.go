@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,14 +22,14 @@ import (
 // Environment variables the function reads: the names template.yaml, the
 // other examples and the guides use.
 const (
-	// EnvRedisEndpoint is host:port of the cache's cluster endpoint,
-	// spoken over TLS as ElastiCache Serverless and MemoryDB require
-	// (rediss://host:port says the same). redis://host:port speaks plain
-	// TCP, for a local redis-server only (the local stack's).
-	EnvRedisEndpoint = "REDIS_ENDPOINT"
-	EnvDLQURL        = "DLQ_URL"               // required: dead letters go there with their reason
-	EnvNamespace     = "IDEMPOTENCY_NAMESPACE" // default DefaultNamespace
-	EnvMaxAttempts   = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
+	// EnvRedisURL names the cache as redisstore.NewClient reads it:
+	// rediss+cluster://host:port for ElastiCache Serverless and MemoryDB
+	// (cluster mode, TLS, as they require), redis+cluster://host:port for
+	// the local stack's redis-server (a cluster of one node, no TLS).
+	EnvRedisURL    = "REDIS_URL"
+	EnvDLQURL      = "DLQ_URL"               // required: dead letters go there with their reason
+	EnvNamespace   = "IDEMPOTENCY_NAMESPACE" // default DefaultNamespace
+	EnvMaxAttempts = "MAX_ATTEMPTS"          // default lambdaidem.DefaultMaxAttempts
 )
 
 // DefaultNamespace is the namespace of the idempotency records: fixed, not
@@ -44,9 +41,7 @@ var ErrConfig = errors.New("redis example: invalid configuration")
 
 // Config is the function's configuration.
 type Config struct {
-	// RedisAddr is host:port; TLS says whether to speak TLS to it.
-	RedisAddr   string
-	TLS         bool
+	RedisURL    string // as redisstore.NewClient reads it
 	DLQURL      string
 	Namespace   string
 	MaxAttempts int // 0: the library's default
@@ -55,19 +50,12 @@ type Config struct {
 // ConfigFromEnv reads the configuration through getenv (os.Getenv in
 // main). Errors wrap ErrConfig.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{DLQURL: getenv(EnvDLQURL), Namespace: getenv(EnvNamespace), TLS: true}
+	c := Config{RedisURL: getenv(EnvRedisURL), DLQURL: getenv(EnvDLQURL), Namespace: getenv(EnvNamespace)}
 	var errs []error
-	endpoint := getenv(EnvRedisEndpoint)
-	switch {
-	case strings.HasPrefix(endpoint, "redis://"):
-		c.RedisAddr, c.TLS = strings.TrimPrefix(endpoint, "redis://"), false
-	case strings.HasPrefix(endpoint, "rediss://"):
-		c.RedisAddr = strings.TrimPrefix(endpoint, "rediss://")
-	default:
-		c.RedisAddr = endpoint
-	}
-	if c.RedisAddr == "" || strings.Contains(c.RedisAddr, "/") {
-		errs = append(errs, fmt.Errorf("%w: %s=%q is not host:port, rediss://host:port or redis://host:port", ErrConfig, EnvRedisEndpoint, endpoint))
+	if client, err := redisstore.NewClient(c.RedisURL); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %s: %w", ErrConfig, EnvRedisURL, err))
+	} else {
+		_ = client.Close()
 	}
 	if c.DLQURL == "" {
 		errs = append(errs, fmt.Errorf("%w: %s is not set", ErrConfig, EnvDLQURL))
@@ -83,24 +71,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.MaxAttempts = n
 	}
 	return c, errors.Join(errs...)
-}
-
-// NewClient returns a cluster client for cfg's endpoint, as ElastiCache
-// Serverless and MemoryDB speak (the local stack's redis-server runs as a
-// cluster of one node too), with short timeouts so that an unreachable
-// cache fails the records (SQS keeps them) instead of eating the
-// invocation.
-func NewClient(cfg Config) *redis.ClusterClient {
-	opts := &redis.ClusterOptions{
-		Addrs:        []string{cfg.RedisAddr},
-		DialTimeout:  time.Second,
-		ReadTimeout:  500 * time.Millisecond,
-		WriteTimeout: 500 * time.Millisecond,
-	}
-	if cfg.TLS {
-		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	return redis.NewClusterClient(opts)
 }
 
 // Deps are the clients the function uses; main builds them, tests point

@@ -26,16 +26,15 @@ func TestConfigFromEnv(t *testing.T) {
 		want Config
 		ok   bool
 	}{
-		{map[string]string{EnvRedisEndpoint: "cache.example:6379", EnvDLQURL: "q"},
-			Config{RedisAddr: "cache.example:6379", TLS: true, DLQURL: "q", Namespace: DefaultNamespace}, true},
-		{map[string]string{EnvRedisEndpoint: "rediss://cache.example:6379", EnvDLQURL: "q", EnvNamespace: "billing", EnvMaxAttempts: "3"},
-			Config{RedisAddr: "cache.example:6379", TLS: true, DLQURL: "q", Namespace: "billing", MaxAttempts: 3}, true},
-		{map[string]string{EnvRedisEndpoint: "redis://127.0.0.1:6379", EnvDLQURL: "q"},
-			Config{RedisAddr: "127.0.0.1:6379", DLQURL: "q", Namespace: DefaultNamespace}, true},
+		{map[string]string{EnvRedisURL: "rediss+cluster://cache.example:6379", EnvDLQURL: "q"},
+			Config{RedisURL: "rediss+cluster://cache.example:6379", DLQURL: "q", Namespace: DefaultNamespace}, true},
+		{map[string]string{EnvRedisURL: "redis+cluster://127.0.0.1:6379", EnvDLQURL: "q", EnvNamespace: "billing", EnvMaxAttempts: "3"},
+			Config{RedisURL: "redis+cluster://127.0.0.1:6379", DLQURL: "q", Namespace: "billing", MaxAttempts: 3}, true},
 		{map[string]string{EnvDLQURL: "q"}, Config{}, false},
-		{map[string]string{EnvRedisEndpoint: "http://cache:6379", EnvDLQURL: "q"}, Config{}, false},
-		{map[string]string{EnvRedisEndpoint: "cache:6379"}, Config{}, false},
-		{map[string]string{EnvRedisEndpoint: "cache:6379", EnvDLQURL: "q", EnvMaxAttempts: "0"}, Config{}, false},
+		{map[string]string{EnvRedisURL: "http://cache:6379", EnvDLQURL: "q"}, Config{}, false},
+		{map[string]string{EnvRedisURL: "cache:6379", EnvDLQURL: "q"}, Config{}, false},
+		{map[string]string{EnvRedisURL: "redis://cache:6379"}, Config{}, false},
+		{map[string]string{EnvRedisURL: "redis://cache:6379", EnvDLQURL: "q", EnvMaxAttempts: "0"}, Config{}, false},
 	} {
 		got, err := ConfigFromEnv(func(k string) string { return c.env[k] })
 		if !c.ok {

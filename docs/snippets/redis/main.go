@@ -4,13 +4,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"log"
 	"os"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
@@ -22,10 +20,12 @@ func handle(ctx context.Context, msg events.SQSMessage) error {
 }
 
 func main() {
-	client := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs:     []string{os.Getenv("REDIS_ENDPOINT")},
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12},
-	})
+	// rediss+cluster://host:port: cluster mode over TLS, as ElastiCache
+	// Serverless and MemoryDB speak.
+	client, err := redisstore.NewClient(os.Getenv("REDIS_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	store := redisstore.New(client, "lambdaidem")
 	lambda.Start(lambdaidem.SQS(store, handle, lambdaidem.WithNamespace("orders")))
 }

@@ -619,7 +619,7 @@ func (r *redriver) check(md Metadata) error {
 	case md.Reason == idemstore.ReasonKeyConflict:
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
-		return fmt.Errorf("%w (reason %s): pass Keyless to send it back", ErrNoKey, md.Reason)
+		return fmt.Errorf("%w (reason %s): send it back with redrive -keyless (RedriveOptions.Keyless)", ErrNoKey, md.Reason)
 	case mutant.On("redrive-resends-its-own-copies"):
 		// The bug: a run sends back every copy it meets, the new copies of
 		// messages it sent back included, and never ends.

@@ -158,7 +158,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 		}
 		for r, err := range st.ListOpen(ctx, req) {
 			if err != nil {
-				return fmt.Errorf("list %s records of table %s: %w", status, c.table, err)
+				return fmt.Errorf("list %s records of %s: %w", status, c.place(), err)
 			}
 			if status == idemstore.StatusInProgress && lf.stuck && !r.LeaseUntil.Before(now) {
 				continue
@@ -193,7 +193,7 @@ func (a *app) list(ctx context.Context, c *common, lf *listFlags, args []string)
 
 func (a *app) writeTable(c *common, rows []idemstore.Record, now time.Time) {
 	if len(rows) == 0 {
-		fmt.Fprintf(a.stdout, "no matching records in table %s\n", safe(c.table))
+		fmt.Fprintf(a.stdout, "no matching records in %s\n", safe(c.place()))
 		return
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
@@ -449,10 +449,11 @@ func statsCmd() *command {
 	return &command{
 		name: "stats",
 		summary: `Count records by status. IN_PROGRESS, FAILED and DEAD_LETTERED come from the
-sparse index; COMPLETED records are not in it, so counting them scans the whole
-table (read capacity in proportion to its size): only with -all.`,
+store's index of open records; COMPLETED records are in no index: on DynamoDB
+counting them scans the whole table (read capacity in proportion to its size),
+only with -all; the Redis store cannot count them.`,
 		flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&all, "all", false, "also count COMPLETED records with a full table scan")
+			fs.BoolVar(&all, "all", false, "also count COMPLETED records (DynamoDB: a scan of the whole table; refused on Redis)")
 			fs.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
@@ -476,7 +477,7 @@ table (read capacity in proportion to its size): only with -all.`,
 				}
 				n, err := st.Count(ctx, req)
 				if err != nil {
-					return n, fmt.Errorf("count %s records of table %s: %w", req.Status, c.table, err)
+					return n, fmt.Errorf("count %s records of %s: %w", req.Status, c.place(), err)
 				}
 				return n, nil
 			}
@@ -503,14 +504,18 @@ table (read capacity in proportion to its size): only with -all.`,
 				a.writeJSON(out)
 				return nil
 			}
-			a.writeStats(out)
+			a.writeStats(out, c.isRedis())
 			return nil
 		},
 	}
 }
 
-func (a *app) writeStats(s statsJSON) {
-	fmt.Fprintf(a.stdout, "table      %s\nnamespace  %s\n\n", safe(s.Table), cmp.Or(safe(s.Namespace), "(all)"))
+func (a *app) writeStats(s statsJSON, redis bool) {
+	label, notCounted := "table", "not counted: a scan of the whole table (-all)"
+	if redis {
+		label, notCounted = "store", "not counted: the Redis store keeps no index of them"
+	}
+	fmt.Fprintf(a.stdout, "%-10s %s\nnamespace  %s\n\n", label, safe(s.Table), cmp.Or(safe(s.Namespace), "(all)"))
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tRECORDS\t\t")
@@ -518,7 +523,7 @@ func (a *app) writeStats(s statsJSON) {
 		n := s.Counts[st]
 		switch {
 		case n == nil:
-			fmt.Fprintf(tw, "%s\t-\tnot counted: a full table scan (-all)\t\n", st)
+			fmt.Fprintf(tw, "%s\t-\t%s\t\n", st, notCounted)
 		case st == idemstore.StatusInProgress && s.Stuck > 0:
 			fmt.Fprintf(tw, "%s\t%d\t%d stuck (lease expired)\t\n", st, *n, s.Stuck)
 		default:

@@ -354,7 +354,16 @@ func defaultNamespace(env func(string) string) string {
 
 // where names a key for messages: table, namespace and key.
 func (c *common) where(key string) string {
-	return fmt.Sprintf("key %q in namespace %q of table %s", key, c.namespace, c.table)
+	return fmt.Sprintf("key %q in namespace %q of %s", key, c.namespace, c.place())
+}
+
+// place names the store in messages: "table NAME" for DynamoDB, "store
+// URL" (without its password) for Redis.
+func (c *common) place() string {
+	if c.isRedis() {
+		return "store " + c.table
+	}
+	return "table " + c.table
 }
 
 func (a *app) writeJSON(v any) {

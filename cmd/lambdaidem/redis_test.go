@@ -65,7 +65,14 @@ func TestRedisStore(t *testing.T) {
 		*s.Counts[idemstore.StatusDeadLettered] != 1 || s.Counts[idemstore.StatusCompleted] != nil {
 		t.Errorf("stats: %+v", s)
 	}
-	b.cli(t, 300, "stats", "-all").want(t, exitUsage)
+	// The text speaks of the store, not of a table it does not have.
+	text := b.cli(t, 300, "stats").want(t, exitOK).stdout
+	if !strings.HasPrefix(text, "store ") || strings.Contains(text, "table") {
+		t.Errorf("stats on Redis speaks of a table:\n%s", text)
+	}
+	if r := b.cli(t, 300, "stats", "-all").want(t, exitUsage); strings.Contains(r.stderr, "table") {
+		t.Errorf("stats -all on Redis speaks of a table: %s", r.stderr)
+	}
 
 	b.cli(t, 300, "release", "order-running").want(t, exitRefused)
 	b.cli(t, 300, "release", "order-stuck").want(t, exitOK)

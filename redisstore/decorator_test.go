@@ -1,9 +1,14 @@
 package redisstore_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/storetest"
+	"github.com/lambdaidem/go-lambdaidem/redisstore"
 )
 
 // TestDecoratorRequestsPerMessage: the decorator on the real store, counted
@@ -22,4 +27,36 @@ func TestDecoratorRequestsPerMessage(t *testing.T) {
 func TestDecoratorUnwrittenFinalMark(t *testing.T) {
 	b := setup(t, 2)
 	storetest.UnwrittenFinalMark(t, b.store, b.ns)
+}
+
+// The completion a reviewer broke: a counter and then a list of more
+// values than Lua's unpack takes. Delivered once through the decorator,
+// the counter rises once and the list holds every value: the completion
+// applied whole, once, instead of failing after the counter and being
+// retried.
+func TestDecoratorLongCommandAppliesOnce(t *testing.T) {
+	b := setup(t, 2)
+	ctx := t.Context()
+	counter, list := b.direct.Key(b.ns, "counter"), b.direct.Key(b.ns, "list")
+	values := make([]string, 9000)
+	for i := range values {
+		values[i] = strconv.Itoa(i)
+	}
+	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
+		if err := lambdaidem.AddCompletionWrite(ctx, redisstore.IncrBy(counter, 1)); err != nil {
+			return err
+		}
+		return lambdaidem.AddCompletionWrite(ctx, redisstore.RPush(list, values...))
+	}, lambdaidem.WithNamespace(b.ns), lambdaidem.WithCompletionWrites[redisstore.Command]())
+	resp, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: "{}"}}})
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("delivery: %+v, %v", resp, err)
+	}
+	client := b.direct.Client()
+	if n, err := client.Get(ctx, counter).Int(); err != nil || n != 1 {
+		t.Errorf("counter = %d, %v; want 1", n, err)
+	}
+	if n, err := client.LLen(ctx, list).Result(); err != nil || n != int64(len(values)) {
+		t.Errorf("list length = %d, %v; want %d", n, err, len(values))
+	}
 }

@@ -191,7 +191,12 @@ local keys, args = KEYS, ARGV
 local out, ki, ai = {}, 1, 2
 for i = 1, tonumber(args[1]) do
   local nk, na = tonumber(args[ai]), tonumber(args[ai + 1])
-  bind({unpack(keys, ki, ki + nk - 1)}, {unpack(args, ai + 2, ai + 1 + na)})
+  -- Copied one by one: unpack takes only so many values, and a record's
+  -- arguments hold its commands'.
+  local k, a = {}, {}
+  for j = 1, nk do k[j] = keys[ki + j - 1] end
+  for j = 1, na do a[j] = args[ai + 1 + j] end
+  bind(k, a)
   ki, ai = ki + nk, ai + 2 + na
   local ok, reply = pcall(step)
   if not ok then
@@ -284,9 +289,21 @@ local function refusal(cmds)
   return nil
 end
 
+-- run runs the commands. A command's arguments go to Redis in calls of
+-- at most chunk arguments (an even number, so pairs stay whole): unpack
+-- takes only so many values at once, and a command that failed there,
+-- after the commands before it ran, would leave half a completion. Every
+-- command run here is one that gives the same result in parts.
+local chunk = 1000
 local function run(cmds)
   for _, c in ipairs(cmds) do
-    redis.call(c.op, c.key, unpack(c.args))
+    if #c.args <= chunk then
+      redis.call(c.op, c.key, unpack(c.args))
+    else
+      for i = 1, #c.args, chunk do
+        redis.call(c.op, c.key, unpack(c.args, i, math.min(i + chunk - 1, #c.args)))
+      end
+    end
     if c.ea ~= '' then redis.call('PEXPIREAT', c.key, c.ea) end
   end
 end

@@ -21,11 +21,19 @@ import (
 // none does: nothing applies when the lease was lost (the record was taken
 // over, expired or already has an outcome), when a Guard does not hold,
 // or when a key holds a value the command cannot work on (a list where a
-// hash is expected, a counter that is not an integer); the last two are
-// reported as a *CommandError, which matches idemstore.ErrWriteRefused,
-// as the DynamoDB store reports a transaction write whose condition
-// failed. A completion re-sent after it applied (its reply lost) is
-// recognised by its token and applies nothing again.
+// hash is expected, a counter that is not an integer, a sum beyond
+// ±2^53); the last two are reported as a *CommandError, which matches
+// idemstore.ErrWriteRefused, as the DynamoDB store reports a transaction
+// write whose condition failed. A completion re-sent after it applied (its
+// reply lost) is recognised by its token and applies nothing again.
+//
+// The script checks everything Redis could refuse before its first write,
+// so it never stops half-way: what a command's arguments must be is
+// checked when the handler adds it (ErrInvalidCommand, ErrCrossSlot), the
+// keys' types, integers and guards by the script before any command runs;
+// a command takes any number of arguments (the script sends a long one to
+// Redis in parts of 1,000, which these commands allow); and Redis refuses
+// a script for lack of memory (maxmemory) only at its first write.
 //
 // Make commands with the constructors (Set, SetNX, IncrBy, HSet, HSetNX,
 // HIncrBy, HDel, RPush, LPush, SAdd, SRem, ZAdd, Del) and add a guard

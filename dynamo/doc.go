@@ -136,10 +136,12 @@
 // pointers to them); any other type is [idemstore.ErrUnsupportedWrite].
 // They are committed with the completion in one TransactWriteItems: the
 // effect and the COMPLETED mark apply together or not at all. DynamoDB's
-// limits are checked before sending ([ErrTransactionLimit]): at most 100
-// actions including the completion, about 4 MB, and one action per item
-// (a write may not target the record itself or an item another write
-// targets). A canceled transaction is reported per write as a
+// limits are checked when the handler adds a write (AddCompletionWrite
+// returns [ErrTransactionLimit] for the write that breaks one) and again
+// before sending: at most 100 actions including the completion, about 4
+// MB, 400 KB an item, 4 KB an expression, 255 bytes a placeholder, and one
+// action per item (a write may not target the record itself or an item
+// another write targets). A canceled transaction is reported per write as a
 // [*TransactionError]; a cancellation of the record's own update is
 // [idemstore.ErrLeaseLost].
 //

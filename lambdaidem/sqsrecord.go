@@ -115,6 +115,7 @@ func (p *sqsProcessor) recordLate(ctx context.Context, t timing, hash string, re
 func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMessage, hash string, rec *idemstore.Record, r RecordReport) RecordReport {
 	now := t.now()
 	r.Attempt = rec.Attempts
+	otherPayloadDone := mutant.On("duplicate-of-other-payload") // the bug: a completed key acknowledges any payload as a duplicate
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetteredMessageID == msg.MessageId:
 		r.Outcome, r.Acked = OutcomeDeadLetteredDuplicate, true
@@ -122,7 +123,7 @@ func (p *sqsProcessor) refused(ctx context.Context, t timing, msg events.SQSMess
 	case rec.Status == StatusDeadLettered:
 		return p.deadLetter(ctx, t, msg, nil, rec, ReasonKeyDeadLettered,
 			fmt.Errorf("key %q was dead-lettered with message %s (%s)", r.Key, rec.DeadLetteredMessageID, rec.DeadLetterReason), r)
-	case rec.PayloadHash != hash:
+	case rec.PayloadHash != hash && !(otherPayloadDone && rec.Status == StatusCompleted):
 		err := fmt.Errorf("%w: key %q is held by message %s (%s)", ErrKeyConflict, r.Key, rec.MessageID, rec.Status)
 		if p.c.sink == nil {
 			r.Outcome, r.Err = OutcomeConflict, err

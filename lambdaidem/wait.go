@@ -155,6 +155,11 @@ func (wt *waiter) logged(ctx context.Context, key string, next waitOutcome, err 
 // gets (replay).
 func (w *wrapper[In, Out]) settle(t timing, rec idemstore.Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
+	if mutant.On("waiter-answers-expired-result") {
+		// The bug: the run it waited for has only just ended, so its
+		// result is taken as still kept.
+		rec.ResultUntil = time.Time{}
+	}
 	if rec.Status == StatusFailed && rec.PayloadHash == hash {
 		if mutant.On("waiter-answers-failed-run-as-success") {
 			// The bug: a run that is no longer in progress is taken for

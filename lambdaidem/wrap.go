@@ -408,6 +408,8 @@ func (w *wrapper[In, Out]) replay(t timing, rec idemstore.Record, hash, key stri
 func (w *wrapper[In, Out]) replayed(t timing, rec idemstore.Record, hash, key string, r *RecordReport) (Out, error) {
 	var zero Out
 	now := t.now()
+	answerOther := mutant.On("replay-answers-other-payload") // the bug: a completed record answers whatever payload asks
+	keepExpired := mutant.On("late-replay-answered")         // the bug: a result past its retention is replayed
 	switch {
 	case rec.Status == StatusDeadLettered && rec.DeadLetterReason == ReasonOutcomeUnknown:
 		r.Outcome, r.Reason = OutcomeDeadLetteredDuplicate, rec.DeadLetterReason
@@ -415,12 +417,12 @@ func (w *wrapper[In, Out]) replayed(t timing, rec idemstore.Record, hash, key st
 	case rec.Status == StatusDeadLettered:
 		r.Outcome, r.Reason = OutcomeDeadLetteredDuplicate, rec.DeadLetterReason
 		return zero, fmt.Errorf("%w: key %q (%s)", ErrDeadLettered, key, rec.DeadLetterReason)
-	case rec.PayloadHash != hash:
+	case rec.PayloadHash != hash && !(answerOther && rec.Status == StatusCompleted):
 		r.Outcome = OutcomeConflict
 		return zero, fmt.Errorf("%w: key %q", ErrKeyConflict, key)
 	case rec.Status == StatusCompleted:
 		r.Outcome = OutcomeDuplicate
-		if rec.ResultExpired(now) {
+		if rec.ResultExpired(now) && !keepExpired {
 			r.Outcome = OutcomeLateReplay
 			w.log(context.Background(), slog.LevelWarn, "lambdaidem: late replay",
 				slog.String("namespace", w.c.namespace), slog.String("key", key))

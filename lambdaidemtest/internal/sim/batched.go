@@ -25,6 +25,9 @@ var (
 // ClaimBatch implements idemstore.Batcher.
 func (s *FaultStore) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
 	s.Batches++
+	if keyTwice(reqs) {
+		s.KeyTwice++
+	}
 	var got []idemstore.BatchClaim
 	ferr := s.call("claim-batch", true, func() {
 		c := context.WithoutCancel(ctx)

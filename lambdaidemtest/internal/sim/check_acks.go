@@ -45,6 +45,8 @@ func (s *Scenario) hook(rep *lambdaidem.InvocationReport) {
 			s.key(r.Key).unrecorded[r.Attempt] = s.container[w.cur.owner]
 		}
 		switch r.Outcome {
+		case lambdaidem.OutcomeDuplicate:
+			s.duplicateAnswer(r)
 		case lambdaidem.OutcomeProcessed:
 			if s.Cfg.Tx && len(s.ledger.Tx[r.Key]) == 0 {
 				s.violate(InvAckEffect, "message %s acknowledged as processed but its effect on %s never committed", r.MessageID, r.Key)
@@ -118,6 +120,7 @@ func (k *checkedSink) Send(ctx context.Context, dl lambdaidem.DeadLetter) (strin
 		}
 	}
 	id, err := k.sink.Send(ctx, dl)
+	s.largeCopy(dl, err)
 	if err != nil {
 		return id, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
-	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
 // request is what a simulated client sends through Wrap or httpidem.
@@ -78,6 +77,11 @@ func (s *Scenario) clients() {
 		case c.Wait > 0 && w.rng.Float64() < c.LateFail:
 			rq.Slow, rq.Late = 1+w.rng.IntN(int(c.Timeout/time.Second)), true
 		}
+		if c.ReqConflict > 0 && w.rng.Float64() < c.ReqConflict {
+			// Another payload under the key: its answers must be a key
+			// conflict wherever another payload's record stands.
+			rq.Amount = 10 * (2 + w.rng.IntN(2))
+		}
 		at := time.Duration(w.rng.Int64N(int64(c.SendOver) + 1))
 		s.sent++
 		w.At(at, nil, func() { w.Spawn("client-"+strconv.Itoa(i), nil, func() { s.client(call, rq) }) })
@@ -87,6 +91,14 @@ func (s *Scenario) clients() {
 			s.sent++
 			twin := at + time.Duration(w.rng.Int64N(int64(2*time.Second)))
 			w.At(twin, nil, func() { w.Spawn("client-"+strconv.Itoa(i)+"-twin", nil, func() { s.client(call, rq) }) })
+		}
+		if c.ReqRepeat > 0 && w.rng.Float64() < c.ReqRepeat {
+			// The same request again later (a client that retries on its
+			// own schedule): a replay, within its result's retention or
+			// after it.
+			s.sent++
+			again := at + time.Duration(w.rng.Int64N(int64(time.Minute)))
+			w.At(again, nil, func() { w.Spawn("client-"+strconv.Itoa(i)+"-again", nil, func() { s.client(call, rq) }) })
 		}
 	}
 }
@@ -122,10 +134,10 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	if c.LargeResult {
 		opts = append(opts, lambdaidem.WithMaxResultBytes(largeResult/2))
 	}
-	store := idemstore.Store(s.store)
+	// Every call's answer is held to what the store holds (checkAnswer).
+	store := s.watchWaits()
 	if c.Wait > 0 {
 		opts = append(opts, lambdaidem.WithWaitForCompletion(c.Wait))
-		store = s.watchWaits()
 	}
 	if c.Observe {
 		opts = append(opts, lambdaidem.WithObserver(s.obs))
@@ -160,7 +172,7 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		req := events.APIGatewayV2HTTPRequest{
 			RouteKey: "POST /pay",
 			RawPath:  "/pay",
-			Body:     `{"amount":10}`,
+			Body:     `{"amount":` + strconv.Itoa(rq.Amount) + `}`,
 			Headers: map[string]string{
 				"idempotency-key": `"` + rq.Key + `"`, "x-caller": rq.Caller, "x-fail": strconv.Itoa(rq.Fail),
 				"x-slow": strconv.Itoa(rq.Slow), "x-honour": map[bool]string{true: "1", false: "0"}[rq.Honour],

@@ -116,6 +116,25 @@ type Config struct {
 	// or the optimistic mode the decorator must refuse it when built, and
 	// the environment runs without it.
 	Batched float64 `json:",omitempty"`
+
+	// ReqRepeat is the chance a request is sent again later (within a
+	// minute) with its payload, ReqConflict the chance a request carries
+	// another payload (amount) than its key's others: every answer a
+	// caller gets is held to the completions of its own payload and to
+	// their result retention (which the same draw may make seconds).
+	ReqRepeat   float64 `json:",omitempty"`
+	ReqConflict float64 `json:",omitempty"`
+
+	// SharedGroups is the chance a FIFO message goes to a message group
+	// drawn at random instead of its key's own: one key in several
+	// groups, as a FIFO queue allows, so groups running side by side ask
+	// for it at once (and a batched claim names it twice). Twice is the
+	// chance a message is sent twice at one moment (two messages, one
+	// body), so one batch holds its key twice. LargeBody is the chance a
+	// key's bodies are padded close to SQS's size limit (MaxMessageSize).
+	SharedGroups float64 `json:",omitempty"`
+	Twice        float64 `json:",omitempty"`
+	LargeBody    float64 `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -160,6 +179,10 @@ var Filters = []struct{ Name, Forces string }{
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
+	{"groups", "a FIFO queue with keys shared across message groups and messages sent twice at once, so a batch holds a key twice in groups that run side by side (half the time with batched writes)"},
+	{"twice", "messages sent twice at the same moment, so one batch holds their key twice"},
+	{"large", "bodies close to SQS's 256 KiB limit, whose dead-letter copies fit only with their error text cut, or not at all"},
+	{"replays", "Wrap or httpidem requests sent again later, others under one key with another payload, slow runs, and half the time a result retention (WithResultRetention) of seconds"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -452,6 +475,61 @@ func Draw(seed uint64, known []string, filter string) Config {
 				// Mostly without what batching refuses, so that it runs.
 				c.Heartbeat, c.Optimistic = 0, 0
 			}
+		}
+	}
+	// Every answer checked: requests sent again later with their
+	// payload, others under one key with another payload, and a result
+	// retention of seconds. A stream of its own too.
+	ra := rand.New(rand.NewPCG(seed, 0xa45e))
+	if ra.Float64() < 0.3 || want("replays") {
+		if want("replays") {
+			if c.Requests == 0 {
+				c.Requests = 1 + ra.IntN(20)
+				c.ClientTimeout = time.Second + time.Duration(ra.Int64N(int64(c.Timeout+9*time.Second)))
+			}
+			c.Slow = max(c.Slow, 0.3)
+		}
+		if c.Requests > 0 {
+			c.ReqRepeat = 0.2 + 0.5*ra.Float64()
+			c.ReqConflict = 0.4 * ra.Float64()
+			if ra.Float64() < 0.5 {
+				c.ResultRet = 100*time.Millisecond + time.Duration(ra.Int64N(int64(3*time.Second)))
+			}
+		}
+	}
+	// Inputs a queue may send that the draws above never make: a key in
+	// several FIFO groups, a key twice at once, bodies near the size
+	// limit. A stream of their own.
+	rq := rand.New(rand.NewPCG(seed, 0x9e5d))
+	if want("groups") {
+		c.FIFO, c.Groups = true, max(c.Groups, 2)
+		c.BatchSize, c.Concurrency = max(c.BatchSize, 4), max(c.Concurrency, 2)
+		if rq.Float64() < 0.5 {
+			// Batched claims then name one key twice in one request.
+			c.Batched, c.Heartbeat, c.Optimistic = 1, 0, 0
+		}
+	}
+	twice := 0.3
+	if c.FIFO && (rq.Float64() < 0.5 || want("groups")) {
+		c.SharedGroups = 0.2 + 0.6*rq.Float64()
+		c.Groups = max(c.Groups, 2)
+		// A key twice at once, in two groups that run side by side:
+		// with batched writes, in one claim.
+		twice = 0.7
+		if c.Batched == 0 && rq.Float64() < 0.4 {
+			c.Batched = 1
+		}
+		if c.Batched > 0 {
+			c.Concurrency = max(c.Concurrency, 2)
+		}
+	}
+	if rq.Float64() < twice || want("groups") || want("twice") {
+		c.Twice = 0.1 + 0.4*rq.Float64()
+	}
+	if rq.Float64() < 0.08 || want("large") {
+		c.LargeBody = 0.1 + 0.4*rq.Float64()
+		if want("large") {
+			c.Poison, c.Sink = max(c.Poison, 0.2), true
 		}
 	}
 	return c

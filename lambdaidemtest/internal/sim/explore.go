@@ -193,6 +193,11 @@ var worldSteps = []func(c *Config) bool{
 	func(c *Config) bool { return zeroInt(&c.MaxReceive) },
 	func(c *Config) bool { return zeroDur(&c.Lease) },
 	func(c *Config) bool { return zeroDur(&c.SendOver) },
+	func(c *Config) bool { return zero(&c.Twice) },
+	func(c *Config) bool { return zero(&c.SharedGroups) },
+	func(c *Config) bool { return zero(&c.LargeBody) },
+	func(c *Config) bool { return zero(&c.ReqRepeat) },
+	func(c *Config) bool { return zero(&c.ReqConflict) },
 }
 
 // optionSteps shrink the simulator's own handlers: their keys, their

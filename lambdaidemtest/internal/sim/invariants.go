@@ -33,6 +33,14 @@ const (
 	InvCommit       Invariant = "a commit without a lease applies only where a claim would"
 )
 
+// The invariants of every answer and of liveness.
+const (
+	InvOwnPayload Invariant = "a success answers only a completion of its own payload"
+	InvLateReplay Invariant = "no replay after its result's retention ended"
+	InvHeartbeat  Invariant = "a heartbeat keeps its lease until the deadline"
+	InvSucceeds   Invariant = "what can succeed succeeds, within its attempts"
+)
+
 // InvariantOf returns the invariant a violation names ("" for none).
 func InvariantOf(violation string) Invariant {
 	_, rest, ok := strings.Cut(violation, " [")

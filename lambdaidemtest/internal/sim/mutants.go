@@ -92,6 +92,15 @@ var Mutants = []Mutant{
 		What: "the Redis store's claim script takes a FAILED record for a message with another payload"},
 	{Name: "anonymous-shares-caller-key", Where: "httpidem/httpidem.go", Filter: "callers",
 		What: "httpidem stores requests without a caller under the caller string anonymous, a real caller's key space"},
+	// Every answer checked.
+	{Name: "replay-answers-other-payload", Where: "lambdaidem/wrap.go", Filter: "replays",
+		What: "Wrap answers a call with the stored result of a completion of another payload under its key, instead of a key conflict"},
+	{Name: "duplicate-of-other-payload", Where: "lambdaidem/sqsrecord.go", Filter: "conflict",
+		What: "an SQS message whose key completed with another payload is acknowledged as a duplicate, instead of dead-lettered as a key conflict"},
+	{Name: "late-replay-answered", Where: "lambdaidem/wrap.go", Filter: "replays",
+		What: "Wrap replays a result past its retention (WithResultRetention) instead of answering ErrLateReplay"},
+	{Name: "waiter-answers-expired-result", Where: "lambdaidem/wait.go", Filter: "replays,wait",
+		What: "a call waiting for a run in progress answers with the run's result although its retention ended before the call read it"},
 }
 
 // Promise is one promise the README and the packages' documentation make,
@@ -149,4 +158,8 @@ var Promises = []Promise{
 		[]string{"commit-over-live-lease"}},
 	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
 		[]string{"observed-handler-shares-invocation-context"}},
+	{"A success (a Wrap result, an HTTP 2xx, an SQS duplicate acknowledged) answers only a completion of the caller's own payload; another payload under the key gets a key conflict", InvOwnPayload,
+		[]string{"replay-answers-other-payload", "duplicate-of-other-payload"}},
+	{"No replay after its result's retention ended (WithResultRetention, WithRetention): the call gets ErrLateReplay (HTTP 422 idempotency-key-expired), waiters included", InvLateReplay,
+		[]string{"late-replay-answered", "waiter-answers-expired-result"}},
 }

@@ -51,6 +51,18 @@ type Result struct {
 	// WaiterReplays and WaiterFailures their answers the checker held to
 	// the store (stored results, failures of the runs they waited for).
 	Waiters, WaiterReplays, WaiterFailures int
+	// Replays counts the successes of Wrap and httpidem calls that did not
+	// run the function, held to the stored results of their own payload;
+	// LateReplays the calls refused because the result was no longer
+	// kept; KeyConflicts the calls refused as key conflicts.
+	Replays, LateReplays, KeyConflicts int
+	// KeyTwiceBatches counts the invocations whose batch held one key
+	// twice, KeyTwiceClaims the batched claims that named one key twice,
+	// SharedKeys the keys delivered in more than one FIFO group,
+	// LargeDeliveries the deliveries of a body near the size limit,
+	// LargeCopies and TooLarge the dead-letter copies of such bodies sent,
+	// and refused as too large for the DLQ.
+	KeyTwiceBatches, KeyTwiceClaims, SharedKeys, LargeDeliveries, LargeCopies, TooLarge int
 	// Optimistic counts the decorators built in the optimistic mode,
 	// Commits the commits without a lease that applied.
 	Optimistic, Commits int
@@ -73,6 +85,8 @@ type body struct {
 	Honour  bool   `json:"honour"`
 	First   bool   `json:"first"` // effect before the slow part
 	Poison2 bool   `json:"poison2,omitempty"`
+	// Pad brings the body close to SQS's size limit (Config.LargeBody).
+	Pad string `json:"pad,omitempty"`
 }
 
 // keyFacts is what the world saw happen to one key.
@@ -182,6 +196,8 @@ type Scenario struct {
 	viol      []string
 	// obs checks the Observer contract when Cfg.Observe.
 	obs *ObserverCheck
+	// seen is what the world delivered of the rarer inputs (inputs.go).
+	seen inputSeen
 }
 
 // Run runs the scenario to its end and checks it.
@@ -316,6 +332,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 			}
 		},
 		OnStart: func(p *Process, batch []*Message) {
+			s.onBatch(batch)
 			s.starts[p] = w.now
 			s.container[p] = w.cur.name
 			s.inv[p] = &invocation{batch: batch}
@@ -333,8 +350,10 @@ func (s *Scenario) run1(tracing bool) *Result {
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
 		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches}
+	s.inputStats(res)
 	if s.waits != nil {
 		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
+		res.Replays, res.LateReplays, res.KeyConflicts = s.waits.Answers, s.waits.Late, s.waits.Conflicts
 	}
 	if tracing {
 		res.Trace = w.trace.String()
@@ -373,18 +392,15 @@ func (s *Scenario) produce() {
 		}
 		kinds[i] = b
 	}
+	in := s.newInputs(c.Keys)
 	for range c.Messages {
 		ki := r.IntN(c.Keys)
 		b := kinds[ki]
 		if c.Conflict > 0 && r.Float64() < c.Conflict {
 			b.V = 1 + r.IntN(2)
 		}
-		raw, _ := json.Marshal(b)
-		text := string(raw)
-		if b.Kind == "malformed" {
-			text = text[:len(text)-1]
-		}
-		group := "g" + strconv.Itoa(ki%c.Groups)
+		text := in.text(ki, b)
+		group, dedup := in.group(ki)
 		at := time.Duration(r.Int64N(int64(c.SendOver) + 1))
 		var attrs map[string]types.MessageAttributeValue
 		if c.KeyBy == "attr" {
@@ -392,7 +408,7 @@ func (s *Scenario) produce() {
 		}
 		send := func() {
 			s.sent++
-			s.src.Send(text, attrs, group, "")
+			s.src.Send(text, attrs, group, dedup)
 		}
 		w.At(at, nil, send)
 		if c.ProducerDup > 0 && r.Float64() < c.ProducerDup {
@@ -402,6 +418,7 @@ func (s *Scenario) produce() {
 				s.src.Send(text, attrs, group, dedup)
 			})
 		}
+		in.twice(at, text, attrs, ki)
 	}
 }
 

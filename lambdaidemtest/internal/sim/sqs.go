@@ -369,11 +369,17 @@ func (s *SQS) queue(op string, url *string) (*Queue, error) {
 	return q, nil
 }
 
-// SendMessage implements the SQS API call.
+// SendMessage implements the SQS API call. A message larger than
+// MaxMessageSize (its body and attributes, as SQS counts them) is refused
+// as SQS refuses it.
 func (s *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	q, err := s.queue("send", in.QueueUrl)
 	if err != nil {
 		return nil, err
+	}
+	if n := messageSize(aws.ToString(in.MessageBody), in.MessageAttributes); n > MaxMessageSize {
+		return nil, &apiError{code: "InvalidParameterValue",
+			msg: "One or more parameters are invalid. Reason: Message must be shorter than " + strconv.Itoa(MaxMessageSize) + " bytes."}
 	}
 	m := q.Send(aws.ToString(in.MessageBody), in.MessageAttributes, aws.ToString(in.MessageGroupId), aws.ToString(in.MessageDeduplicationId))
 	if m == nil {
@@ -432,6 +438,35 @@ func (s *SQS) ChangeMessageVisibility(_ context.Context, in *sqs.ChangeMessageVi
 	}
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
 }
+
+// GetQueueAttributes implements the SQS API call: every queue's
+// MaximumMessageSize is MaxMessageSize (the dead-letter sink reads it).
+func (s *SQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	if _, err := s.queue("get-attributes", in.QueueUrl); err != nil {
+		return nil, err
+	}
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		string(types.QueueAttributeNameMaximumMessageSize): strconv.Itoa(MaxMessageSize),
+	}}, nil
+}
+
+// messageSize is a message's size as SQS counts it against its limit: the
+// body and each attribute's name, data type and value.
+func messageSize(body string, attrs map[string]types.MessageAttributeValue) int {
+	n := len(body)
+	for name, a := range attrs {
+		n += len(name) + len(aws.ToString(a.DataType)) + len(aws.ToString(a.StringValue)) + len(a.BinaryValue)
+	}
+	return n
+}
+
+// apiError is an SQS error as the SDK returns one: a code and a message
+// (the methods of smithy's APIError that callers read).
+type apiError struct{ code, msg string }
+
+func (e *apiError) Error() string        { return "api error " + e.code + ": " + e.msg }
+func (e *apiError) ErrorCode() string    { return e.code }
+func (e *apiError) ErrorMessage() string { return e.msg }
 
 // GetQueueUrl implements the SQS API call (the visibility changer and
 // redrive resolve source ARNs with it).

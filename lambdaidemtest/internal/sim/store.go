@@ -67,8 +67,8 @@ type FaultStore struct {
 	Calls           int
 	Faulted         int
 	// Batches counts the ClaimBatch and CompleteBatch requests (each is
-	// one of Calls).
-	Batches int
+	// one of Calls), KeyTwice the ClaimBatch requests naming a key twice.
+	Batches, KeyTwice int
 }
 
 // Unwrap returns the store behind the faults, whose capabilities

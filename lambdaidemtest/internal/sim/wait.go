@@ -7,24 +7,29 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-// waits is what the checker of waiting requests (Config.Wait: Wrap and
-// httpidem with lambdaidem.WithWaitForCompletion) saw: per invocation,
-// the key and payload hash it claimed with, whether it read the record
-// (Wrap reads a record only while it waits for a run in progress) and
-// whether it ran the function; per stored key, every result a completion
-// stored and every failure Wrap asked the store to record, each with the
-// payload hash of the claim it was written under.
+// waits is what the checker of the request streams' answers (Wrap and
+// httpidem; with Config.Wait, lambdaidem.WithWaitForCompletion) saw: per
+// invocation, the key and payload hash it claimed with, whether it read
+// the record (Wrap reads a record only while it waits for a run in
+// progress), whether it ran the function, when it last read the record
+// (a claim or a read: what its answer is decided on) and the record that
+// read returned; per stored key, every result a completion stored and
+// every failure Wrap asked the store to record, each with the payload
+// hash of the claim it was written under.
 type waits struct {
 	claimKey  map[*Process]string
 	claimHash map[*Process]string
 	waited    map[*Process]bool
 	ran       map[*Process]bool
+	lastRead  map[*Process]time.Time
+	lastRec   map[*Process]idemstore.Record
 	tokenHash map[string]string
 	results   map[string][]stored
 	failures  map[string][]stored
@@ -32,25 +37,34 @@ type waits struct {
 	// answers of waiters the checker held to the store: stored results,
 	// and failures of the runs they waited for.
 	Waiters, Replays, Failures int
+	// Answers counts the successes of calls that did not run the function
+	// (replays, waiters' included) checkAnswer held to the store; Late
+	// the replays refused because their result was no longer kept;
+	// Conflicts the calls refused as key conflicts.
+	Answers, Late, Conflicts int
 }
 
-// stored is one result or failure of a key, with its payload hash.
+// stored is one result or failure of a key, with its payload hash and,
+// for a result, the end of its retention (the record's or the result's,
+// whichever comes first; zero: never).
 type stored struct {
-	hash string
-	data []byte
+	hash  string
+	data  []byte
+	until time.Time
 }
 
 func newWaits() *waits {
 	return &waits{
 		claimKey: map[*Process]string{}, claimHash: map[*Process]string{},
 		waited: map[*Process]bool{}, ran: map[*Process]bool{},
+		lastRead: map[*Process]time.Time{}, lastRec: map[*Process]idemstore.Record{},
 		tokenHash: map[string]string{}, results: map[string][]stored{}, failures: map[string][]stored{},
 	}
 }
 
-// watchWaits starts the checker: it sees every claim and completion that
-// applies through the fault layer, and returns the store the request
-// streams use.
+// watchWaits starts the checker of the request streams' answers: it sees
+// every claim and completion that applies through the fault layer, and
+// returns the store the request streams use.
 func (s *Scenario) watchWaits() idemstore.Store {
 	s.waits = newWaits()
 	ws := s.waits
@@ -66,7 +80,11 @@ func (s *Scenario) watchWaits() idemstore.Store {
 			onComplete(req)
 		}
 		k := req.Lease.Key
-		ws.results[k] = append(ws.results[k], stored{hash: ws.tokenHash[req.Lease.Token], data: req.Result})
+		until := req.ExpiresAt
+		if !req.ResultUntil.IsZero() && (until.IsZero() || req.ResultUntil.Before(until)) {
+			until = req.ResultUntil
+		}
+		ws.results[k] = append(ws.results[k], stored{hash: ws.tokenHash[req.Lease.Token], data: req.Result, until: until})
 	}
 	return &waitWatch{Store: s.store, s: s}
 }
@@ -88,22 +106,37 @@ func (ww *waitWatch) proc() *Process {
 	return nil
 }
 
-// Claim implements idemstore.Store.
+// Claim implements idemstore.Store. A refused claim is a read of the
+// record: the call's answer is decided on it.
 func (ww *waitWatch) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimResult, error) {
-	if p := ww.proc(); p != nil {
-		ww.s.waits.claimKey[p], ww.s.waits.claimHash[p] = req.Key, req.PayloadHash
+	ws, p := ww.s.waits, ww.proc()
+	if p != nil {
+		ws.claimKey[p], ws.claimHash[p] = req.Key, req.PayloadHash
+		delete(ws.lastRec, p)
 	}
-	return ww.Store.Claim(ctx, req)
+	res, err := ww.Store.Claim(ctx, req)
+	if p != nil && err == nil && !res.Claimed {
+		ws.lastRead[p], ws.lastRec[p] = req.Now, res.Record
+	}
+	return res, err
 }
 
 // Get implements idemstore.Store.
 func (ww *waitWatch) Get(ctx context.Context, req idemstore.GetRequest) (idemstore.Record, error) {
-	if p := ww.proc(); p != nil && !ww.s.waits.waited[p] {
-		ww.s.waits.waited[p] = true
-		ww.s.waits.Waiters++
+	ws, p := ww.s.waits, ww.proc()
+	if p != nil && !ws.waited[p] {
+		ws.waited[p] = true
+		ws.Waiters++
 		ww.s.w.Logf("%s waits for the run of %s in progress", p.Name, req.Key)
 	}
-	return ww.Store.Get(ctx, req)
+	if p != nil {
+		delete(ws.lastRec, p)
+	}
+	rec, err := ww.Store.Get(ctx, req)
+	if p != nil && err == nil {
+		ws.lastRead[p], ws.lastRec[p] = req.Now, rec
+	}
+	return rec, err
 }
 
 // Fail implements idemstore.Store. A failure is noted as asked for: its
@@ -125,14 +158,16 @@ func (s *Scenario) ranHere() {
 	s.waits.ran[s.w.cur.owner] = true
 }
 
-// waiterAnswer holds the answer of an invocation that waited for a run in
-// progress and did not run the function itself to the store: a success
+// waiterAnswer holds every call's answer to the store (checkAnswer), and
+// that of an invocation that waited for a run in
+// progress and did not run the function itself in particular: a success
 // must be the stored result of a completion of the key under the same
 // payload, a failure of the run it waited for the failure recorded for
 // that key and payload. Wrap gives the success as the reply and the
 // failure as a *lambdaidem.RunFailedError; httpidem as a replayed
 // response and as 503 idempotency-original-failed.
 func (s *Scenario) waiterAnswer(p *Process, rq request, out reply, resp *events.APIGatewayV2HTTPResponse, err error) {
+	s.checkAnswer(p, rq, out, resp, err)
 	ws := s.waits
 	if ws == nil || p == nil || !ws.waited[p] || ws.ran[p] {
 		return

@@ -81,11 +81,12 @@ func lanesOf(wave [][]int) [][][]int {
 func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQSMessage, keys []derived, wave [][]int, reports []RecordReport) {
 	n := len(wave)
 	type head struct {
-		ctx   context.Context
-		r     RecordReport
-		claim idemstore.ClaimRequest
-		ask   bool // the claim is to be made
-		run   *claimRun
+		ctx    context.Context
+		r      RecordReport
+		claim  idemstore.ClaimRequest
+		ask    bool // the claim is to be made
+		run    *claimRun
+		failed *claimRun // a handler that failed, its outcome still to record
 	}
 	heads := make([]head, n)
 	obase := p.observerBase(ctx, t)
@@ -118,8 +119,8 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 		claims[k] = &answers[j]
 	}
 
-	// The handlers run side by side; a failure is recorded at once, a
-	// success waits for the completions.
+	// The handlers run side by side; a success waits for the completions,
+	// a failure is recorded after them.
 	t.rt.Each(n, p.c.concurrency, func(k int) {
 		h, i := &heads[k], wave[k][0]
 		a := claims[k]
@@ -136,7 +137,7 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 		case done:
 			reports[i] = run.r
 		case run.herr != nil:
-			reports[i] = p.afterHandler(h.ctx, t, run)
+			h.failed = run
 		default:
 			h.run = run
 		}
@@ -174,6 +175,24 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 			reports[i] = p.completed(h.ctx, t, h.run, err)
 		})
 	}
+
+	// The failures are recorded once the successes' completions are sent:
+	// a success's effect waits unrecorded for the lane's last handler and
+	// no longer. A handler that honours its context returns a margin
+	// before the deadline, room for one write, not for a batch-mate's
+	// failure (a dead-lettering takes three writes and a send) and the
+	// completions after it; a failure waiting one write more loses
+	// nothing.
+	var failed []int
+	for k := range heads {
+		if heads[k].failed != nil {
+			failed = append(failed, k)
+		}
+	}
+	t.rt.Each(len(failed), p.c.concurrency, func(j int) {
+		h := &heads[failed[j]]
+		reports[wave[failed[j]][0]] = p.afterHandler(h.ctx, t, h.failed)
+	})
 	if p.observed() {
 		for k := range heads {
 			i := wave[k][0]

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
 )
 
@@ -204,6 +205,91 @@ func TestBatchedWritesRefusedWhenBuilt(t *testing.T) {
 		}
 		if !strings.Contains(ce.Option, "WithBatchedWrites") {
 			t.Errorf("%s: the error names %q, not WithBatchedWrites", c.name, ce.Option)
+		}
+	}
+}
+
+// opLog is the in-memory store with every write it is sent noted in order.
+type opLog struct {
+	*memstore.Store
+	mu  sync.Mutex
+	ops []string
+}
+
+func (l *opLog) note(op string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ops = append(l.ops, op)
+}
+
+func (l *opLog) index(op string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var at []int
+	for i, o := range l.ops {
+		if o == op {
+			at = append(at, i)
+		}
+	}
+	return at
+}
+
+func (l *opLog) Complete(ctx context.Context, req idemstore.CompleteRequest) error {
+	l.note("complete")
+	return l.Store.Complete(ctx, req)
+}
+
+func (l *opLog) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
+	l.note("complete")
+	return l.Store.CompleteBatch(ctx, reqs)
+}
+
+func (l *opLog) Fail(ctx context.Context, req idemstore.FailRequest) error {
+	l.note("fail")
+	return l.Store.Fail(ctx, req)
+}
+
+func (l *opLog) DeadLetter(ctx context.Context, req idemstore.DeadLetterRequest) error {
+	l.note("dead-letter")
+	return l.Store.DeadLetter(ctx, req)
+}
+
+// A lane's successes are completed before its failures are recorded: a
+// handler that honours its context returns a margin before the deadline,
+// room for the completion it waits for, not for a batch-mate's failure
+// first (a dead-lettering is three writes and a send). Before, a slow
+// batch-mate failing at its deadline made the successes' completions
+// miss the deadline: the records were taken over later, their attempts
+// spent (the simulation found it: a message that never failed
+// dead-lettered as max_attempts, in a world without faults).
+func TestBatchedWritesCompleteBeforeRecordingFailures(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &opLog{Store: b.store}
+	handler := func(_ context.Context, m events.SQSMessage) error {
+		switch {
+		case strings.Contains(m.Body, `"fail"`):
+			return errors.New("downstream says no")
+		case strings.Contains(m.Body, `"poison"`):
+			return lambdaidem.Poison(errors.New("bad data"))
+		}
+		return nil
+	}
+	h := lambdaidem.SQS(store, handler, b.opts(lambdaidem.WithKeyJSONField("id"), lambdaidem.WithBatchedWrites(),
+		lambdaidem.WithConcurrency(3), lambdaidem.WithDeadLetterSink(b.sink))...)
+	resp := mustHandle(t, h, context.Background(), batch(
+		msg("a", `{"id":"a"}`), msg("b", `{"id":"b","do":"fail"}`), msg("c", `{"id":"c","do":"poison"}`)))
+	wantFailed(t, resp, "b")
+	completes, fails, marks := store.index("complete"), store.index("fail"), store.index("dead-letter")
+	if len(completes) != 1 || len(fails) != 1 || len(marks) != 2 {
+		t.Fatalf("writes %v: want one completion, one failure, two dead-letter marks", store.ops)
+	}
+	if first := min(fails[0], marks[0]); completes[0] > first {
+		t.Fatalf("writes %v: the completion of a was sent after a failure of its lane was recorded", store.ops)
+	}
+	for key, want := range map[string]lambdaidem.Status{"a": lambdaidem.StatusCompleted, "b": lambdaidem.StatusFailed, "c": lambdaidem.StatusDeadLettered} {
+		if got := b.status(key); got != want {
+			t.Errorf("%s is %s, want %s", key, got, want)
 		}
 	}
 }

@@ -72,6 +72,9 @@ func (hb *heartbeat) beat() bool {
 	now := hb.t.now()
 	rctx, rcancel := hb.t.withTimeout(hb.ctx, max(e.c.heartbeat, time.Second))
 	until := now.Add(hb.length)
+	if mutant.On("heartbeat-never-moves-lease") {
+		until = hb.lease.Until // the bug: each extension asks for the end the claim granted
+	}
 	// The record's expiry moves with the lease, so it is never forgotten
 	// while held (unfinished retention exceeds the lease plus the grace).
 	err := e.store.Extend(rctx, idemstore.ExtendRequest{Lease: hb.lease, Now: now, LeaseUntil: until,
@@ -96,6 +99,9 @@ func (hb *heartbeat) beat() bool {
 	case err != nil:
 		e.log(hb.ctx, slog.LevelWarn, "lambdaidem: could not extend lease",
 			slog.String("key", hb.lease.Key), slog.Any("error", err))
+		if mutant.On("heartbeat-stops-after-error") {
+			return false // the bug: one failed extension ends the heartbeat; the lease runs out under a live handler
+		}
 	default:
 		hb.granted(now, until)
 	}

@@ -63,6 +63,9 @@ func (s *Store) claimLocked(req idemstore.ClaimRequest) idemstore.ClaimResult {
 		return idemstore.ClaimResult{Record: copyRecord(r)}
 	case r.Status == idemstore.StatusFailed:
 		prev = idemstore.StatusFailed
+		if mutant.On("retry-counts-two-attempts") {
+			r.Attempts++ // the bug: a retry after a failure counts two attempts, so the last one allowed is never made
+		}
 	case r.Status == idemstore.StatusInProgress && !req.NoTakeover && (r.LeaseExpired(req.Now, req.Grace) || takeLiveLease):
 		prev = idemstore.StatusInProgress
 		r.Takeovers++

@@ -87,6 +87,7 @@ func (s *Scenario) final() {
 		}
 		s.stranded(m.ID, dm, queued, now)
 	}
+	s.eventually()
 }
 
 // redrivenFor reports whether rec was reset by a redrive of this copy, or

@@ -109,11 +109,13 @@ func (s *Scenario) enter(k string, me *running, attempt int) {
 		}
 	}
 	s.run[k] = append(s.run[k], me)
+	s.beats(me)
 }
 
 // stopped checks a running handler: once its heartbeat's extension was
 // refused, its context must have ended (the decorator cancels it at once).
 func (s *Scenario) stopped(ctx context.Context, k string, lease idemstore.Lease) {
+	s.alive(ctx, k, lease)
 	if s.refused[lease.Token] && ctx.Err() == nil {
 		s.violate(InvTwoHandlers, "key %s: the store refused attempt %d's lease extension (the lease was revoked), but its handler's context is still live", k, lease.Attempt)
 		delete(s.refused, lease.Token) // once per lease

@@ -255,6 +255,7 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 		s.reqSeq++
 		p := &Process{Name: "req-" + strconv.Itoa(s.reqSeq)}
 		ctx := w.InvocationContext(p, w.now.Add(s.Cfg.Timeout))
+		s.starts[p] = w.now
 		me := w.cur
 		var (
 			out      reply

@@ -182,6 +182,8 @@ var Filters = []struct{ Name, Forces string }{
 	{"groups", "a FIFO queue with keys shared across message groups and messages sent twice at once, so a batch holds a key twice in groups that run side by side (half the time with batched writes)"},
 	{"twice", "messages sent twice at the same moment, so one batch holds their key twice"},
 	{"large", "bodies close to SQS's 256 KiB limit, whose dead-letter copies fit only with their error text cut, or not at all"},
+	{"liveness", "WithHeartbeat keeping a lease shorter than the work: slow handlers that honour their context, transient store errors"},
+	{"healthy", "a world without faults, kills, operators' forgets and releases, redrive policy or refused effects, and handlers that fail their first runs: what can succeed must"},
 	{"replays", "Wrap or httpidem requests sent again later, others under one key with another payload, slow runs, and half the time a result retention (WithResultRetention) of seconds"},
 }
 
@@ -531,6 +533,38 @@ func Draw(seed uint64, known []string, filter string) Config {
 		if want("large") {
 			c.Poison, c.Sink = max(c.Poison, 0.2), true
 		}
+	}
+	// Liveness: a heartbeat keeping a lease shorter than the work, under
+	// transient store errors; or a healthy world, where whatever can
+	// succeed must. A stream of their own.
+	rl := rand.New(rand.NewPCG(seed, 0x11fe))
+	ldur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rl.Int64N(int64(hi-lo)+1)) }
+	if want("liveness") {
+		c.Timeout = max(c.Timeout, 20*time.Second)
+		c.Visibility = max(c.Visibility, c.Timeout)
+		c.Lease = ldur(c.Margin+2*time.Second, c.Margin+c.Timeout/3)
+		room := c.Lease - c.Margin
+		c.Heartbeat = ldur(100*time.Millisecond, room/2)
+		c.Slow, c.Honour, c.SlowPoison = 0.4+0.4*rl.Float64(), 0.8+0.2*rl.Float64(), false
+		c.Store = StoreFaults{ErrBefore: 0.05 + 0.15*rl.Float64(), Throttle: 0.05 * rl.Float64(), Latency: ldur(0, 200*time.Millisecond)}
+		c.Batched, c.Optimistic = 0, 0
+	}
+	if want("healthy") {
+		c.Margin = max(c.Margin, ldur(1500*time.Millisecond, 3*time.Second))
+		// What the margin bounds stays as it was drawn, when it can.
+		if c.Lease > 0 && c.Lease <= c.Margin+time.Second {
+			c.Lease = 0
+		}
+		lease := c.Timeout
+		if c.Lease > 0 {
+			lease = min(lease, c.Lease)
+		}
+		if c.Heartbeat >= lease-c.Margin-100*time.Millisecond {
+			c.Heartbeat = 0
+		}
+		c.Store = StoreFaults{Latency: ldur(0, (c.Margin-time.Second)/4)}
+		c.Kill, c.Forget, c.MaxReceive, c.TxRefuse, c.AtMostOnce, c.SlowPoison = 0, 0, 0, 0, false, false
+		c.FailN, c.Honour = 0.3+0.4*rl.Float64(), 1
 	}
 	return c
 }

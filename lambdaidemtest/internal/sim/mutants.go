@@ -101,6 +101,14 @@ var Mutants = []Mutant{
 		What: "Wrap replays a result past its retention (WithResultRetention) instead of answering ErrLateReplay"},
 	{Name: "waiter-answers-expired-result", Where: "lambdaidem/wait.go", Filter: "replays,wait",
 		What: "a call waiting for a run in progress answers with the run's result although its retention ended before the call read it"},
+
+	// Liveness.
+	{Name: "heartbeat-stops-after-error", Where: "lambdaidem/heartbeat.go", Filter: "liveness",
+		What: "a heartbeat stops extending the lease after one failed extension: the lease runs out under a handler that could have gone on"},
+	{Name: "heartbeat-never-moves-lease", Where: "lambdaidem/heartbeat.go", Filter: "liveness",
+		What: "a heartbeat's extensions ask for the end the claim granted: the handler's context ends with the first lease, however many extensions were granted"},
+	{Name: "retry-counts-two-attempts", Where: "lambdaidem/idemstore/memstore/store.go", Filter: "healthy",
+		What: "the in-memory store counts two attempts for a retry after a failure: a message is dead-lettered before the last attempt WithMaxAttempts allows"},
 }
 
 // Promise is one promise the README and the packages' documentation make,
@@ -162,4 +170,8 @@ var Promises = []Promise{
 		[]string{"replay-answers-other-payload", "duplicate-of-other-payload"}},
 	{"No replay after its result's retention ended (WithResultRetention, WithRetention): the call gets ErrLateReplay (HTTP 422 idempotency-key-expired), waiters included", InvLateReplay,
 		[]string{"late-replay-answered", "waiter-answers-expired-result"}},
+	{"Liveness: with a heartbeat, a handler that honours its context keeps its lease until the invocation's deadline while extensions are granted; a failed extension is retried at the next tick, and only a refusal stops the heartbeat", InvHeartbeat,
+		[]string{"heartbeat-stops-after-error", "heartbeat-never-moves-lease"}},
+	{"Liveness: in a world without faults, every message that can succeed does, within the attempts WithMaxAttempts allows", InvSucceeds,
+		[]string{"retry-counts-two-attempts"}},
 }

@@ -63,6 +63,11 @@ type Result struct {
 	// LargeCopies and TooLarge the dead-letter copies of such bodies sent,
 	// and refused as too large for the DLQ.
 	KeyTwiceBatches, KeyTwiceClaims, SharedKeys, LargeDeliveries, LargeCopies, TooLarge int
+	// HeartbeatEnded counts the heartbeat handlers whose context ended
+	// while they ran, HeartbeatEarly those that ended before the deadline
+	// less the margin (the lease ran out), both held to InvHeartbeat;
+	// Succeeds the messages held to InvSucceeds.
+	HeartbeatEnded, HeartbeatEarly, Succeeds int
 	// Optimistic counts the decorators built in the optimistic mode,
 	// Commits the commits without a lease that applied.
 	Optimistic, Commits int
@@ -198,6 +203,10 @@ type Scenario struct {
 	obs *ObserverCheck
 	// seen is what the world delivered of the rarer inputs (inputs.go).
 	seen inputSeen
+	// hb holds the heartbeat leases by token (check_liveness.go), live
+	// what the liveness checks held.
+	hb   map[string]*hbLease
+	live liveSeen
 }
 
 // Run runs the scenario to its end and checks it.
@@ -306,6 +315,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	}
 	s.store.OnCommit = s.onCommit
 	s.store.OnExtendRefused = func(l idemstore.Lease) { s.refused[l.Token] = true; s.nRefused++ }
+	s.store.OnExtend = s.onExtend
 	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
 	s.svc.Fail = func(op, url string) error {
 		switch {
@@ -351,6 +361,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
 		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches}
 	s.inputStats(res)
+	res.HeartbeatEnded, res.HeartbeatEarly, res.Succeeds = s.live.ended, s.live.early, s.live.held
 	if s.waits != nil {
 		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
 		res.Replays, res.LateReplays, res.KeyConflicts = s.waits.Answers, s.waits.Late, s.waits.Conflicts

@@ -58,6 +58,8 @@ type Queue struct {
 	// deleted yet, in the order they were sent.
 	groups map[string][]*Message
 	sends  int
+	// sent holds every message the queue accepted, in send order.
+	sent []*Message
 }
 
 // Message is one message in a simulated queue.
@@ -128,6 +130,7 @@ func (q *Queue) Send(body string, attrs map[string]types.MessageAttributeValue, 
 	q.sends++
 	m := &Message{ID: q.svc.newID("m-"), Body: body, Attributes: attrs, GroupID: group, DedupID: dedup, Sent: now, VisibleAt: now, Seq: q.sends}
 	q.msgs = append(q.msgs, m)
+	q.sent = append(q.sent, m)
 	q.svc.bodies[m.ID] = body
 	if q.FIFO {
 		q.groups[group] = append(q.groups[group], m)

@@ -64,8 +64,12 @@ type FaultStore struct {
 	// OnExtendRefused observes every lease extension the store refused
 	// (idemstore.ErrLeaseLost), as the answer reaches the caller.
 	OnExtendRefused func(l idemstore.Lease)
-	Calls           int
-	Faulted         int
+	// OnExtend, when set, observes every extension as it is sent, and
+	// the function it returns the answer as it reaches the caller (never,
+	// if the caller is killed on the way).
+	OnExtend func(req idemstore.ExtendRequest) func(err error)
+	Calls    int
+	Faulted  int
 	// Batches counts the ClaimBatch and CompleteBatch requests (each is
 	// one of Calls), KeyTwice the ClaimBatch requests naming a key twice.
 	Batches, KeyTwice int
@@ -188,7 +192,12 @@ func (s *FaultStore) DeadLetter(ctx context.Context, req idemstore.DeadLetterReq
 
 // Extend implements idemstore.Store.
 func (s *FaultStore) Extend(ctx context.Context, req idemstore.ExtendRequest) error {
+	answered := func(error) {}
+	if s.OnExtend != nil {
+		answered = s.OnExtend(req)
+	}
 	err := s.write("extend", ctx, func(c context.Context) error { return s.Store.Extend(c, req) })
+	answered(err)
 	if s.OnExtendRefused != nil && errors.Is(err, idemstore.ErrLeaseLost) {
 		s.OnExtendRefused(req.Lease)
 	}

@@ -108,6 +108,7 @@ func (k *Kit) release(force bool) {
 	}
 	k.operatorActions++
 	k.w.Logf("operator: release %s (now %s)", key, out.Status)
+	k.rerun(key, "release")
 }
 
 // redriveOnce is one operator redrive run over the dead-letter queue,
@@ -125,7 +126,7 @@ func (k *Kit) redriveOnce(maxRedrives int) {
 		SourceQueues:       []string{k.std.ARN, k.fifo.ARN},
 		QueueURLs:          k.svc.QueueURLs(),
 		WaitTime:           -1,
-		Resetter:           resetter,
+		Resetter:           countingResetter{resetter, k},
 		MaxRedrives:        maxRedrives,
 		Now:                k.w.Now,
 	})

@@ -116,6 +116,19 @@ type Config struct {
 	// or the optimistic mode the decorator must refuse it when built, and
 	// the environment runs without it.
 	Batched float64 `json:",omitempty"`
+	// ErrAfter is the chance a key's handler, on its first run, has its
+	// effect and then returns a plain error (a downstream answer lost
+	// after the effect); Unknown the chance it returns
+	// lambdaidem.OutcomeUnknown instead, after its effect or (half of
+	// them) before it; NotApplied the chance a failing key's failures
+	// (FailN) declare lambdaidem.NotApplied.
+	ErrAfter   float64 `json:",omitempty"`
+	Unknown    float64 `json:",omitempty"`
+	NotApplied float64 `json:",omitempty"`
+	// LostAnswer is, for the test kit's explorer, the chance that an
+	// effect a user's fake records (lambdaidemtest.Effect) has its answer
+	// lost: the effect happened, the fake returns an error.
+	LostAnswer float64 `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -160,6 +173,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
+	{"declared", "handlers that return an error after their effect, declare their outcome unknown (OutcomeUnknown) or their failures not applied (NotApplied)"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -453,6 +467,22 @@ func Draw(seed uint64, known []string, filter string) Config {
 				c.Heartbeat, c.Optimistic = 0, 0
 			}
 		}
+	}
+	// And what handlers declare of their failures, and what the kit's
+	// world does to effects' answers. With WithAtMostOnce an error after
+	// the effect is what the mode must never retry.
+	rd := rand.New(rand.NewPCG(seed, 0xdec1))
+	if rd.Float64() < 0.3 || want("declared") || c.AtMostOnce && rd.Float64() < 0.5 {
+		c.ErrAfter = rd.Float64() * 0.3
+		c.Unknown = rd.Float64() * 0.2
+		c.NotApplied = rd.Float64()
+		if want("declared") || c.AtMostOnce && want("amo") {
+			c.ErrAfter = 0.1 + rd.Float64()*0.3
+			c.FailN = max(c.FailN, 0.1)
+		}
+	}
+	if rd.Float64() < 0.3 {
+		c.LostAnswer = rd.Float64() * 0.3
 	}
 	return c
 }

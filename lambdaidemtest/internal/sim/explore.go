@@ -193,6 +193,7 @@ var worldSteps = []func(c *Config) bool{
 	func(c *Config) bool { return zeroInt(&c.MaxReceive) },
 	func(c *Config) bool { return zeroDur(&c.Lease) },
 	func(c *Config) bool { return zeroDur(&c.SendOver) },
+	func(c *Config) bool { return zero(&c.LostAnswer) },
 }
 
 // optionSteps shrink the simulator's own handlers: their keys, their
@@ -203,6 +204,9 @@ var optionSteps = []func(c *Config) bool{
 	func(c *Config) bool { return zero(&c.Conflict) },
 	func(c *Config) bool { return zero(&c.Poison) },
 	func(c *Config) bool { return zero(&c.FailN) },
+	func(c *Config) bool { return zero(&c.ErrAfter) },
+	func(c *Config) bool { return zero(&c.Unknown) },
+	func(c *Config) bool { return zero(&c.NotApplied) },
 	func(c *Config) bool { return zero(&c.TxRefuse) },
 	func(c *Config) bool { return zero(&c.BadKey) },
 	func(c *Config) bool { return zero(&c.AbandonCopy) },

@@ -192,7 +192,8 @@ func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSM
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress
 	run = &claimRun{msg: msg, hash: hash, lease: lease, rec: &cr.Record}
-	if r.Takeover && pendingMark(cr.Record) {
+	ignorePending := mutant.On("takeover-ignores-pending-mark") // the bug: the previous holder's decision to dead-letter is dropped, and the handler runs again
+	if r.Takeover && pendingMark(cr.Record) && !ignorePending {
 		// The previous holder was dead-lettering the message and may have
 		// sent its copy: finish that instead of running the handler again.
 		run.r = p.finishDeadLetter(ctx, t, msg, &lease, &cr.Record, r)

@@ -39,8 +39,11 @@ func (c *config) judge(err error, ctxEnded, refused bool) (v verdict, why string
 	var notApplied *NotAppliedError
 	var retryAfter *RetryAfterError
 	var panicked *PanicError
+	retryDeclared := mutant.On("declared-unknown-retried")        // the bug: a handler's OutcomeUnknown is a failure like any other
+	retryCancelled := mutant.On("at-most-once-retries-cancelled") // the bug: an attempt cut off at its deadline counts as a plain failure
+	retryLive := mutant.On("amo-error-after-effect-retried")      // the bug: an error while the context was live counts as the handler's own report that nothing happened
 	switch {
-	case errors.As(err, &unknown):
+	case errors.As(err, &unknown) && !retryDeclared:
 		return verdictUnknown, "the handler declared its outcome unknown"
 	case errors.As(err, &poison):
 		return verdictPoison, ""
@@ -48,10 +51,8 @@ func (c *config) judge(err error, ctxEnded, refused bool) (v verdict, why string
 		return verdictRetry, ""
 	case errors.As(err, &panicked):
 		return verdictUnknown, "it panicked"
-	case ctxEnded && mutant.On("at-most-once-retries-cancelled"):
-		return verdictRetry, "" // the bug: an attempt cut off at its deadline counts as a plain failure
-	case !ctxEnded && !refused && mutant.On("amo-error-after-effect-retried"):
-		return verdictRetry, "" // the bug: an error while the context was live counts as the handler's own report that nothing happened
+	case ctxEnded && retryCancelled, !ctxEnded && !refused && retryLive:
+		return verdictRetry, ""
 	case refused:
 		return verdictUnknown, "its completion was refused after the handler succeeded; what the handler did besides its completion writes happened"
 	case ctxEnded:

@@ -31,6 +31,7 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 		s.enter(k, me, lease.Attempt)
 		defer s.leave(k, me)
+		s.notUnknown(f, k, lease, msg.MessageId)
 	}
 	f.runs++
 	w.Logf("handler %s key %s attempt %d (leased %v)", msg.MessageId, k, lease.Attempt, leased)
@@ -68,8 +69,25 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return lambdaidem.Poison(errPoison)
 	case b.Kind == "poison1":
 		return effect()
+	case f.runs <= b.Fail && b.NA:
+		return lambdaidem.NotApplied(errTransient)
 	case f.runs <= b.Fail:
 		return errTransient
+	case b.After == unknownBefore && f.runs == 1:
+		return lambdaidem.OutcomeUnknown(errAnswerLost)
+	case b.After != 0 && f.runs == 1:
+		if err := effect(); err != nil {
+			return err
+		}
+		if b.After == afterUnknown {
+			return lambdaidem.OutcomeUnknown(errAnswerLost)
+		}
+		if !s.Cfg.Tx {
+			// At-least-once retries it, and the effect repeats; at most
+			// once must not.
+			f.failedAfterEffect++
+		}
+		return errAnswerLost
 	case b.First:
 		if err := effect(); err != nil {
 			return err
@@ -86,6 +104,17 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return err
 	}
 	return effect()
+}
+
+// notUnknown checks a handler starting under lease on key k: its
+// generation's outcome must not have been recorded unknown (the handler
+// said so, or at-most-once mode found it so), in either mode, unless an
+// operator reset or released the record since.
+func (s *Scenario) notUnknown(f *keyFacts, k string, lease idemstore.Lease, by string) {
+	if f.unknownGen[lease.Fence.Generation] {
+		s.violate(InvAMO, "outcome unknown: key %s runs again (%s, attempt %d) in generation %s, whose outcome was recorded unknown",
+			k, by, lease.Attempt, lease.Fence.Generation)
+	}
 }
 
 // enter records a handler starting on key k, and checks that no other

@@ -104,6 +104,7 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req idemstore.ResetR
 	}
 	f := s.key(req.Key)
 	f.redrives++
+	clear(f.unknownGen) // the operator's decision to run it again
 	s.resets++
 	// The reset record counts attempts from 1 again: what a container
 	// remembers of earlier attempts names leases of before the reset.
@@ -264,6 +265,7 @@ func (s *Scenario) release() {
 	case out.Status == idemstore.StatusFailed:
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
+		clear(s.key(k).unknownGen) // the operator's decision to run it again
 	default:
 		s.revoke(k, out.Attempts)
 		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)

@@ -478,6 +478,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.NotApplied = rd.Float64()
 		if want("declared") || c.AtMostOnce && want("amo") {
 			c.ErrAfter = 0.1 + rd.Float64()*0.3
+			c.Unknown = 0.1 + rd.Float64()*0.3
 			c.FailN = max(c.FailN, 0.1)
 		}
 	}

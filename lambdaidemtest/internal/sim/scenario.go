@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,19 @@ type body struct {
 	Honour  bool   `json:"honour"`
 	First   bool   `json:"first"` // effect before the slow part
 	Poison2 bool   `json:"poison2,omitempty"`
+	// After is what the key's first run does after its effect:
+	// afterError, afterUnknown, or unknownBefore (no effect at all).
+	After int `json:"after,omitempty"`
+	// NA declares the key's failures (Fail) NotApplied.
+	NA bool `json:"na,omitempty"`
 }
+
+// What a key's first run does (body.After).
+const (
+	afterError    = 1 // its effect, then a plain error (the answer lost)
+	afterUnknown  = 2 // its effect, then lambdaidem.OutcomeUnknown
+	unknownBefore = 3 // lambdaidem.OutcomeUnknown, with no effect
+)
 
 // keyFacts is what the world saw happen to one key.
 type keyFacts struct {
@@ -103,6 +116,10 @@ type keyFacts struct {
 	completedBody map[string]bool
 	// forgotten counts the operator's forgets that deleted the record.
 	forgotten int
+	// unknownGen holds the generations whose record took an
+	// outcome_unknown mark (pending or final) since the operator last
+	// reset or released it: their handler must never run again.
+	unknownGen map[string]bool
 }
 
 // claimFacts is what the checker knows of one lease: the claim that got
@@ -202,7 +219,7 @@ func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
 		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
-			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}}
+			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}, unknownGen: map[string]bool{}}
 		s.facts[k] = f
 	}
 	return f
@@ -291,6 +308,11 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnCommit = s.onCommit
 	s.store.OnExtendRefused = func(l idemstore.Lease) { s.refused[l.Token] = true; s.nRefused++ }
 	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
+	s.store.OnDeadLetter = func(req idemstore.DeadLetterRequest) {
+		if req.Reason == idemstore.ReasonOutcomeUnknown {
+			s.key(req.Lease.Key).unknownGen[req.Lease.Fence.Generation] = true
+		}
+	}
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
@@ -370,6 +392,22 @@ func (s *Scenario) produce() {
 			b.Slow = 1 + r.IntN(int(c.Timeout/time.Second)*2)
 			b.Honour = r.Float64() < c.Honour
 			b.First = r.Float64() < c.EffectFirst
+		}
+		kinds[i] = b
+	}
+	// What handlers declare of their failures draws from a stream of its
+	// own, so that every other draw of a seed stays what it was.
+	rd := rand.New(rand.NewPCG(s.Seed, 0xdec2))
+	for i, b := range kinds {
+		switch {
+		case b.Kind != "plain":
+		case b.Fail > 0:
+			b.NA = rd.Float64() < c.NotApplied
+		case b.Slow > 0:
+		case rd.Float64() < c.ErrAfter:
+			b.After = afterError
+		case rd.Float64() < c.Unknown:
+			b.After = afterUnknown + rd.IntN(2)
 		}
 		kinds[i] = b
 	}
@@ -576,4 +614,7 @@ func (s *Scenario) body(text string) body {
 var (
 	errTransient = errors.New("simulated transient failure")
 	errPoison    = errors.New("simulated poison message")
+	// errAnswerLost is a downstream call that had its effect and then
+	// answered an error (a 504).
+	errAnswerLost = errors.New("simulated downstream answer lost after the effect")
 )

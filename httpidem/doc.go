@@ -43,7 +43,9 @@
 //	store unavailable, or too little time       503 Service Unavailable, Retry-After
 //	left to start                               (WithUnavailableRetryAfter, default 1s)
 //	handler returned any other error            the error, unchanged; nothing stored
-//	handler answered 5xx                        that response; not stored
+//	handler answered 5xx                        that response; not stored (at-most-
+//	                                            once mode: the key is set aside, 424
+//	                                            to repeats)
 //	handler answered, but its completion        503, Retry-After (code
 //	writes could not be confirmed (store        idempotency-not-committed); never the
 //	unavailable, transaction conflict or        handler's answer. A retry with the key
@@ -84,7 +86,12 @@
 // the request took effect before it sends it again with a new key. 424
 // because retrying with the key can never change the answer, which a 4xx
 // tells clients that retry 5xx on their own, and because neither API
-// Gateway nor anything else here sends it (StatusOutcomeUnknown). (Should
+// Gateway nor anything else here sends it (StatusOutcomeUnknown). In
+// at-most-once mode a 5xx answer is a failure like an error, neither
+// being stored: it may have come after the effect, so the request gets the
+// handler's answer and the key is set aside all the same; a handler whose
+// request failed before any effect returns lambdaidem.NotApplied(err)
+// instead, and a retry with the key runs again. (Should
 // the store be out of reach when the key is set aside, lambdaidem.Wrap
 // says what a repeat does.) Pass lambdaidem.EffectKey(ctx) downstream as
 // that system's idempotency key: it then recognises the request if it

@@ -69,3 +69,23 @@ func TestOutcomeUnknownGets424(t *testing.T) {
 		})
 	}
 }
+
+// In at-most-once mode a 5xx answer is a failure like an error (neither is
+// stored): it may have come after the effect, so the key is set aside. The
+// request gets the handler's answer; every repeat, 424.
+func TestAtMostOnce5xxAnswerSetsTheKeyAside(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	h := httpidem.HTTP(memstore.New(), func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs.Add(1)
+		return events.APIGatewayV2HTTPResponse{StatusCode: 502, Body: `{"error":"payment provider timed out"}`}, nil
+	}, httpidem.WithAnonymousCallers(), httpidem.WithWrapOptions(lambdaidem.WithAtMostOnce()))
+	resp, err := h(t.Context(), httpReq("k-1", `{"amount":10}`))
+	if err != nil || resp.StatusCode != 502 {
+		t.Fatalf("first request: %+v, %v; want the handler's 502", resp, err)
+	}
+	resp, err = h(t.Context(), httpReq("k-1", `{"amount":10}`))
+	if err != nil || resp.StatusCode != httpidem.StatusOutcomeUnknown || runs.Load() != 1 {
+		t.Fatalf("repeat: %d, %v after %d runs; want 424 after 1", resp.StatusCode, err, runs.Load())
+	}
+}

@@ -425,7 +425,9 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	rn := &run{kit: k, key: key, messageID: msg.MessageId, attempt: lease.Attempt, gen: lease.Fence.Generation, start: w.Now()}
 	rn.rec, _ = ctx.Value(recordKey{}).(*record)
 	if rn.rec != nil {
+		k.mu.Lock()
 		rn.rec.run = rn
+		k.mu.Unlock()
 	}
 	if p != nil {
 		rn.loseAnswer, p.run = p.loseAnswer, rn

@@ -151,7 +151,7 @@ var Promises = []Promise{
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,
 		[]string{"lease-margin-unchecked", "key-panic-crashes-batch"}},
-	{"The optimistic mode (WithOptimisticCommit): a commit without a lease applies only where a claim would (never over a live lease, a finished key or another payload), so lease-mode and optimistic consumers on one table never both commit an effect", InvCommit,
+	{"The optimistic mode (WithOptimisticCommit): a commit without a lease applies only where a claim would (never over a live lease, a finished key, another payload or an abandoned lease whose holder was dead-lettering), so lease-mode and optimistic consumers on one table never both commit an effect", InvCommit,
 		[]string{"commit-over-live-lease"}},
 	{"Observers (WithObserver, otelidem) see every record once, with the outcome it is reported with, and its handler runs under the context the observer returned", InvObserver,
 		[]string{"observed-handler-shares-invocation-context"}},

@@ -22,7 +22,9 @@
 //
 // [Admin] (from [NewAdmin]) is a Store with the operator calls of
 // [idemstore.Admin], which the operator CLI uses: list and count the open
-// index, release or revoke a lease, forget a key. Counting COMPLETED
+// index, release or revoke a lease, forget a key, resolve an unknown
+// outcome (one UpdateItem conditioned on the token and dead-letter copy
+// the operator read). Counting COMPLETED
 // records takes a scan of the whole table, only with
 // CountRequest.AllowScan.
 //
@@ -60,6 +62,11 @@
 //	                                hash key of the sparse index OpenIndex (see ListOpen)
 //	redrives                  N     times a redrive reset this record (ResetDeadLetter); absent: never
 //	redriven_from             S     the dead-letter copy the latest reset was for
+//	resolution                S     an operator's decision on an unknown outcome (Admin.Resolve): applied,
+//	                                not_applied or abandoned; absent: none. Kept through the generation's
+//	                                later writes; a reset refuses an abandoned record
+//	resolution_note           S     who decided, when, about which copy and why (idemstore.ResolveRequest.
+//	                                StoredNote, at most 1024 bytes)
 //
 // A result larger than WithInlineResultBytes is kept in a result item of
 // its own, so the record's item stays small: a refused claim returns the

@@ -295,19 +295,21 @@ func deleteCopy(ctx context.Context, q RedriveOptions, copyID string) (RedriveEv
 			return ev, wrap(err, "receive from dead-letter queue %s", q.DeadLetterQueueURL)
 		}
 		fresh := 0
+		var found *types.Message
 		for _, m := range out.Messages {
-			id := deref(m.MessageId)
-			if id != copyID {
-				if !seen[id] {
-					fresh++
-				}
-				seen[id] = true
-				left = append(left, deref(m.ReceiptHandle))
+			if id := deref(m.MessageId); id == copyID {
+				found = &m
 				continue
+			} else if !seen[id] {
+				fresh++
+				seen[id] = true
 			}
-			ev.Metadata = copyOf(m).Metadata
-			if _, err := q.Client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.DeadLetterQueueURL, ReceiptHandle: m.ReceiptHandle}); err != nil {
-				left = append(left, deref(m.ReceiptHandle))
+			left = append(left, deref(m.ReceiptHandle))
+		}
+		if found != nil {
+			ev.Metadata = copyOf(*found).Metadata
+			if _, err := q.Client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &q.DeadLetterQueueURL, ReceiptHandle: found.ReceiptHandle}); err != nil {
+				left = append(left, deref(found.ReceiptHandle))
 				ev.Step, ev.Outcome, ev.Err = StepDelete, RedriveFailed, wrap(err, "delete message %s from %s", copyID, q.DeadLetterQueueURL)
 				return ev, ev.Err
 			}

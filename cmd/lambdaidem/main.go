@@ -1,9 +1,10 @@
 // Command lambdaidem is the operator's tool for a lambdaidem idempotency
 // table (DynamoDB, or a Redis store with -store): inspect a key, list stuck,
 // failed and dead-lettered records, release or revoke a lease, forget a key,
-// count records by status, and redrive the dead-letter queue. Every
-// subcommand works through the store's idemstore.Admin calls. Run it with
-// -h, or SUBCOMMAND -h, for usage.
+// count records by status, show and redrive the dead-letter queue, and
+// resolve a record whose outcome is unknown. Every subcommand works
+// through the store's idemstore.Admin calls. Run it with -h, or SUBCOMMAND
+// -h, for usage.
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
 //	lambdaidem list -table idempotency --stuck
@@ -28,6 +29,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
 // Exit codes. Scripts tell outcomes apart by them.
@@ -50,8 +52,14 @@ Subcommands:
   release KEY   end a stuck lease (IN_PROGRESS -> FAILED), or with -force revoke a live one
   forget KEY    delete a record, so the next message with its key runs as a new one
   stats         count records by status
+  dlq           show what the dead-letter queue holds (reason, key, error, body) without
+                moving it; reading raises each message's receive count
   redrive       move dead-lettered messages back to their source queue (-dry-run: say
-                what it would do with each)
+                what it would do with each); outcome_unknown ones only when asked by
+                name (-include-outcome-unknown)
+  resolve KEY   record what you found about an outcome_unknown record: -applied (done;
+                its copy deleted), -not-applied (its copy sent back to run once more)
+                or -abandon (kept, never run)
 
 Every subcommand takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
@@ -71,7 +79,8 @@ Flags may come before or after the arguments.
 
 Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 not found,
 4 refused (a live lease, a dead-lettered record to forget, a record that
-changed since it was read, no confirmation).
+changed since it was read, a record not awaiting a decision or decided too
+soon, no confirmation).
 
 Run "lambdaidem SUBCOMMAND -h" for a subcommand's flags.
 `
@@ -129,7 +138,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{getCmd(), listCmd(), releaseCmd(), forgetCmd(), statsCmd(), redriveCmd()}
+	return []*command{getCmd(), listCmd(), releaseCmd(), forgetCmd(), statsCmd(), dlqCmd(), redriveCmd(), resolveCmd()}
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
@@ -204,7 +213,10 @@ func exitCode(err error) int {
 		errors.Is(err, idemstore.ErrInProgress),
 		errors.Is(err, idemstore.ErrRecordChanged),
 		errors.Is(err, idemstore.ErrNotInProgress),
-		errors.Is(err, idemstore.ErrWouldAbandonCopy):
+		errors.Is(err, idemstore.ErrWouldAbandonCopy),
+		errors.Is(err, idemstore.ErrNotOutcomeUnknown),
+		errors.Is(err, idemstore.ErrResolved),
+		errors.Is(err, sqsqueue.ErrTooSoon):
 		return exitRefused
 	case errors.Is(err, idemstore.ErrNotFound):
 		return exitNotFound

@@ -256,12 +256,13 @@ func ResetRefusal(r Record, req ResetRequest) string {
 	if mutant.On("redrive-resets-any-record") {
 		return "" // the bug: reset whatever record the key has
 	}
+	abandonedRedrivable := mutant.On("resolve-abandoned-redrivable")
 	switch {
 	case r.Status != StatusDeadLettered:
 		return "the record is " + string(r.Status) + ", not DEAD_LETTERED"
 	case r.DeadLetterMessageID != req.DeadLetterMessageID:
 		return "it was dead-lettered by another copy (" + r.DeadLetterMessageID + ")"
-	case r.Resolution == ResolutionAbandoned:
+	case r.Resolution == ResolutionAbandoned && !abandonedRedrivable:
 		return "an operator abandoned it (" + r.ResolutionNote + ")"
 	case req.MaxRedrives > 0 && r.Redrives >= req.MaxRedrives:
 		return "it was redriven " + strconv.Itoa(r.Redrives) + " times already, the limit"

@@ -102,6 +102,8 @@
 //	extend                              status = IN_PROGRESS AND not expired
 //	complete with Writes, or with a   1 TransactWriteItems (the completion, the Writes, and the
 //	result stored apart                  result item's Put)
+//	reset (redrive), resolve (an      1 UpdateItem conditioned on what the copy or the operator
+//	operator's decision)                 read; a refusal returns the item (ALL_OLD)
 //
 // The plain claim's condition is "absent, or FAILED with the same payload
 // hash, unexpired". Takeovers are left out of it on purpose: DynamoDB's

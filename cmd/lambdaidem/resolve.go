@@ -222,7 +222,7 @@ func describeResolve(where string, out resolveJSON) string {
 		}
 		return "resolved " + where + " as not applied: the record is FAILED; no message is on its way (the source message was acknowledged), so the key runs on the next message that carries it."
 	}
-	s := "resolved " + where + " as abandoned: the record stays DEAD_LETTERED, marked abandoned; later messages with the key are acknowledged as duplicates of the dead-lettered one"
+	s := "resolved " + where + " as abandoned: the record stays DEAD_LETTERED, marked abandoned; a later message with the key never runs (it is dead-lettered as key_already_dead_lettered)"
 	if out.Copy == "kept" {
 		s += ", and no redrive sends its copy " + id + " back: it stays in the DLQ until you delete it or the queue's retention ends"
 	}

@@ -119,7 +119,8 @@ const (
 	// ResolutionAbandoned: nobody will run it. The record stays
 	// DEAD_LETTERED, marked abandoned; no reset applies to it, so no
 	// redrive ever sends its copy back, and a later message with the key
-	// is acknowledged as a duplicate of the dead-lettered one.
+	// never runs (the decorator dead-letters it as
+	// key_already_dead_lettered).
 	ResolutionAbandoned Resolution = "abandoned"
 )
 

@@ -16,3 +16,28 @@ func TestResolveReachesEveryDecision(t *testing.T) {
 		}
 	}
 }
+
+// On DynamoDB Local and redis-server, the resolve draws reach the
+// operator's decisions through those stores' own Resolve, under every
+// invariant.
+func TestResolveOnStores(t *testing.T) {
+	for name, store := range map[string]func(*testing.T) idemstore.Store{"dynamo": dynamoStore, "redis": redisStore} {
+		t.Run(name, func(t *testing.T) {
+			st := store(t)
+			decided := map[idemstore.Resolution]int{}
+			for seed := uint64(1); seed <= 40 && len(decided) < 3; seed++ {
+				cfg := Draw(seed, nil, "resolve")
+				res := Run(seed, cfg, st, false)
+				if res.Failed() {
+					t.Fatalf("seed %d on %s: %v\nscenario: %s", seed, name, res.Violations, cfg)
+				}
+				for d, n := range res.Decisions {
+					decided[d] += n
+				}
+			}
+			if len(decided) < 3 {
+				t.Errorf("decisions on %s: %v; want each of applied, not_applied and abandoned", name, decided)
+			}
+		})
+	}
+}

@@ -78,8 +78,8 @@ var (
 	// copy sent back.
 	ErrMarkFinished = errors.New("sqsqueue: the record held only this copy's pending dead-letter mark; marked for this copy, it moves on the next run")
 	// ErrUncertain: the copy was dead-lettered as outcome_unknown: its
-	// attempt ended without a recorded outcome (a crash, a timeout, a
-	// panic, or in at-most-once mode an error after the effect), so its
+	// at-most-once attempt ended without a recorded outcome (a crash, a
+	// timeout, a panic, a return after its context ended), so its
 	// effect (an email, a payment, a message to the next queue) may have
 	// happened, and sending it back could repeat it. Such a copy goes
 	// back only with RedriveOptions.IncludeOutcomeUnknown, once someone

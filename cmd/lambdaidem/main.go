@@ -41,7 +41,8 @@ const (
 	exitRefused  = 4 // refused on purpose (a live lease, a dead-lettered record, no confirmation, ...)
 )
 
-const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table.
+const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table and its
+dead-letter queue.
 
 Usage:
   lambdaidem SUBCOMMAND [flags] [ARGS]
@@ -65,9 +66,9 @@ Every subcommand takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
   -namespace NS     the namespace the function stores its keys in (env LAMBDAIDEM_NAMESPACE):
                     what it set with WithNamespace, else its function name. Without
-                    it, list and stats cover all namespaces, and get, release and
-                    forget use the library's own default: AWS_LAMBDA_FUNCTION_NAME
-                    if set, else "default"
+                    it, list and stats cover all namespaces, and get, release,
+                    forget and resolve use the library's own default:
+                    AWS_LAMBDA_FUNCTION_NAME if set, else "default"
   -region REGION    (env AWS_REGION, AWS_DEFAULT_REGION)
   -endpoint URL     DynamoDB endpoint (env AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
   -store URL        a Redis store instead of DynamoDB: redis://HOST:PORT[/DB], rediss://
@@ -262,7 +263,7 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 	fs := flag.NewFlagSet("lambdaidem "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.StringVar(&c.table, "table", a.env("LAMBDAIDEM_TABLE"), "DynamoDB `table` (env LAMBDAIDEM_TABLE)")
-	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`: the function's WithNamespace, else its name (env LAMBDAIDEM_NAMESPACE; get, release and forget default to AWS_LAMBDA_FUNCTION_NAME, else \"default\")")
+	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`: the function's WithNamespace, else its name (env LAMBDAIDEM_NAMESPACE; get, release, forget and resolve default to AWS_LAMBDA_FUNCTION_NAME, else \"default\")")
 	fs.StringVar(&c.region, "region", firstOf(a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION")), "AWS `region` (env AWS_REGION)")
 	fs.StringVar(&c.endpoint, "endpoint", firstOf(a.env("AWS_ENDPOINT_URL_DYNAMODB"), a.env("AWS_ENDPOINT_URL")), "DynamoDB endpoint `URL` (env AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&c.json, "json", false, "print JSON on stdout")

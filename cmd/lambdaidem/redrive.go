@@ -114,10 +114,10 @@ at most once per run. One progress line per message goes to stderr. Exit code
 1 if any step failed.
 
 Messages dead-lettered as outcome_unknown stay in the DLQ unless
--include-outcome-unknown asks for them by name: their attempt ended without a
-recorded outcome (a crash, a timeout, a panic, or with WithAtMostOnce an error
-after the effect), so their effect (an email, a payment, a message to the next
-queue) may have happened, and sending them back may repeat it. Find out
+-include-outcome-unknown asks for them by name: their at-most-once attempt
+ended without a recorded outcome (a crash, a timeout, a panic, a return after
+its context ended), so their effect (an email, a payment, a message to the
+next queue) may have happened, and sending them back may repeat it. Find out
 whether it did, then decide with "lambdaidem resolve KEY"; a message whose
 record was resolved as applied is deleted as done, one abandoned stays for
 good. -reason picks messages by reason, -copy by DLQ message ID ("lambdaidem

@@ -38,8 +38,8 @@ func resolveCmd() *command {
 	return &command{
 		name: "resolve", args: "KEY",
 		summary: `Record what you found about a record whose outcome is unknown: DEAD_LETTERED as
-outcome_unknown, its attempt having ended (a crash, a timeout, a panic, or with
-WithAtMostOnce an error after the effect) without a recorded outcome, so that
+outcome_unknown: with WithAtMostOnce, its attempt ended (a crash, a timeout, a
+panic, a return after its context ended) without a recorded outcome, so that
 its effect may or may not have happened. Look at the effect's target first
 (the payment provider, the mailbox, the next queue), then decide with one of:
 

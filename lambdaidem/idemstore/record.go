@@ -97,9 +97,9 @@ type Record struct {
 }
 
 // Resolution is an operator's decision on a record whose outcome is
-// unknown: DEAD_LETTERED with ReasonOutcomeUnknown, its attempt having
-// ended (a crash, a timeout, a panic, an error after the effect in
-// at-most-once mode) without a recorded outcome. Only a person who looked
+// unknown: DEAD_LETTERED with ReasonOutcomeUnknown, its at-most-once
+// attempt having ended (a crash, a timeout, a panic, a return after its
+// context ended) without a recorded outcome. Only a person who looked
 // at the effect's target (the payment provider, the mailbox, the next
 // queue) can say whether it happened; Admin.Resolve records what they
 // found.

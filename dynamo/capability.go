@@ -15,14 +15,16 @@ import (
 // refuse at construction what it cannot: it commits
 // types.TransactWriteItem and *types.TransactWriteItem completion writes
 // in the completion's transaction, keeps results up to MaxResultBytes,
-// and reserves '#' in namespaces (it separates the namespace from the key
-// in the partition key).
+// reserves '#' in namespaces (it separates the namespace from the key in
+// the partition key), and checks each completion write as the handler
+// adds it against the limits of the transaction it will join.
 func (s *Store) Capabilities() idemstore.Capabilities {
 	return idemstore.Capabilities{
 		Store:            "DynamoDB",
 		CompletionWrites: []reflect.Type{reflect.TypeFor[types.TransactWriteItem](), reflect.TypeFor[*types.TransactWriteItem]()},
 		MaxResultBytes:   MaxResultBytes,
 		CheckNamespace:   checkNamespace,
+		CheckWrite:       s.checkWrite,
 	}
 }
 

@@ -20,8 +20,9 @@ var (
 	ErrInvalidKey = errors.New("dynamo: invalid key")
 	// ErrTransactionLimit: a transactional completion breaks one of
 	// DynamoDB's transaction limits (100 actions including the completion,
-	// 4 MB, one action per item) or holds a malformed write. Nothing was
-	// sent.
+	// 4 MB, 400 KB an item, one action per item, 4 KB an expression, 255
+	// bytes a placeholder) or holds a malformed write. AddCompletionWrite
+	// returns it for the write that breaks a limit; nothing was sent.
 	ErrTransactionLimit = errors.New("dynamo: transaction limit")
 	// ErrInvalidTableName: a table name DynamoDB would refuse on every
 	// request (empty, an unset environment variable; shorter than 3 or

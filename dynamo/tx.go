@@ -15,10 +15,12 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
-// DynamoDB's transaction limits.
+// DynamoDB's transaction and expression limits.
 const (
-	maxTxActions = 100
-	maxTxBytes   = 4 * 1024 * 1024
+	maxTxActions   = 100
+	maxTxBytes     = 4 * 1024 * 1024
+	maxExprBytes   = 4 * 1024 // a condition, update or projection expression
+	maxPlaceholder = 255      // an expression attribute name or value's placeholder
 )
 
 // Cancellation codes that mean "try again", not "refused".
@@ -168,6 +170,9 @@ func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *typ
 	for i, a := range actions[1:] {
 		var t target
 		n := 0
+		if err := checkExpressions(i, a); err != nil {
+			return err
+		}
 		if a.Put != nil {
 			n++
 			t = target{table: aws.ToString(a.Put.TableName), item: a.Put.Item}
@@ -213,6 +218,68 @@ func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *typ
 		return fmt.Errorf("%w: the transaction is about %d bytes, over DynamoDB's %d", ErrTransactionLimit, size, maxTxBytes)
 	}
 	return nil
+}
+
+// checkExpressions refuses a write whose expressions DynamoDB would refuse
+// for their size: an expression longer than 4 KB, or a placeholder
+// (#name, :value) longer than 255 bytes.
+func checkExpressions(i int, a types.TransactWriteItem) error {
+	var exprs []*string
+	var names map[string]string
+	var values map[string]types.AttributeValue
+	switch {
+	case a.Put != nil:
+		exprs, names, values = []*string{a.Put.ConditionExpression}, a.Put.ExpressionAttributeNames, a.Put.ExpressionAttributeValues
+	case a.Update != nil:
+		exprs, names, values = []*string{a.Update.UpdateExpression, a.Update.ConditionExpression}, a.Update.ExpressionAttributeNames, a.Update.ExpressionAttributeValues
+	case a.Delete != nil:
+		exprs, names, values = []*string{a.Delete.ConditionExpression}, a.Delete.ExpressionAttributeNames, a.Delete.ExpressionAttributeValues
+	case a.ConditionCheck != nil:
+		exprs, names, values = []*string{a.ConditionCheck.ConditionExpression}, a.ConditionCheck.ExpressionAttributeNames, a.ConditionCheck.ExpressionAttributeValues
+	}
+	for _, e := range exprs {
+		if n := len(aws.ToString(e)); n > maxExprBytes {
+			return fmt.Errorf("%w: write %d has an expression of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, n, maxExprBytes)
+		}
+	}
+	for p := range names {
+		if len(p) > maxPlaceholder {
+			return fmt.Errorf("%w: write %d has an attribute name placeholder of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, len(p), maxPlaceholder)
+		}
+	}
+	for p := range values {
+		if len(p) > maxPlaceholder {
+			return fmt.Errorf("%w: write %d has an attribute value placeholder of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, len(p), maxPlaceholder)
+		}
+	}
+	return nil
+}
+
+// checkWrite is the store's check of the completion writes a handler has
+// added (idemstore.Capabilities.CheckWrite): the limits of the transaction
+// they will join, as checkTx applies them when it is sent, so a handler
+// learns of a write DynamoDB would refuse when it adds it. A result stored
+// apart (a large Wrap result) takes one more action at the completion.
+func (s *Store) checkWrite(lease idemstore.Lease, writes []any) error {
+	pk, err := pkOf(lease.Namespace, lease.Key)
+	if err != nil {
+		return err
+	}
+	actions := make([]types.TransactWriteItem, 1, len(writes)+1) // the completion's own, checked apart
+	for i, w := range writes {
+		switch w := w.(type) {
+		case types.TransactWriteItem:
+			actions = append(actions, w)
+		case *types.TransactWriteItem:
+			if w == nil {
+				return fmt.Errorf("%w: write %d is a nil *types.TransactWriteItem", ErrTransactionLimit, i)
+			}
+			actions = append(actions, *w)
+		default:
+			return fmt.Errorf("%w: write %d is a %T; the DynamoDB store commits types.TransactWriteItem values", idemstore.ErrUnsupportedWrite, i, w)
+		}
+	}
+	return s.checkTx(pk, actions, nil)
 }
 
 func describe(index int) string {

@@ -1,10 +1,14 @@
 package dynamo_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -12,6 +16,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/internal/faultproxy"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
 
@@ -201,8 +206,40 @@ func TestTransactionLimits(t *testing.T) {
 		}},
 		{"two actions in one write", []any{types.TransactWriteItem{Put: putOnce(fx, "x").Put, Delete: &types.Delete{TableName: aws.String(fx), Key: keyed("y")}}}},
 		{"no table", []any{types.TransactWriteItem{Delete: &types.Delete{Key: keyed("y")}}}},
+		{"an expression over 4 KB", []any{types.TransactWriteItem{Update: &types.Update{TableName: aws.String(fx), Key: keyed("a"),
+			UpdateExpression: aws.String("SET n = :n"), ConditionExpression: aws.String("attribute_exists(id)" + strings.Repeat(" AND attribute_exists(id)", 200))}}}},
+		{"a placeholder over 255 bytes", []any{types.TransactWriteItem{Update: &types.Update{TableName: aws.String(fx), Key: keyed("a"),
+			UpdateExpression:         aws.String("SET #" + strings.Repeat("n", 300) + " = :n"),
+			ExpressionAttributeNames: map[string]string{"#" + strings.Repeat("n", 300): "n"}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// AddCompletionWrite refuses the write that breaks the limit.
+			var addErr error
+			added := 0
+			h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
+				writes := tc.writes
+				if tc.name == "a write on the record itself" {
+					// The handler's own record, not the one claimed above.
+					key, _ := lambdaidem.KeyFromContext(ctx)
+					writes = []any{types.TransactWriteItem{Delete: &types.Delete{TableName: aws.String(b.table), Key: map[string]types.AttributeValue{
+						"pk": &types.AttributeValueMemberS{Value: b.ns + "-add#" + key},
+					}}}}
+				}
+				for _, w := range writes {
+					if addErr = lambdaidem.AddCompletionWrite(ctx, w); addErr != nil {
+						return lambdaidem.Poison(addErr)
+					}
+					added++
+				}
+				return nil
+			}, lambdaidem.WithNamespace(b.ns+"-add"), lambdaidem.WithLogger(slog.New(slog.DiscardHandler)))
+			if _, err := h(t.Context(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: tc.name, Body: "{}"}}}); err != nil && !errors.As(err, new(*lambdaidem.BatchError)) {
+				t.Fatal(err)
+			}
+			if !errors.Is(addErr, dynamo.ErrTransactionLimit) || added != len(tc.writes)-1 {
+				t.Errorf("AddCompletionWrite refused write %d of %d with %v; want the last, with ErrTransactionLimit", added, len(tc.writes), addErr)
+			}
+			// The store refuses the same writes when they are sent.
 			err := b.store.Complete(t.Context(), idemstore.CompleteRequest{Lease: c.Lease, Now: b.at(1), ExpiresAt: b.at(3600), Writes: tc.writes})
 			if !errors.Is(err, dynamo.ErrTransactionLimit) {
 				t.Fatalf("Complete = %v, want ErrTransactionLimit", err)
@@ -210,8 +247,8 @@ func TestTransactionLimits(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	if n := b.proxy.Total(); n != 0 {
-		t.Errorf("%d requests sent, want 0", n)
+	if n := b.proxy.Count("TransactWriteItems"); n != 0 {
+		t.Errorf("%d transactions sent, want 0", n)
 	}
 	// 99 writes plus the completion is the maximum, and works.
 	fxReal := effectsTable(t, b.direct)

@@ -30,18 +30,19 @@ func storeName(c idemstore.Capabilities) string {
 	return "the " + c.Store + " store"
 }
 
-// acceptWrite checks the type of a completion write as the handler adds
-// it: against the types the store declares it commits, or, for a store
-// that declares nothing, the types the handler declared with
-// WithCompletionWrites (when it declared any).
-func (e *engine) acceptWrite(lease Lease, w any) error {
+// acceptWrite checks a completion write as the handler adds it, after the
+// writes added before it: its type against the types the store declares
+// it commits (or, for a store that declares nothing, the types the handler
+// declared with WithCompletionWrites, when it declared any), and all of
+// them with the store's own check.
+func (e *engine) acceptWrite(lease Lease, added []any, w any) error {
 	t := reflect.TypeOf(w)
 	if caps, ok := idemstore.CapabilitiesOf(e.store); ok {
 		if !caps.CommitsWrite(t) {
 			return fmt.Errorf("%w: %s commits %s with a completion, not %T", ErrUnsupportedWrite, storeName(caps), writeKinds(caps), w)
 		}
 		if caps.CheckWrite != nil {
-			return caps.CheckWrite(lease, w)
+			return caps.CheckWrite(lease, append(slices.Clip(added), w))
 		}
 		return nil
 	}

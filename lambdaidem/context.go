@@ -171,7 +171,7 @@ func AddCompletionWrite(ctx context.Context, w any) error {
 		return ErrHandlerReturned
 	}
 	if st.accept != nil {
-		if err := st.accept.acceptWrite(st.lease, w); err != nil {
+		if err := st.accept.acceptWrite(st.lease, st.writes, w); err != nil {
 			return err
 		}
 	}

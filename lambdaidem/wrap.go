@@ -31,6 +31,14 @@ func ResultNotStored(result []byte) (reason string, ok bool) {
 	return string(r), ok
 }
 
+// NotStoredResult is the stored result that marks a completion whose
+// result was not kept, saying why: a later Wrap call with the key gets
+// ErrResultNotStored with the reason, and ResultNotStored reads it back.
+// The operator tools store it when a person resolves an unknown outcome
+// as applied (idemstore.ResolveRequest.Result): the effect happened, but
+// no result was recorded.
+func NotStoredResult(reason string) []byte { return notStoredMarker(errors.New(reason)) }
+
 // maxNotStoredReason bounds the reason kept in the marker.
 const maxNotStoredReason = 512
 

@@ -98,7 +98,8 @@ func (n *namespaces) next(seed uint64) string {
 type Operators struct {
 	// Redrive sends the dead-letter queue's copies back to their queue
 	// (sqsqueue.Redrive with the store's conditional reset), which runs
-	// them again.
+	// them again. As the CLI's redrive, it leaves outcome_unknown copies
+	// in the queue: their effect may have happened.
 	Redrive bool
 	// Release releases abandoned leases (IN_PROGRESS, the lease over), so
 	// the next delivery runs at once instead of after the grace.
@@ -114,8 +115,12 @@ type Operators struct {
 
 // DefaultOperators release abandoned leases and redrive the dead-letter
 // queue: what an operator does without deciding to run finished work
-// again. (A redrive runs an at-most-once handler's outcome_unknown copies
-// again: leave Redrive out for such a handler.)
+// again. Their redrive leaves an at-most-once handler's outcome_unknown
+// copies in the queue, as sqsqueue.Redrive and the CLI do unless asked
+// for them by name. (For an at-most-once handler a release is such a
+// decision, as the CLI's release says: the released key runs where it
+// would have been dead-lettered as outcome_unknown. Explore one with
+// Operators{Redrive: true} to leave releases out.)
 var DefaultOperators = Operators{Redrive: true, Release: true}
 
 // Failure is a scenario in which an invariant did not hold.

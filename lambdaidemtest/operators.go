@@ -112,7 +112,9 @@ func (k *Kit) release(force bool) {
 }
 
 // redriveOnce is one operator redrive run over the dead-letter queue,
-// while Lambda goes on delivering.
+// while Lambda goes on delivering. Like the CLI's, it leaves
+// outcome_unknown copies where they are (reading their records, through
+// the store, to delete those whose work is done).
 func (k *Kit) redriveOnce(maxRedrives int) {
 	resetter, ok := k.base.(idemstore.DeadLetterResetter)
 	if !ok {

@@ -377,12 +377,12 @@ func (s *Store) checkKey(k keys, slot int, key string) error {
 
 // checkWrite is the store's check of a completion write as the handler
 // adds it (idemstore.Capabilities.CheckWrite).
-func (s *Store) checkWrite(lease idemstore.Lease, w any) error {
+func (s *Store) checkWrite(lease idemstore.Lease, writes []any) error {
 	k, err := s.keysOf("complete", lease.Namespace, lease.Key)
 	if err != nil {
 		return err
 	}
-	_, err = s.commandsOf(k, []any{w})
+	_, err = s.commandsOf(k, writes)
 	return err
 }
 

@@ -39,12 +39,16 @@ type Capabilities struct {
 	// store), or nil. Every store is asked to keep only namespaces that
 	// pass CheckNamespace of this package first.
 	CheckNamespace func(namespace string) error
-	// CheckWrite, when set, checks a completion write of a type the
-	// store commits as the handler adds it (lambdaidem.AddCompletionWrite), for the
-	// record lease is on, and returns why the store could never commit
-	// it (a malformed write, a key it cannot reach from the record), or
-	// nil. lambdaidem.AddCompletionWrite returns its error at once.
-	CheckWrite func(lease Lease, w any) error
+	// CheckWrite, when set, checks the completion writes a handler has
+	// added for the record lease is on, each of a type the store commits,
+	// the last the one being added (lambdaidem.AddCompletionWrite), and
+	// returns why the store could never commit them (a malformed write, a
+	// key it cannot reach from the record, two writes of one item, more
+	// writes or bytes than one request of the store takes), or nil.
+	// lambdaidem.AddCompletionWrite returns its error at once and drops
+	// the write, so a completion never carries what the store would
+	// refuse only when it is sent.
+	CheckWrite func(lease Lease, writes []any) error
 }
 
 // Capable is implemented by a Store that declares its [Capabilities].

@@ -31,7 +31,12 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 		s.enter(k, me, lease.Attempt)
 		defer s.leave(k, me)
-		s.notUnknown(f, k, lease, msg.MessageId)
+		if d := f.decided[lease.Fence.Generation]; d != "" {
+			s.violate(InvResolve, "key %s: message %s runs attempt %d of generation %s, which an operator resolved as %s: it must never run again",
+				k, msg.MessageId, lease.Attempt, lease.Fence.Generation, d)
+		} else {
+			s.notUnknown(f, k, lease, msg.MessageId)
+		}
 	}
 	f.runs++
 	w.Logf("handler %s key %s attempt %d (leased %v)", msg.MessageId, k, lease.Attempt, leased)
@@ -172,9 +177,19 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idem
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
-	f.gens[lease.Fence.Generation]++
-	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
-		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
+	f.gens[gen]++
+	// At most once: one effect per generation, and one more for each time
+	// an operator decided to run it again although its outcome was
+	// unknown (a not_applied decision, or a redrive asked by name to send
+	// outcome_unknown copies back). Redrives of other copies add none:
+	// their attempts never had the effect.
+	switch n := f.gens[gen]; {
+	case !s.Cfg.AtMostOnce || n <= 1+f.reruns[gen]:
+	case f.notApplied[gen] > 0:
+		s.violate(InvResolve, "key %s had its effect %d times in generation %s, though an operator resolved it as not applied only %d times (and ran it again %d times in all): each decision runs it at most once more",
+			k, n, gen, f.notApplied[gen], f.reruns[gen])
+	default:
+		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator decisions to run it again)", k, n, f.reruns[gen])
 	}
 	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the effect", w.cur.owner.Name)

@@ -110,6 +110,16 @@ type Config struct {
 	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
 	// refuse it when built, and the environment runs in lease mode.
 	Optimistic float64 `json:",omitempty"`
+	// Resolve is how many operator runs resolve the records whose outcome
+	// is unknown (sqsqueue.Resolve): each decides every such record whose
+	// function timeout has passed since it was marked, applied when the
+	// effect happened, not applied when it did not, or, with chance
+	// Abandon, abandoned. RedriveUncertain is the chance a redrive run
+	// sends outcome_unknown copies back too (IncludeOutcomeUnknown): an
+	// operator's decision to run them again.
+	Resolve          int     `json:",omitempty"`
+	Abandon          float64 `json:",omitempty"`
+	RedriveUncertain float64 `json:",omitempty"`
 	// Batched is the chance an execution environment's decorator is built
 	// WithBatchedWrites (1: all of them; between 0 and 1: a fleet of
 	// batched and unbatched consumers on one table). With WithHeartbeat
@@ -174,6 +184,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
 	{"declared", "handlers that return an error after their effect, declare their outcome unknown (OutcomeUnknown) or their failures not applied (NotApplied)"},
+	{"resolve", "WithAtMostOnce with crashes, slow handlers and producer duplicates, so that outcomes are unknown; operators who resolve them (applied, not applied, abandoned) and redrive, sometimes sending outcome_unknown copies back by name"},
 }
 
 // CheckFilter reports a word of filter that Draw does not know.
@@ -465,6 +476,29 @@ func Draw(seed uint64, known []string, filter string) Config {
 			if rb.Float64() < 0.8 {
 				// Mostly without what batching refuses, so that it runs.
 				c.Heartbeat, c.Optimistic = 0, 0
+			}
+		}
+	}
+	// So do the operators who decide on unknown outcomes.
+	rr := rand.New(rand.NewPCG(seed, 0x7e50))
+	if rr.Float64() < 0.2 || want("resolve") {
+		c.Resolve = 1 + rr.IntN(3)
+		c.Abandon = 0.1 + 0.4*rr.Float64()
+		if rr.Float64() < 0.4 {
+			c.RedriveUncertain = 0.2 + 0.6*rr.Float64()
+		}
+		if want("resolve") {
+			// Unknown outcomes: at most once, with crashes and handlers
+			// that outlive their lease, plain effects, duplicates that
+			// find the decided keys, and redrives beside the decisions.
+			c.AtMostOnce, c.Sink, c.Tx, c.Optimistic = true, true, false, 0
+			c.Kill = max(c.Kill, 0.01+0.04*rr.Float64())
+			c.Slow, c.EffectFirst = max(c.Slow, 0.3), max(c.EffectFirst, 0.5)
+			c.ProducerDup = max(c.ProducerDup, 0.2+0.3*rr.Float64())
+			c.Resolve += 2
+			c.Redrive = max(c.Redrive, 1+rr.IntN(3))
+			if rr.Float64() < 0.7 {
+				c.RedriveUncertain = 0.3 + 0.6*rr.Float64()
 			}
 		}
 	}

@@ -58,6 +58,9 @@ type Result struct {
 	// Batched counts the decorators built WithBatchedWrites, Batches the
 	// batched requests (claims and completions) they sent.
 	Batched, Batches int
+	// Decisions counts the operators' decisions on unknown outcomes that
+	// applied, by decision.
+	Decisions map[idemstore.Resolution]int
 }
 
 // Failed reports whether an invariant broke.
@@ -116,6 +119,16 @@ type keyFacts struct {
 	completedBody map[string]bool
 	// forgotten counts the operator's forgets that deleted the record.
 	forgotten int
+	// reruns counts, per generation, the operator's decisions to run a
+	// record whose outcome was unknown again: not_applied decisions and
+	// redrive resets of outcome_unknown records asked for by name. At
+	// most once allows one effect per generation more for each.
+	reruns map[string]int
+	// decided holds, per generation, the final decision an operator took
+	// on it (applied, abandoned): its handler never runs again.
+	decided map[string]idemstore.Resolution
+	// notApplied counts the not_applied decisions per generation.
+	notApplied map[string]int
 	// unknownGen holds the generations whose record took an
 	// outcome_unknown mark (pending or final) since the operator last
 	// reset or released it: their handler must never run again.
@@ -188,8 +201,11 @@ type Scenario struct {
 	claimAt   map[string]time.Time // claim time per lease token
 	// redriveRuns counts operator redrive runs started and ended.
 	redriveRuns, redriveEnded int
-	sent                      int
-	answeredOK, resets        int
+	// decisions counts the operators' decisions on unknown outcomes that
+	// applied.
+	decisions          map[idemstore.Resolution]int
+	sent               int
+	answeredOK, resets int
 	// Request streams (Wrap, httpidem).
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
@@ -219,7 +235,9 @@ func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
 		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
-			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}, unknownGen: map[string]bool{}}
+			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{},
+			reruns: map[string]int{}, decided: map[string]idemstore.Resolution{},
+			notApplied: map[string]int{}, unknownGen: map[string]bool{}}
 		s.facts[k] = f
 	}
 	return f
@@ -268,6 +286,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.inv = map[*Process]*invocation{}
 	s.tokens = map[string]claimFacts{}
 	s.refused = map[string]bool{}
+	s.decisions = map[idemstore.Resolution]int{}
 
 	var refuse func() bool
 	if c.TxRefuse > 0 {
@@ -354,7 +373,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
-		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches}
+		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches, Decisions: s.decisions}
 	if s.waits != nil {
 		res.Waiters, res.WaiterReplays, res.WaiterFailures = s.waits.Waiters, s.waits.Replays, s.waits.Failures
 	}

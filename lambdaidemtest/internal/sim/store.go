@@ -265,11 +265,12 @@ func withEffects(caps idemstore.Capabilities) idemstore.Capabilities {
 	effect := reflect.TypeFor[Effect]()
 	caps.CompletionWrites = append(slices.Clip(caps.CompletionWrites), effect)
 	if check := caps.CheckWrite; check != nil {
-		caps.CheckWrite = func(l idemstore.Lease, w any) error {
-			if reflect.TypeOf(w) == effect {
+		caps.CheckWrite = func(l idemstore.Lease, writes []any) error {
+			if reflect.TypeOf(writes[len(writes)-1]) == effect {
 				return nil
 			}
-			return check(l, w)
+			own := slices.DeleteFunc(slices.Clone(writes), func(w any) bool { return reflect.TypeOf(w) == effect })
+			return check(l, own)
 		}
 	}
 	return caps

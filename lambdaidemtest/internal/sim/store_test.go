@@ -24,9 +24,9 @@ type command struct{ ok bool }
 
 func (c *commandStore) Capabilities() idemstore.Capabilities {
 	return idemstore.Capabilities{Store: "commands", CompletionWrites: []reflect.Type{reflect.TypeFor[command]()},
-		CheckWrite: func(_ idemstore.Lease, w any) error {
+		CheckWrite: func(_ idemstore.Lease, writes []any) error {
 			c.checked++
-			if !w.(command).ok {
+			if !writes[len(writes)-1].(command).ok {
 				return errors.New("a command the store refuses")
 			}
 			return nil
@@ -61,10 +61,10 @@ func TestStoreWrappersForwardCapabilities(t *testing.T) {
 	if !declared || !caps.CommitsWrite(reflect.TypeFor[Effect]()) || !caps.CommitsWrite(reflect.TypeFor[command]()) || caps.Store != "commands" {
 		t.Fatalf("a TxStore over a store of commands declares %+v, %v; want both writes and the store's name", caps, declared)
 	}
-	if err := caps.CheckWrite(idemstore.Lease{}, Effect{Key: "k"}); err != nil || inner.checked != 0 {
+	if err := caps.CheckWrite(idemstore.Lease{}, []any{Effect{Key: "k"}}); err != nil || inner.checked != 0 {
 		t.Fatalf("an Effect went to the store's own check (%d checks): %v", inner.checked, err)
 	}
-	if err := caps.CheckWrite(idemstore.Lease{}, command{ok: false}); err == nil || inner.checked != 1 {
+	if err := caps.CheckWrite(idemstore.Lease{}, []any{Effect{Key: "k"}, command{ok: false}}); err == nil || inner.checked != 1 {
 		t.Fatalf("the store's own write skipped its check (%d checks): %v", inner.checked, err)
 	}
 }

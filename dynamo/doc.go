@@ -22,7 +22,9 @@
 //
 // [Admin] (from [NewAdmin]) is a Store with the operator calls of
 // [idemstore.Admin], which the operator CLI uses: list and count the open
-// index, release or revoke a lease, forget a key. Counting COMPLETED
+// index, release or revoke a lease, forget a key, resolve an unknown
+// outcome (one UpdateItem conditioned on the token and dead-letter copy
+// the operator read). Counting COMPLETED
 // records takes a scan of the whole table, only with
 // CountRequest.AllowScan.
 //
@@ -60,6 +62,11 @@
 //	                                hash key of the sparse index OpenIndex (see ListOpen)
 //	redrives                  N     times a redrive reset this record (ResetDeadLetter); absent: never
 //	redriven_from             S     the dead-letter copy the latest reset was for
+//	resolution                S     an operator's decision on an unknown outcome (Admin.Resolve): applied,
+//	                                not_applied or abandoned; absent: none. Kept through the generation's
+//	                                later writes; a reset refuses an abandoned record
+//	resolution_note           S     who decided, when, about which copy and why (idemstore.ResolveRequest.
+//	                                StoredNote, at most 1024 bytes)
 //
 // A result larger than WithInlineResultBytes is kept in a result item of
 // its own, so the record's item stays small: a refused claim returns the
@@ -95,6 +102,8 @@
 //	extend                              status = IN_PROGRESS AND not expired
 //	complete with Writes, or with a   1 TransactWriteItems (the completion, the Writes, and the
 //	result stored apart                  result item's Put)
+//	reset (redrive), resolve (an      1 UpdateItem conditioned on what the copy or the operator
+//	operator's decision)                 read; a refusal returns the item (ALL_OLD)
 //
 // The plain claim's condition is "absent, or FAILED with the same payload
 // hash, unexpired". Takeovers are left out of it on purpose: DynamoDB's

@@ -41,6 +41,10 @@ const (
 	attrRedrivenFrom = "redriven_from"
 	attrResultApart  = "result_apart"
 	attrRecord       = "record"
+	// attrResolution and attrResolutionNote hold an operator's decision on
+	// an unknown outcome (idemstore.Admin.Resolve).
+	attrResolution     = "resolution"
+	attrResolutionNote = "resolution_note"
 )
 
 // Limits of DynamoDB that the store checks before sending, so that callers
@@ -214,6 +218,8 @@ func (it item) record() idemstore.Record {
 		UpdatedAt:             it.millis(attrUpdatedAt),
 		Redrives:              n(attrRedrives),
 		RedrivenFrom:          it.str(attrRedrivenFrom),
+		Resolution:            idemstore.Resolution(it.str(attrResolution)),
+		ResolutionNote:        it.str(attrResolutionNote),
 	}
 }
 

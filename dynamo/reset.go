@@ -16,8 +16,9 @@ var _ idemstore.DeadLetterResetter = (*Store)(nil)
 
 // ResetDeadLetter makes a record dead-lettered by the given dead-letter
 // copy claimable again, in one UpdateItem conditioned on status
-// DEAD_LETTERED, dead_letter_message_id equal to the copy's ID, the record
-// not expired and (with MaxRedrives) redrives below the limit. A refusal
+// DEAD_LETTERED, dead_letter_message_id equal to the copy's ID, no
+// operator's abandonment (resolution), the record not expired and (with
+// MaxRedrives) redrives below the limit. A refusal
 // returns the record from the same request (ALL_OLD), with no second read.
 // See [idemstore.DeadLetterResetter].
 func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
@@ -51,8 +52,10 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest)
 	e.Remove(attrDLSourceID)
 	e.Remove(attrDLCopyID)
 	e.Add(attrRedrives, 1)
+	res := e.n(attrResolution)
 	cond := e.n(attrStatus) + " = " + e.s(string(idemstore.StatusDeadLettered)) + " AND " +
 		e.n(attrDLCopyID) + " = " + e.s(req.DeadLetterMessageID) + " AND " +
+		"(attribute_not_exists(" + res + ") OR " + res + " <> " + e.s(string(idemstore.ResolutionAbandoned)) + ") AND " +
 		e.unexpired(ceilSecs(req.Now))
 	if req.MaxRedrives > 0 {
 		n := e.n(attrRedrives)

@@ -481,9 +481,11 @@ func refused(op, pk string, l idemstore.Lease, now time.Time, target idemstore.S
 }
 
 // itemBound bounds the size of a record's item apart from its result: the
-// key, the bounded caller strings, last_error and fixed attributes.
+// key, the bounded caller strings, last_error, an operator's resolution
+// note (kept while the key runs again) and fixed attributes.
 func (s *Store) itemBound(pk string) int {
-	return len(attrPK) + len(pk) + 2*maxFieldBytes + len(attrLastError) + s.errLimit + itemOverheadBytes
+	return len(attrPK) + len(pk) + 2*maxFieldBytes + len(attrLastError) + s.errLimit +
+		len(attrResolutionNote) + idemstore.MaxResolutionNoteBytes + itemOverheadBytes
 }
 
 // Get reads a record with a strongly consistent read.

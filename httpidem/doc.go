@@ -36,12 +36,16 @@
 //	key empty, too long, repeated, malformed    400 Bad Request
 //	repeat after the stored response expired    422 (code idempotency-key-expired; see
 //	but the key is remembered (late replay)     lambdaidem.WithResultRetention); not re-run
-//	key set aside with outcome unknown          500 Internal Server Error; not re-run
-//	(dead-lettered, at-most-once mode)
+//	outcome unknown: the handler returned       424 Failed Dependency (code idempotency-
+//	lambdaidem.OutcomeUnknown, or, at-most-     key-outcome-unknown), to this request
+//	once mode, an error not declared            and every later one with the key; never
+//	NotApplied, or its lease ran out            re-run (see below)
 //	store unavailable, or too little time       503 Service Unavailable, Retry-After
 //	left to start                               (WithUnavailableRetryAfter, default 1s)
-//	handler returned an error                   the error, unchanged; nothing stored
-//	handler answered 5xx                        that response; not stored
+//	handler returned any other error            the error, unchanged; nothing stored
+//	handler answered 5xx                        that response; not stored (at-most-
+//	                                            once mode: the key is set aside, 424
+//	                                            to repeats)
 //	handler answered, but its completion        503, Retry-After (code
 //	writes could not be confirmed (store        idempotency-not-committed); never the
 //	unavailable, transaction conflict or        handler's answer. A retry with the key
@@ -66,6 +70,32 @@
 // idempotency-not-committed, idempotency-write-refused,
 // idempotency-response-not-stored, idempotency-caller-unknown,
 // idempotency-original-failed.
+//
+// # Outcome unknown
+//
+// A handler whose downstream call went out and came back without an
+// answer (a timeout, a 504) cannot tell whether its effect happened. It
+// says so by returning lambdaidem.OutcomeUnknown(err); with
+// lambdaidem.WithAtMostOnce (passed through WithWrapOptions) every error
+// says so unless it wraps lambdaidem.NotApplied or lambdaidem.RetryAfter,
+// and so does a run whose lease ran out. The key is then set aside: the
+// handler never runs again for it, and the request, and every later one
+// with the key, is answered 424 Failed Dependency with code
+// idempotency-key-outcome-unknown. Neither a replay nor a run: the client
+// must find out from the resource itself (the payment, the order) whether
+// the request took effect before it sends it again with a new key. 424
+// because retrying with the key can never change the answer, which a 4xx
+// tells clients that retry 5xx on their own, and because neither API
+// Gateway nor anything else here sends it (StatusOutcomeUnknown). In
+// at-most-once mode a 5xx answer is a failure like an error, neither
+// being stored: it may have come after the effect, so the request gets the
+// handler's answer and the key is set aside all the same; a handler whose
+// request failed before any effect returns lambdaidem.NotApplied(err)
+// instead, and a retry with the key runs again. (Should
+// the store be out of reach when the key is set aside, lambdaidem.Wrap
+// says what a repeat does.) Pass lambdaidem.EffectKey(ctx) downstream as
+// that system's idempotency key: it then recognises the request if it
+// ever comes again, and whoever reconciles can look it up by that key.
 //
 // # What is stored, and what is not
 //

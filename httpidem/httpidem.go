@@ -47,6 +47,19 @@ const (
 	// DefaultWriteRefusedStatus answers a request whose completion writes
 	// the store refused for good (see WithWriteRefusedStatus).
 	DefaultWriteRefusedStatus = http.StatusConflict
+	// StatusOutcomeUnknown (424 Failed Dependency) answers a key whose
+	// request's outcome is unknown (lambdaidem.ErrOutcomeUnknown): the
+	// handler said it cannot tell whether its effect happened, or, in
+	// at-most-once mode, failed without declaring that nothing happened
+	// or left its lease without an outcome. The request that found it out
+	// and every later one with the key get it; the handler never runs
+	// again for the key. It is a 4xx because no retry with the key can
+	// change the answer (a client that retries 5xx would retry in vain,
+	// and one that gives up on a run of 5xx and sends a new key would
+	// repeat the effect), and 424 because API Gateway never sends it and
+	// nothing else here does, so a client can tell it from every other
+	// answer: neither a replay nor a run.
+	StatusOutcomeUnknown = http.StatusFailedDependency
 )
 
 // Named errors for bad keys. They are answered with 400 and never reach
@@ -444,6 +457,9 @@ func newHandler[Req, Resp any](store lambdaidem.Store, h func(context.Context, R
 			// The handler answered, but Wrap reports that what had to
 			// commit with the answer did not, or may not have: its answer
 			// would claim an effect that did not happen.
+		case in.st.ran && errors.Is(err, lambdaidem.ErrOutcomeUnknown):
+			// The handler's error left the key dead-lettered as outcome
+			// unknown: this request learns what every repeat will.
 		case in.st.ran:
 			return resp, err // the handler's own error, unchanged
 		case err == nil:
@@ -461,6 +477,11 @@ func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answ
 	var ip *lambdaidem.InProgressError
 	var rf *lambdaidem.RunFailedError
 	switch {
+	case errors.Is(err, lambdaidem.ErrDeadLettered):
+		// ErrOutcomeUnknown wraps it; Wrap dead-letters a key for no
+		// other reason, so a dead-lettered key's outcome is unknown.
+		return writeProblem(a, c.problemType, StatusOutcomeUnknown, "idempotency-key-outcome-unknown", "Outcome of the original request is unknown",
+			"It is not known whether the request with this Idempotency-Key took effect. It was set aside for reconciliation and will not be run again. Check the resource's state before you send the request with a new key.", 0)
 	case errors.Is(err, lambdaidem.ErrWriteRefused):
 		return writeProblem(a, c.problemType, c.refusedStatus, "idempotency-write-refused", "Request refused",
 			"The request's changes were refused by a condition on the current state and nothing was written. The Idempotency-Key may be used again.", 0)
@@ -491,9 +512,6 @@ func answerError[Req, Resp any](a adapter[Req, Resp], c *config, err error, answ
 	case errors.Is(err, lambdaidem.ErrResultNotStored):
 		return writeProblem(a, c.problemType, http.StatusUnprocessableEntity, "idempotency-response-not-stored", "Idempotency-Key response not stored",
 			"A request with this Idempotency-Key completed, but its response could not be stored. It was not run again; check the resource's state and use a new key.", 0)
-	case errors.Is(err, lambdaidem.ErrDeadLettered):
-		return writeProblem(a, c.problemType, http.StatusInternalServerError, "idempotency-key-outcome-unknown", "Outcome of the original request is unknown",
-			"The request with this Idempotency-Key was set aside for reconciliation and will not be run again. Check the resource's state; use a new key to try again.", 0)
 	case errors.Is(err, lambdaidem.ErrStoreUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return writeProblem(a, c.problemType, http.StatusServiceUnavailable, "idempotency-unavailable", "Service unavailable",
 			"The request was not processed; retry it with the same Idempotency-Key.", c.unavailableWait)

@@ -369,7 +369,7 @@ func TestLateReplayGets422(t *testing.T) {
 	}
 }
 
-func TestDeadLetteredKeyGets500(t *testing.T) {
+func TestDeadLetteredKeyGets424(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	var p payments
@@ -393,8 +393,8 @@ func TestDeadLetteredKeyGets500(t *testing.T) {
 	}
 
 	resp, err := h(ctx, httpReq("k-1", `{}`))
-	if err != nil || resp.StatusCode != 500 {
-		t.Fatalf("dead-lettered key = %+v, %v; want 500", resp, err)
+	if err != nil || resp.StatusCode != 424 {
+		t.Fatalf("dead-lettered key = %+v, %v; want 424", resp, err)
 	}
 	if prob := problemOf(t, resp.Headers, resp.Body); prob["code"] != "idempotency-key-outcome-unknown" {
 		t.Errorf("problem = %v", prob)

@@ -74,7 +74,7 @@ func TestAtMostOnceDeadLettersAnAbandonedLease(t *testing.T) {
 		m.Namespace != e.ns || m.SourceARN != sourceARN || dl.Body != "pay-42" {
 		t.Errorf("dead letter %+v, body %q: want outcome_unknown for m1, key pay-42 in %s from %s", m, dl.Body, e.ns, sourceARN)
 	}
-	if !strings.Contains(m.Error, "outcome of an abandoned attempt is unknown") {
+	if !strings.Contains(m.Error, "the outcome of an attempt is unknown") || !strings.Contains(m.Error, "lease ran out") {
 		t.Errorf("dead letter error text %q does not say why", m.Error)
 	}
 

@@ -244,7 +244,8 @@ func TestWrapAtMostOnceDeadlineCancelIsOutcomeUnknown(t *testing.T) {
 }
 
 // In at-most-once mode a call that panics has an unknown outcome, like a
-// crash; a plain error is the function's own report and stays retryable.
+// crash; an error that declares nothing happened (NotApplied) stays
+// retryable.
 func TestWrapPanicAtMostOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -256,7 +257,7 @@ func TestWrapPanicAtMostOnce(t *testing.T) {
 			panic("half-way through the payment")
 		case "fails":
 			if runs.Load() == 2 {
-				return "", errors.New("declined before charging")
+				return "", lambdaidem.NotApplied(errors.New("declined before charging"))
 			}
 		}
 		return "ok", nil

@@ -2,6 +2,9 @@ package lambdaidem
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"sync"
 
@@ -91,6 +94,60 @@ func KeyFromContext(ctx context.Context) (key string, ok bool) {
 		return "", false
 	}
 	return st.lease.Key, true
+}
+
+// EffectKey returns a key for the handler's effect, to pass downstream
+// wherever a system deduplicates what it receives: an API's
+// Idempotency-Key header, the next message's idempotency key, a FIFO
+// queue's MessageDeduplicationId. Every attempt at the same work gets the
+// same key, so the downstream system, not only this library, sees a
+// repeat as one: the email API that answered 504 after sending the email
+// recognises the retry's request and does not send it twice.
+//
+// The key is EffectKeyOf the record's namespace, stored key and
+// generation (Lease.Fence.Generation). It is the same across redeliveries,
+// retries after a failure, takeovers of an abandoned lease and an
+// operator's redrive of a dead-lettered message (its reset keeps the
+// generation), and another one once the record is gone: forgotten by an
+// operator or expired after its retention, the key's next message starts a
+// new generation, and is new work downstream too.
+//
+// ok is false outside a decorated handler, and during a first delivery of
+// the optimistic mode (WithOptimisticCommit): that run holds no claim, and
+// no generation exists until its commit writes one. The mode is for
+// handlers whose only effects are completion writes; a handler with an
+// effect downstream runs in lease mode, where every run has a key.
+func EffectKey(ctx context.Context) (key string, ok bool) {
+	st, ok := ctx.Value(recordStateKey{}).(*recordState)
+	if !ok || st.unleased || st.lease.Fence.Generation == "" {
+		return "", false
+	}
+	return EffectKeyOf(st.lease.Namespace, st.lease.Key, st.lease.Fence.Generation), true
+}
+
+// EffectKeyOf is EffectKey for a record's namespace, stored key and
+// generation (Record.Namespace, Record.Key, Record.Fence.Generation), for
+// tools that reconcile an uncertain record against a downstream system.
+// It is a UUID (RFC 9562, version 8) whose 122 free bits are the start of
+// the SHA-256 digest of the three, lower-case hex with hyphens: 36
+// characters that an Idempotency-Key header, a FIFO queue's
+// MessageDeduplicationId (at most 128 characters) and APIs that insist on
+// a UUID all accept. Two records share one only by a collision of those
+// 122 bits.
+func EffectKeyOf(namespace, storedKey, generation string) string {
+	h := sha256.New()
+	for _, part := range []string{"lambdaidem effect key v1", namespace, storedKey, generation} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	var u [16]byte
+	copy(u[:], h.Sum(nil))
+	u[6] = u[6]&0x0f | 0x80 // version 8
+	u[8] = u[8]&0x3f | 0x80 // the RFC 9562 variant
+	x := hex.EncodeToString(u[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // AddCompletionWrite adds a write the Store commits atomically with this

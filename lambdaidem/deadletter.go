@@ -29,7 +29,15 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	defer cancel()
 	if p.c.sink == nil {
 		r.Outcome = OutcomeDeadLetterFailed
-		if lease != nil && reason != ReasonOutcomeUnknown {
+		switch {
+		case lease != nil && reason == ReasonOutcomeUnknown:
+			// Never FAILED, which would let a retry run the handler
+			// again. The pending mark keeps the decision on the record:
+			// the claim that takes this lease over finishes the
+			// dead-lettering (finishDeadLetter) instead of running the
+			// handler, in at-least-once mode too.
+			p.markPending(dctx, t, msg, *lease, reason, cause, &r)
+		case lease != nil:
 			p.fail(dctx, t, *lease, cause, &r)
 		}
 		p.log(ctx, slog.LevelError, "lambdaidem: message should be dead-lettered but no sink is configured; SQS's redrive policy is the backstop",
@@ -124,6 +132,23 @@ func (p *sqsProcessor) deadLetter(ctx context.Context, t timing, msg events.SQSM
 	}
 	r.Outcome, r.Acked = OutcomeDeadLettered, true
 	return p.logged(ctx, slog.LevelWarn, r)
+}
+
+// markPending writes a pending dead-letter mark under lease without
+// sending a copy, logging when it cannot: the record stays IN_PROGRESS
+// and whoever takes it over finishes the dead-lettering.
+func (p *sqsProcessor) markPending(dctx context.Context, t timing, msg events.SQSMessage, lease Lease, reason Reason, cause error, r *RecordReport) {
+	now := t.now()
+	err := retryStore(dctx, t, r, func(ctx context.Context) error {
+		return p.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
+			Lease: lease, Now: t.now(), Reason: reason, Error: cause.Error(),
+			MessageID: msg.MessageId, ExpiresAt: p.retentionUntil(now, false), Pending: true,
+		})
+	})
+	if err != nil {
+		p.log(dctx, slog.LevelError, "lambdaidem: could not mark the record as being dead-lettered",
+			slog.String("key", r.Key), slog.String("message_id", r.MessageID), slog.String("reason", string(reason)), slog.Any("error", err))
+	}
 }
 
 // copyHash is the payload hash a dead-letter copy of msg carries, so that

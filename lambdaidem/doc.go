@@ -107,9 +107,16 @@
 //     commits it in one transaction with the completion (for the DynamoDB
 //     store, a TransactWriteItems), so the effect happens exactly once.
 //   - At most once. [WithAtMostOnce] never runs a handler twice for a key:
-//     an attempt abandoned without an outcome (a crash, a timeout), or one
-//     that gave up because its context ended, is dead-lettered with
-//     [ReasonOutcomeUnknown] for a person to reconcile.
+//     an attempt abandoned without an outcome (a crash, a timeout), one
+//     that panicked, and one that returned an error without declaring
+//     that its effect did not happen ([NotApplied], [RetryAfter]) are
+//     dead-lettered with [ReasonOutcomeUnknown] for a person to reconcile.
+//     A handler that cannot tell whether its effect happened says so with
+//     [OutcomeUnknown], which does the same in either mode.
+//   - A key for the effect. [EffectKey] gives the handler a key, the same
+//     for every attempt at the work, to pass downstream (an API's
+//     Idempotency-Key header, a FIFO deduplication ID), so the downstream
+//     system recognises a retry too.
 //   - Heartbeat. [WithHeartbeat] extends the lease while a long handler
 //     runs, and ends the handler's context a margin before the last
 //     extension the store granted, so it never outlives its lease.

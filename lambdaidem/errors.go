@@ -15,10 +15,15 @@ var (
 	ErrDeadLettered = errors.New("lambdaidem: key was dead-lettered")
 )
 
-// ErrOutcomeUnknown: in at-most-once mode, a previous holder's lease ran
-// out without a recorded outcome; the function is not run again and the key
-// is dead-lettered for reconciliation. It wraps ErrDeadLettered.
-var ErrOutcomeUnknown = fmt.Errorf("%w: outcome of an abandoned attempt is unknown", ErrDeadLettered)
+// ErrOutcomeUnknown: nobody knows whether an attempt's effect happened,
+// so the function is not run again and the key is dead-lettered for
+// reconciliation (ReasonOutcomeUnknown). In either mode, the handler said
+// so (OutcomeUnknown); in at-most-once mode also an attempt whose lease ran
+// out without a recorded outcome, one that panicked, and one that returned
+// an error without declaring its effect not applied (NotApplied,
+// RetryAfter). Wrap returns it for such a call and every later call of the
+// key. It wraps ErrDeadLettered.
+var ErrOutcomeUnknown = fmt.Errorf("%w: the outcome of an attempt is unknown", ErrDeadLettered)
 
 // ErrLateReplay: a repeat of a completed key whose stored result has
 // expired while the key is still remembered. The function is not run again;
@@ -153,6 +158,60 @@ func (e *RetryAfterError) Error() string {
 
 // Unwrap returns the wrapped error.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// NotAppliedError marks a handler error after which the handler's effect
+// did not happen: the attempt may run again. Create it with NotApplied.
+type NotAppliedError struct{ Err error }
+
+// NotApplied wraps err to declare that the handler's effect did not
+// happen: nothing was sent, charged or written (the payment API refused
+// the request, the email was never handed over). In at-most-once mode
+// (WithAtMostOnce) only such a declaration, or a RetryAfter, keeps the
+// key retryable: any other error may have come after the effect, so the
+// message is dead-lettered with ReasonOutcomeUnknown and never run again.
+// In at-least-once mode it is a failure like any other. Declare it only
+// when you know: an error whose outcome you cannot tell (a timeout, a
+// 5xx, a connection reset after the request was sent) is OutcomeUnknown.
+func NotApplied(err error) error {
+	if err == nil {
+		err = errors.New("not applied")
+	}
+	return &NotAppliedError{Err: err}
+}
+
+func (e *NotAppliedError) Error() string { return "not applied: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *NotAppliedError) Unwrap() error { return e.Err }
+
+// OutcomeUnknownError marks a handler error after which nobody knows
+// whether the handler's effect happened. Create it with OutcomeUnknown.
+type OutcomeUnknownError struct{ Err error }
+
+// OutcomeUnknown wraps err to declare that the handler cannot tell whether
+// its effect happened: the email API answered 504 after the request went
+// out, a payment call timed out. In either mode the message is
+// dead-lettered with ReasonOutcomeUnknown and the handler is never run
+// again for the key, for a person or a reconciliation job to find out
+// (Wrap marks the key and returns ErrOutcomeUnknown). It takes precedence
+// over Poison, NotApplied and RetryAfter anywhere in the same chain.
+//
+// The record takes the mark before the copy is sent. In at-least-once
+// mode an attempt that dies before the mark is written (a crash, the
+// store out of reach) is an abandoned attempt like any other there, and
+// its message runs again once the lease has run out; in at-most-once mode
+// it is dead-lettered as outcome unknown all the same.
+func OutcomeUnknown(err error) error {
+	if err == nil {
+		err = errors.New("outcome unknown")
+	}
+	return &OutcomeUnknownError{Err: err}
+}
+
+func (e *OutcomeUnknownError) Error() string { return "outcome unknown: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
 // PanicError is a handler panic turned into that record's failure.
 type PanicError struct {

@@ -153,14 +153,22 @@ func (p *sqsProcessor) commit(ctx context.Context, t timing, r *RecordReport, re
 }
 
 // optimisticFailed records a failed first delivery of the optimistic mode
-// with one commit of FAILED, which counts the attempt. A poison message,
-// or a failure that reaches the attempts limit, is dead-lettered under a
-// lease claimed for it: the dead-letter copy is sent only by a holder the
-// store confirms.
+// with one commit of FAILED, which counts the attempt. A poison message, a
+// handler that declared its outcome unknown, or a failure that reaches the
+// attempts limit, is dead-lettered under a lease claimed for it: the
+// dead-letter copy is sent only by a holder the store confirms. (Should
+// that claim fail, the message is kept, and its redelivery is claimed in
+// lease mode and runs the handler again: at-least-once's answer to an
+// attempt that could not record its outcome.)
 func (p *sqsProcessor) optimisticFailed(ctx, dctx context.Context, t timing, msg events.SQSMessage, hash string, herr error, r RecordReport) RecordReport {
 	r.Err = herr
-	var poison *PoisonError
-	if errors.As(herr, &poison) {
+	// The mode is at-least-once (WithAtMostOnce is refused with it), so
+	// only the handler's own declarations dead-letter at once.
+	switch v, why := p.c.judge(herr, false, false); v {
+	case verdictUnknown:
+		cause := fmt.Errorf("%w: first delivery: %s: %w", ErrOutcomeUnknown, why, herr)
+		return p.claimToDeadLetter(ctx, dctx, t, msg, hash, ReasonOutcomeUnknown, cause, r)
+	case verdictPoison:
 		return p.claimToDeadLetter(ctx, dctx, t, msg, hash, ReasonPoison, herr, r)
 	}
 	now := t.now()

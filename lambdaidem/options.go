@@ -317,14 +317,18 @@ func ExponentialBackoff(base, limit time.Duration) func(attempt int) time.Durati
 // token, which fences the original owner's late completion), sends the
 // message to the dead-letter queue with ReasonOutcomeUnknown for
 // reconciliation, and then marks the record dead-lettered. Wrap marks the
-// record under the old token and returns ErrOutcomeUnknown. A handler that
-// returns an error after its context ended (the deadline margin, a lost
-// lease, a cancelled invocation), or that panics, is treated the same way:
-// what it started
-// may have happened, so the message is dead-lettered with
-// ReasonOutcomeUnknown (Wrap returns ErrOutcomeUnknown) instead of being
-// recorded as a retryable failure. The default is at-least-once: an
-// abandoned lease is taken over and the handler runs again.
+// record under the old token and returns ErrOutcomeUnknown.
+//
+// A handler's error is treated the same way unless it declares that the
+// effect did not happen: an error that wraps NotApplied, or RetryAfter
+// (which asks for the retry), is recorded as a retryable failure; Poison
+// is dead-lettered as poison; any other error (an email API's 504 after the
+// email went out, an error after the context ended), a panic, or a
+// completion refused after the handler succeeded may have come after the
+// effect, so the message is dead-lettered with ReasonOutcomeUnknown (Wrap
+// returns ErrOutcomeUnknown) instead of being retried. The default is
+// at-least-once: an abandoned lease is taken over, a failed attempt
+// retried, and the handler runs again.
 func WithAtMostOnce() Option {
 	return option("WithAtMostOnce", "", func(c *config) { c.atMostOnce = true })
 }
@@ -450,8 +454,9 @@ func WithWaitForCompletion(limit time.Duration) Option {
 //     queue's maxReceiveCount to at least WithMaxAttempts plus 2 so that
 //     such a message reaches the dead-letter sink with its reason, and
 //     count on maxReceiveCount as the backstop either way.
-//   - No heartbeat, no at-most-once mode, no fencing number:
-//     LeaseFromContext reports no lease during a first delivery.
+//   - No heartbeat, no at-most-once mode, no fencing number and no
+//     effect key: LeaseFromContext and EffectKey report none during a
+//     first delivery.
 //
 // SQS and Wrap refuse, when built, what this mode cannot keep, with a
 // *ConfigError: WithAtMostOnce and WithHeartbeat (ErrNeedsLease, with

@@ -177,8 +177,11 @@ type claimRun struct {
 	st    *recordState
 	r     RecordReport
 	herr  error
-	req   idemstore.CompleteRequest // when herr is nil
-	end   time.Time                 // when the handler returned
+	// refused: herr is a completion refused for what it carried, after
+	// the handler succeeded.
+	refused bool
+	req     idemstore.CompleteRequest // when herr is nil
+	end     time.Time                 // when the handler returned
 }
 
 // runClaimed runs the handler under the lease. done reports that run.r is
@@ -190,7 +193,8 @@ func (p *sqsProcessor) runClaimed(ctx context.Context, t timing, msg events.SQSM
 	r.Attempt = lease.Attempt
 	r.Takeover = cr.Previous == StatusInProgress
 	run = &claimRun{msg: msg, hash: hash, lease: lease, rec: &cr.Record}
-	if r.Takeover && pendingMark(cr.Record) {
+	ignorePending := mutant.On("takeover-ignores-pending-mark") // the bug: the previous holder's decision to dead-letter is dropped, and the handler runs again
+	if r.Takeover && pendingMark(cr.Record) && !ignorePending {
 		// The previous holder was dead-lettering the message and may have
 		// sent its copy: finish that instead of running the handler again.
 		run.r = p.finishDeadLetter(ctx, t, msg, &lease, &cr.Record, r)
@@ -289,36 +293,28 @@ func (p *sqsProcessor) completed(ctx context.Context, t timing, run *claimRun, e
 	default:
 		// The completion was refused for what it carried (a transaction
 		// write's condition, a limit): nothing was committed.
-		run.r, run.herr = r, err
+		run.r, run.herr, run.refused = r, err, true
 		return p.afterHandler(ctx, t, run)
 	}
 }
 
 // afterHandler records a run that failed: its handler's error, or a
-// completion refused for what it carried.
+// completion refused for what it carried. What the failure comes to is
+// judge's verdict: poison and outcome unknown are dead-lettered, anything
+// else is recorded FAILED (max_attempts on the last attempt).
 func (p *sqsProcessor) afterHandler(ctx context.Context, t timing, run *claimRun) RecordReport {
 	r, herr, msg, lease, st := run.r, run.herr, run.msg, run.lease, run.st
 	r.Err = herr
-	var poison *PoisonError
-	var panicked *PanicError
-	if mutant.On("at-most-once-retries-cancelled") {
-		st.ctxEnded = false // the bug: an attempt cut off at its deadline counts as a plain failure
-	}
-	switch {
-	case errors.As(herr, &poison):
+	switch v, why := p.c.judge(herr, st.ctxEnded, run.refused); v {
+	case verdictPoison:
 		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonPoison, herr, r)
-	case p.c.atMostOnce && st.ctxEnded:
-		// The handler gave up because its context ended (the deadline,
-		// a lost lease): whatever it had started may have happened. That is
-		// as unknown as a crash, and this mode never runs it again.
-		cause := fmt.Errorf("%w: attempt %d returned after its context ended: %w", ErrOutcomeUnknown, lease.Attempt, herr)
+	case verdictUnknown:
+		// Whatever the attempt started may have happened: as unknown as
+		// a crash, and never run again.
+		cause := fmt.Errorf("%w: attempt %d: %s: %w", ErrOutcomeUnknown, lease.Attempt, why, herr)
 		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonOutcomeUnknown, cause, r)
-	case p.c.atMostOnce && errors.As(herr, &panicked):
-		// A panic stops the handler wherever it was, possibly after its
-		// effect: as unknown as a crash.
-		cause := fmt.Errorf("%w: attempt %d panicked: %w", ErrOutcomeUnknown, lease.Attempt, herr)
-		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonOutcomeUnknown, cause, r)
-	case lease.Attempt >= p.c.maxAttempts:
+	}
+	if lease.Attempt >= p.c.maxAttempts {
 		return p.deadLetter(ctx, t, msg, &lease, run.rec, ReasonMaxAttempts, herr, r)
 	}
 	r.Outcome = OutcomeFailed

@@ -31,6 +31,14 @@ func ResultNotStored(result []byte) (reason string, ok bool) {
 	return string(r), ok
 }
 
+// NotStoredResult is the stored result that marks a completion whose
+// result was not kept, saying why: a later Wrap call with the key gets
+// ErrResultNotStored with the reason, and ResultNotStored reads it back.
+// The operator tools store it when a person resolves an unknown outcome
+// as applied (idemstore.ResolveRequest.Result): the effect happened, but
+// no result was recorded.
+func NotStoredResult(reason string) []byte { return notStoredMarker(errors.New(reason)) }
+
 // maxNotStoredReason bounds the reason kept in the marker.
 const maxNotStoredReason = 512
 
@@ -72,13 +80,22 @@ func notStoredMarker(why error) []byte {
 //     if they did not commit, or may not have, Wrap returns an error
 //     wrapping ErrWritesNotCommitted instead of fn's result.
 //
-// With WithAtMostOnce, a call whose fn returns an error after its context
-// ended (the deadline margin, a lost lease, the caller's cancellation) or
-// panics has an unknown outcome, as after a crash: the key is
-// dead-lettered and the call returns ErrOutcomeUnknown, as any later call
-// with the key does; fn is never run again for it. An error fn returns
-// while its context is live is its own report of failure, and the key
-// stays retryable.
+// A failed call's key stays retryable: the next call runs fn again. Two
+// kinds of failure are never retried. An error that wraps
+// OutcomeUnknown(err), in either mode, says fn cannot tell whether its
+// effect happened. With WithAtMostOnce, so does every failure that does
+// not declare the effect did not happen: an error that wraps neither
+// NotApplied nor RetryAfter (after the context ended or not), a panic, a
+// completion whose writes were refused or may not have committed. The key
+// is then dead-lettered as outcome unknown and the call returns an error
+// wrapping ErrOutcomeUnknown (and fn's error), as any later call with the
+// key does; fn is never run again for it. Wrap has no dead-letter queue:
+// Poison is a failure like any other, retryable (in at-most-once mode,
+// like NotApplied, a declaration that nothing happened). Should the mark
+// itself not be written (the store out of reach), the key stays in
+// progress: in at-most-once mode a repeat after the lease writes it
+// without running fn; in at-least-once mode a repeat after the lease runs
+// fn again, as after a crash.
 //
 // An input holding a string that is not valid UTF-8 is refused with
 // ErrMalformedBody (which wraps ErrMissingKey): its JSON encoding would be
@@ -257,12 +274,12 @@ func (w *wrapper[In, Out]) runClaimed(ctx context.Context, t timing, cr idemstor
 	if ferr == nil {
 		return w.complete(ctx, dctx, t, cr.Lease, key, st.takeWrites(), out, r)
 	}
-	var pe *PanicError
-	if w.c.atMostOnce && (st.ctxEnded || errors.As(ferr, &pe)) {
-		// fn gave up because its time or its lease ran out, or it
-		// panicked: whatever it started may have happened, as after a
-		// crash. Never retryable.
-		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, ferr, r)
+	if v, why := w.c.judge(ferr, st.ctxEnded, false); v == verdictUnknown {
+		// fn said it cannot tell, or (at-most-once mode) failed without
+		// declaring that nothing happened: whatever it started may have
+		// happened, as after a crash. Never retryable. (Poison has no
+		// dead-letter queue to go to here: a failure like any other.)
+		return zero, w.abandoned(ctx, dctx, t, cr.Lease, key, why, ferr, r)
 	}
 	r.Outcome, r.Err = OutcomeFailed, ferr
 	w.failCall(ctx, dctx, t, cr.Lease, key, ferr, r)
@@ -326,6 +343,13 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		// written, and the key is someone else's now.
 		r.Outcome, r.Err = OutcomeLeaseLost, fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
 		return zero, r.Err
+	case errors.Is(err, ErrStoreUnavailable) && w.c.atMostOnce:
+		// The writes may or may not have committed, and whatever fn did
+		// besides them happened: never retryable. The mark is fenced as
+		// a failure mark is (below): it applies only while the completion
+		// did not commit.
+		cause := fmt.Errorf("%w: key %q: attempt %d: its completion writes may not have committed: %w: %w", ErrOutcomeUnknown, key, lease.Attempt, ErrWritesNotCommitted, err)
+		return zero, w.markUnknown(ctx, dctx, t, lease, key, cause, r)
 	case errors.Is(err, ErrStoreUnavailable):
 		// The writes may or may not have committed. A failure mark is
 		// fenced like the completion: it applies only while the record is
@@ -343,6 +367,10 @@ func (w *wrapper[In, Out]) complete(ctx, dctx context.Context, t timing, lease L
 		// The store refused the writes for good (a condition failed, or it
 		// cannot commit them at all); nothing was written.
 		ferr := fmt.Errorf("%w: %w", ErrWritesNotCommitted, err)
+		if v, why := w.c.judge(ferr, false, true); v == verdictUnknown {
+			// At-most-once mode: what fn did besides its writes happened.
+			return zero, w.abandoned(ctx, dctx, t, lease, key, why, ferr, r)
+		}
 		r.Outcome, r.Err = OutcomeFailed, ferr
 		w.failCall(ctx, dctx, t, lease, key, ferr, r)
 		return zero, ferr
@@ -369,10 +397,10 @@ func (w *wrapper[In, Out]) failCall(ctx, dctx context.Context, t timing, lease L
 	}
 }
 
-// abandoned dead-letters a key whose fn gave up when its context ended or
-// panicked, in at-most-once mode, and reports ErrOutcomeUnknown.
-func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease Lease, key string, ferr error, r *RecordReport) error {
-	cause := fmt.Errorf("%w: key %q: attempt %d gave up or panicked (%v); it may have had its effect", ErrOutcomeUnknown, key, lease.Attempt, ferr)
+// abandoned dead-letters a key whose attempt has an unknown outcome (why
+// says why) and reports ErrOutcomeUnknown, wrapping fn's error.
+func (w *wrapper[In, Out]) abandoned(ctx, dctx context.Context, t timing, lease Lease, key, why string, ferr error, r *RecordReport) error {
+	cause := fmt.Errorf("%w: key %q: attempt %d: %s; it may have had its effect: %w", ErrOutcomeUnknown, key, lease.Attempt, why, ferr)
 	return w.markUnknown(ctx, dctx, t, lease, key, cause, r)
 }
 

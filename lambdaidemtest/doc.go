@@ -21,6 +21,16 @@
 // Check holds the test to what it declares: every dead letter, handler
 // failure, refused completion and unfinished key must be declared
 // (ExpectDeadLetter, ExpectFailure, ExpectUnfinished), or it is reported.
+// It also judges external effects: a fake that calls Effect(ctx, what)
+// where its effect takes place (the email sent, the card charged) has
+// each effect held to what the decorator's mode allows, with no counter
+// of the test's own, and ErrorAfterEffect makes such a fake answer with
+// an error after the effect happened (an API's 504), as the explorer
+// does at random:
+//
+//	func (f *fakeMailer) Send(ctx context.Context, to string) error {
+//		return lambdaidemtest.Effect(ctx, "email to "+to)
+//	}
 //
 // A transactional handler, whose effects are DynamoDB writes committed
 // with its completion (lambdaidem.AddCompletionWrite), runs with

@@ -59,10 +59,25 @@ type failure struct {
 	attempt   int
 	err       error
 	refused   bool // the handler succeeded; its completion was refused
+	// kit: the failure passes on an answer the kit lost (ErrAnswerLost):
+	// the scenario's doing, not the handler's.
+	kit bool
 }
 
 func (k *Kit) failed(key string, f failure) {
 	k.failures[key] = append(k.failures[key], f)
+}
+
+// ownFailures are the failures of key that are the handler's own, not
+// the kit's (see failure.kit).
+func (k *Kit) ownFailures(key string) []failure {
+	var out []failure
+	for _, f := range k.failures[key] {
+		if !f.kit {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // checkDeclared adds to probs what happened that the test did not
@@ -85,7 +100,7 @@ func (k *Kit) checkDeclared(probs []string) []string {
 			return true
 		}
 		// The world's crashes, pauses and store faults, not the handler.
-		return k.explored && len(k.failures[c.key]) == 0 && (c.reason == lambdaidem.ReasonMaxAttempts || c.reason == lambdaidem.ReasonOutcomeUnknown)
+		return k.explored && len(k.ownFailures(c.key)) == 0 && (c.reason == lambdaidem.ReasonMaxAttempts || c.reason == lambdaidem.ReasonOutcomeUnknown)
 	}
 	for _, c := range k.sent {
 		if accepted(c) {
@@ -100,8 +115,8 @@ func (k *Kit) checkDeclared(probs []string) []string {
 			c.messageID, strconv.Quote(c.key), c.reason, c.attempts, c.err, strconv.Quote(c.key), c.reason, k.hint(c.key)))
 	}
 	for _, key := range slices.Sorted(maps.Keys(k.failures)) {
-		fs := k.failures[key]
-		if e.failures[key] || len(e.deadLetters[key]) > 0 {
+		fs := k.ownFailures(key)
+		if len(fs) == 0 || e.failures[key] || len(e.deadLetters[key]) > 0 {
 			continue
 		}
 		f := fs[0]

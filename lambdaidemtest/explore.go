@@ -18,15 +18,18 @@ import (
 // and visibility timeout, the queue's redrive policy, send times, producer
 // duplicates, SQS's own duplicate deliveries, store errors, throttling,
 // latency, lost answers and outages, instances that pause or crash at any
-// step, failed dead-letter sends) and what an operator does meanwhile
-// (Operators), while what you control stays yours: your handler, your
-// options, your messages. (Some scenarios shorten the lease below the
-// function's timeout, as a heartbeat-kept lease is, so a paused instance
-// can outlive it.) After each scenario it checks your invariant over your
-// effects, and the library's own promises (Kit.Check). A failure is shrunk
-// as the library's simulation shrinks its own: fewer messages, fewer
-// environments, smaller batches, and faults, duplicates and operator
-// actions turned off one at a time, as long as it still fails.
+// step, failed dead-letter sends, effects whose answer is lost after they
+// happened: Effect returns ErrAnswerLost to your fake) and what an
+// operator does meanwhile (Operators), while what you control stays
+// yours: your handler, your options, your messages. (Some scenarios
+// shorten the lease below the function's timeout, as a heartbeat-kept
+// lease is, so a paused instance can outlive it.) After each scenario it
+// checks your invariant over your effects, and the library's own promises
+// (Kit.Check), which hold every effect your fakes recorded with Effect to
+// what the decorator's mode allows. A failure is shrunk as the library's
+// simulation shrinks its own: fewer messages, fewer environments, smaller
+// batches, and faults, duplicates and operator actions turned off one at
+// a time, as long as it still fails.
 type Exploration struct {
 	// Setup builds one scenario's handler over fresh fakes, and the
 	// invariant that reads them (nil error: it holds). Called once per
@@ -61,9 +64,10 @@ type Exploration struct {
 	// ExpectUnfinished): the explorer reports whatever else a scenario
 	// dead-letters, fails or leaves unfinished, as Kit.Check does. It
 	// accepts by itself what the world it draws causes to a handler that
-	// never failed: max_attempts (or outcome_unknown) copies after
-	// crashed or timed-out attempts (and key_already_dead_lettered copies
-	// of the key's later messages), and messages moved by the queue's
+	// never failed but for answers the world lost (ErrAnswerLost):
+	// max_attempts (or outcome_unknown) copies after crashed or timed-out
+	// attempts or lost answers (and key_already_dead_lettered copies of
+	// the key's later messages), and messages moved by the queue's
 	// redrive policy.
 	Expect func(k *Kit)
 	// Operators are the operator actions scenarios draw, at random
@@ -94,7 +98,8 @@ func (n *namespaces) next(seed uint64) string {
 type Operators struct {
 	// Redrive sends the dead-letter queue's copies back to their queue
 	// (sqsqueue.Redrive with the store's conditional reset), which runs
-	// them again.
+	// them again. As the CLI's redrive, it leaves outcome_unknown copies
+	// in the queue: their effect may have happened.
 	Redrive bool
 	// Release releases abandoned leases (IN_PROGRESS, the lease over), so
 	// the next delivery runs at once instead of after the grace.
@@ -110,8 +115,12 @@ type Operators struct {
 
 // DefaultOperators release abandoned leases and redrive the dead-letter
 // queue: what an operator does without deciding to run finished work
-// again. (A redrive runs an at-most-once handler's outcome_unknown copies
-// again: leave Redrive out for such a handler.)
+// again. Their redrive leaves an at-most-once handler's outcome_unknown
+// copies in the queue, as sqsqueue.Redrive and the CLI do unless asked
+// for them by name. (For an at-most-once handler a release is such a
+// decision, as the CLI's release says: the released key runs where it
+// would have been dead-lettered as outcome_unknown. Explore one with
+// Operators{Redrive: true} to leave releases out.)
 var DefaultOperators = Operators{Redrive: true, Release: true}
 
 // Failure is a scenario in which an invariant did not hold.

@@ -2,17 +2,20 @@ package lambdaidemtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore/memstore"
@@ -94,7 +97,6 @@ type Kit struct {
 	expect   expectations
 	sent     []sentCopy           // every dead-letter copy sent
 	failures map[string][]failure // by key
-	lastErr  map[string]error     // by message ID: its last handler run's error
 	// explored is set for an exploration's scenarios, whose world (not
 	// the test) draws crashes, pauses and a redrive policy.
 	explored bool
@@ -102,6 +104,17 @@ type Kit struct {
 	// the operator actions an exploration drew that applied.
 	running         map[string]int
 	operatorActions int
+
+	// mu guards what a handler's own goroutines may reach through
+	// Effect: the effects, the runs and their records.
+	mu      sync.Mutex
+	effects []*effect
+	// gens holds, per key, the generations of its record claims and
+	// commits met or made; reruns counts the operator actions that may
+	// run a key again (redrive resets, releases).
+	gens      map[string]map[string]bool
+	reruns    map[string]int
+	lossPlans []lossPlan
 }
 
 // plan is what a scenario does to one message's first handler run.
@@ -111,7 +124,11 @@ type plan struct {
 	// pauseAfter holds the instance after the handler returned, before
 	// the decorator records its completion.
 	pauseAfter time.Duration
+	// loseAnswer loses the answer of the run's first effect
+	// (ErrorAfterEffect).
+	loseAnswer bool
 	used       bool
+	run        *run // the run the plan was used by
 }
 
 // New returns a Kit for handler, decorated with opts, on a fresh in-memory
@@ -175,8 +192,9 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 			unfinished:  map[string]bool{},
 		},
 		failures: map[string][]failure{},
-		lastErr:  map[string]error{},
 		running:  map[string]int{},
+		gens:     map[string]map[string]bool{},
+		reruns:   map[string]int{},
 	}
 	k.obs = &sim.ObserverCheck{Violate: k.problem}
 	k.store = &sim.FaultStore{Store: store, W: w}
@@ -187,11 +205,15 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 	// A commit of the optimistic mode (WithOptimisticCommit) is a claim
 	// and a completion in one.
 	k.store.OnCommit = func(req idemstore.CommitRequest, res idemstore.CommitResult, _ idemstore.Record, _ error) {
+		if res.Committed {
+			k.noteGeneration(req.Key, res.Record.Fence.Generation)
+		}
 		if res.Committed && req.Status == lambdaidem.StatusCompleted {
 			k.succeeded[req.Key] = true
 		}
 	}
 	k.store.OnClaim = func(req idemstore.ClaimRequest, res idemstore.ClaimResult) {
+		k.noteGeneration(req.Key, res.Lease.Fence.Generation)
 		if res.Previous == lambdaidem.StatusInProgress {
 			k.takeovers++
 			w.Logf("%s takes over %s's abandoned lease", req.MessageID, req.Key)
@@ -326,7 +348,7 @@ func (k *Kit) function() sim.SQSHandler {
 // options are an execution environment's decorator options: the user's,
 // then the kit's.
 func (k *Kit) options() []lambdaidem.Option {
-	opts := make([]lambdaidem.Option, 0, len(k.opts)+len(k.extra)+5)
+	opts := make([]lambdaidem.Option, 0, len(k.opts)+len(k.extra)+7)
 	opts = append(opts, lambdaidem.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	opts = append(opts, k.opts...)
 	opts = append(opts,
@@ -335,6 +357,7 @@ func (k *Kit) options() []lambdaidem.Option {
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(k.svc, sqsqueue.WithQueueURLs(k.svc.QueueURLs()))),
 		lambdaidem.WithInvocationHook(k.hook),
 		lambdaidem.WithObserver(k.obs),
+		lambdaidem.WithObserver(effectObserver{k}),
 	)
 	opts = append(opts, k.extra...)
 	return opts
@@ -399,13 +422,26 @@ func (k *Kit) wrap(ctx context.Context, msg events.SQSMessage) error {
 	k.runs[key]++
 	k.order = append(k.order, key)
 	w.Logf("handler runs for %s (key %s, attempt %d, lease ended: %v)", msg.MessageId, key, lease.Attempt, ctx.Err() != nil)
-	err := k.runHandler(ctx, key, msg)
+	rn := &run{kit: k, key: key, messageID: msg.MessageId, attempt: lease.Attempt, gen: lease.Fence.Generation, start: w.Now()}
+	rn.rec, _ = ctx.Value(recordKey{}).(*record)
+	if rn.rec != nil {
+		k.mu.Lock()
+		rn.rec.run = rn
+		k.mu.Unlock()
+	}
+	if p != nil {
+		rn.loseAnswer, p.run = p.loseAnswer, rn
+	}
+	err := k.runHandler(seam.WithValue(ctx, runKey{}, rn), key, msg)
+	k.mu.Lock()
+	rn.returned, rn.err = true, err
+	k.mu.Unlock()
 	w.Logf("handler for %s returns %v", msg.MessageId, err)
-	k.lastErr[msg.MessageId] = err
 	if err != nil && ctx.Err() == nil {
 		// A failure of the handler's own, not a reaction to its lease or
-		// deadline ending.
-		k.failed(key, failure{messageID: msg.MessageId, attempt: lease.Attempt, err: err})
+		// deadline ending (nor, when it wraps ErrAnswerLost, to an answer
+		// the kit lost).
+		k.failed(key, failure{messageID: msg.MessageId, attempt: lease.Attempt, err: err, kit: errors.Is(err, ErrAnswerLost)})
 	}
 	if pauseAfter > 0 {
 		w.Logf("the instance running %s pauses for %s after the handler returned, before the completion is recorded", msg.MessageId, pauseAfter)
@@ -435,12 +471,8 @@ func (k *Kit) hook(rep *lambdaidem.InvocationReport) {
 		}
 		k.msgKey[r.MessageID] = r.Key
 		k.outcomes[key] = append(k.outcomes[key], r.Outcome)
-		switch {
-		case r.Outcome == lambdaidem.OutcomeUnrecorded:
+		if r.Outcome == lambdaidem.OutcomeUnrecorded {
 			k.succeeded[key] = true
-		case r.HandlerRan && r.Err != nil && k.lastErr[r.MessageID] == nil &&
-			(r.Outcome == lambdaidem.OutcomeFailed || r.Outcome == lambdaidem.OutcomeDeadLettered):
-			k.failed(key, failure{messageID: r.MessageID, attempt: r.Attempt, err: r.Err, refused: true})
 		}
 		k.w.Logf("%s (key %s): %s", r.MessageID, r.Key, r.Outcome)
 	}
@@ -530,6 +562,18 @@ func (k *Kit) SetTrace(on bool) { k.w.Tracing = on }
 //     queue's own redrive policy, or a record left FAILED or IN_PROGRESS
 //     without a successful run (ExpectUnfinished(key)).
 //
+// And the effects your fakes recorded with Effect, each held to what the
+// decorator's mode allows, per key and effect name: at-most-once
+// (WithAtMostOnce), once; at-least-once, once plus once per attempt the
+// kit abandoned after that effect (its process crashed, or its lease was
+// lost or its completion not written before the outcome was recorded).
+// An operator action that runs the key again (a redrive's reset, a
+// release) and a new generation of its record (after a forget or the
+// retention) allow one more each. An effect had after the run's context
+// ended (an instance paused past its lease that did not look) never
+// excuses a repeat. A report lists each effect with its run and how that
+// run ended.
+//
 // So a handler the kit cannot run, or that fails where the test expected
 // success, never passes silently.
 func (k *Kit) Check() error {
@@ -549,6 +593,7 @@ func (k *Kit) Check() error {
 		}
 	}
 	probs = k.checkDeclared(probs)
+	probs = k.checkEffects(probs)
 	if len(probs) == 0 {
 		return nil
 	}

@@ -108,10 +108,13 @@ func (k *Kit) release(force bool) {
 	}
 	k.operatorActions++
 	k.w.Logf("operator: release %s (now %s)", key, out.Status)
+	k.rerun(key, "release")
 }
 
 // redriveOnce is one operator redrive run over the dead-letter queue,
-// while Lambda goes on delivering.
+// while Lambda goes on delivering. Like the CLI's, it leaves
+// outcome_unknown copies where they are (reading their records, through
+// the store, to delete those whose work is done).
 func (k *Kit) redriveOnce(maxRedrives int) {
 	resetter, ok := k.base.(idemstore.DeadLetterResetter)
 	if !ok {
@@ -125,7 +128,7 @@ func (k *Kit) redriveOnce(maxRedrives int) {
 		SourceQueues:       []string{k.std.ARN, k.fifo.ARN},
 		QueueURLs:          k.svc.QueueURLs(),
 		WaitTime:           -1,
-		Resetter:           resetter,
+		Resetter:           countingResetter{resetter, k},
 		MaxRedrives:        maxRedrives,
 		Now:                k.w.Now,
 	})

@@ -68,3 +68,31 @@ func TestExplorerShrinks(t *testing.T) {
 		t.Fatalf("the shrunk world did not replay the failure:\n%v\nthen:\n%v", f, again)
 	}
 }
+
+// An at-most-once handler that charges on every run keeps its promise
+// under the explorer's redrives: they leave its outcome_unknown copies in
+// the dead-letter queue (sending them back would charge again), while
+// they send its other copies back.
+func TestExplorerRedriveLeavesOutcomeUnknown(t *testing.T) {
+	actions := 0
+	x := Exploration{
+		Messages:  []string{`{"order":"o-1"}`, `{"order":"o-2"}`, `{"order":"o-3"}`},
+		Options:   []lambdaidem.Option{lambdaidem.WithKeyJSONField("order"), lambdaidem.WithAtMostOnce()},
+		Operators: &Operators{Redrive: true},
+		Scenarios: 400,
+		Setup: func() (lambdaidem.MessageHandler, func() error) {
+			var charges []string
+			return func(_ context.Context, m events.SQSMessage) error {
+				charges = append(charges, m.Body) // charges on every run
+				return nil
+			}, AtMostOnce(&charges)
+		},
+		observe: func(k *Kit) { actions += k.operatorActions },
+	}
+	if f := x.Search(); f != nil {
+		t.Fatal(f)
+	}
+	if actions == 0 {
+		t.Fatal("no redrive ran in 400 scenarios")
+	}
+}

@@ -172,7 +172,7 @@ func (k *Kit) Redrive() (sqsqueue.RedriveSummary, error) {
 		SourceQueues:       []string{k.std.ARN, k.fifo.ARN},
 		QueueURLs:          urls,
 		WaitTime:           -1,
-		Resetter:           resetter,
+		Resetter:           countingResetter{resetter, k},
 		Now:                k.w.Now,
 	})
 	k.lastSend = k.w.Now()

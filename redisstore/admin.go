@@ -244,3 +244,33 @@ func (s *Store) openSet(op, namespace string, status idemstore.Status) (string, 
 	}
 	return "", fmt.Errorf("%w: redisstore %s %q: only IN_PROGRESS, FAILED and DEAD_LETTERED records are in open sets, and the store never scans its keyspace", idemstore.ErrNotIndexed, op, status)
 }
+
+// Resolve records an operator's decision on a record whose outcome is
+// unknown, in one script call fenced on the token and dead-letter copy
+// the operator read; see [idemstore.Admin].
+func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.Record, error) {
+	k, err := s.keysOf("resolve", req.Namespace, req.Key)
+	if err != nil {
+		return idemstore.Record{}, err
+	}
+	if err := idemstore.CheckResolve(req); err != nil {
+		return idemstore.Record{}, fmt.Errorf("redisstore: %q: %w", k.record, err)
+	}
+	note := req.StoredNote()
+	outcome, rec, err := s.runAdmin(ctx, resolveScript, "resolve", req.Namespace, req.Key, k,
+		msNum(req.Now), req.Token, req.DeadLetterMessageID, "resolved-"+rand.Text(), string(req.Decision),
+		note, string(req.Result), k.member, truncate(note, s.errLimit))
+	switch {
+	case err != nil:
+		return idemstore.Record{}, err
+	case outcome == "gone":
+		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
+	case outcome != "refused":
+		return rec, nil
+	}
+	why := idemstore.ResolveRefusal(rec, req)
+	if why == nil {
+		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
+	}
+	return rec, fmt.Errorf("redisstore: resolve %q: %w", k.record, why)
+}

@@ -56,7 +56,7 @@ elseif r.h ~= hash then
   return {'refused', flat}
 elseif r.s == 'FAILED' then
   attempts, old = num(r.a), 'FAILED'
-elseif r.s == 'IN_PROGRESS' and num(r.lu) < now - num(ARGV[6]) then
+elseif r.s == 'IN_PROGRESS' and (r.dr or '') == '' and num(r.lu) < now - num(ARGV[6]) then
   attempts, old, takeover = num(r.a), 'IN_PROGRESS', true
 else
   return {'refused', flat}

@@ -54,6 +54,10 @@
 //	ua  updated at              ps  status the latest claim replaced
 //	rl  length of the result kept apart (absent: none apart)
 //	rd  redrives                rf  the DLQ copy the latest redrive was for
+//	rv  an operator's decision on an unknown outcome (Admin.Resolve): applied,
+//	    not_applied or abandoned; absent: none. Kept through the generation's
+//	    later writes; a reset refuses an abandoned record
+//	rn  who decided, when, about which copy and why (ResolveRequest.StoredNote)
 //
 // # Results
 //
@@ -94,7 +98,7 @@
 //	complete, fail, dead-letter, extend       1 EVALSHA (a pending dead-letter mark too)
 //	ClaimBatch, CompleteBatch (any size)      1 EVALSHA per namespace in the batch
 //	get                                       1 HGETALL (+1 MULTI for a result kept apart)
-//	delete, release, forget, reset            1 EVALSHA
+//	delete, release, forget, reset, resolve   1 EVALSHA
 //	count                                     1 ZCOUNT (stuck records: a listing)
 //	list, per page                            1 ZRANGE BYSCORE + 1 pipelined HGETALL batch
 //
@@ -112,8 +116,8 @@
 // ID, and leaves it FAILED with attempts 0, one more redrive and a new
 // token, as the in-memory and DynamoDB stores do; sqsqueue's Redrive and
 // the operator CLI's redrive use it. The store implements
-// [idemstore.Admin] too: release and forget are one script each, listing
-// and counting read a namespace's open sets.
+// [idemstore.Admin] too: release, forget and resolve are one script each,
+// listing and counting read a namespace's open sets.
 //
 // # What it does not do
 //

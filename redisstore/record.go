@@ -35,6 +35,10 @@ const (
 	fResultApart  = "rl"
 	fRedrives     = "rd"
 	fRedrivenFrom = "rf"
+	// fResolution and fResolutionNote hold an operator's decision on an
+	// unknown outcome (idemstore.Admin.Resolve).
+	fResolution     = "rv"
+	fResolutionNote = "rn"
 )
 
 // keys names the keys of one record: its hash, its namespace's open sets
@@ -142,6 +146,8 @@ func decode(namespace, key string, h map[string]string) idemstore.Record {
 		UpdatedAt:             ms(fUpdated),
 		Redrives:              int(num(fRedrives)),
 		RedrivenFrom:          h[fRedrivenFrom],
+		Resolution:            idemstore.Resolution(h[fResolution]),
+		ResolutionNote:        h[fResolutionNote],
 	}
 	if v, ok := h[fResult]; ok && v != "" {
 		r.Result = []byte(v)

@@ -450,7 +450,8 @@ return {'deleted', flat}
 
 // resetScript undoes a dead-letter mark for a redrive: it applies only to
 // an unexpired DEAD_LETTERED record whose dead-letter copy is the one
-// being redriven, below the redrive limit, and leaves it FAILED with
+// being redriven, that no operator abandoned, below the redrive limit,
+// and leaves it FAILED with
 // attempts 0, one more redrive and a new token (which fences off every
 // older lease). The expiry stays.
 //
@@ -466,7 +467,7 @@ local r, flat = load()
 if r == nil or expired(r, now) then return {'gone', {}} end
 if r.t == ARGV[3] then return {'own', flat} end
 local limit = tonumber(ARGV[4])
-if r.s ~= 'DEAD_LETTERED' or r.dc ~= ARGV[2] or (limit > 0 and num(r.rd) >= limit) then
+if r.s ~= 'DEAD_LETTERED' or r.dc ~= ARGV[2] or r.rv == 'abandoned' or (limit > 0 and num(r.rd) >= limit) then
   return {'refused', flat}
 end
 redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'a', 0, 'rf', ARGV[2], 'e', ARGV[5], 'ua', ARGV[1])
@@ -476,4 +477,44 @@ index(ARGV[6], 'DEAD_LETTERED', 'FAILED', r.ea)
 return {'reset', redis.call('HGETALL', rec)}
 `)
 
-var allScripts = []*redis.Script{claimScript, claimManyScript, finishScript, finishManyScript, deleteScript, releaseScript, forgetScript, resetScript}
+// resolveScript records an operator's decision on an unknown outcome: it
+// applies only to an unexpired record DEAD_LETTERED as outcome_unknown,
+// not abandoned, carrying the token and dead-letter copy the operator
+// read. Every decision writes a new token, the decision and its note;
+// applied makes the record COMPLETED with the given result (out of the
+// open sets), not_applied resets it as resetScript does, abandoned
+// changes nothing else.
+//
+//	ARGV: now ms, token read, copy ID read ('' none), new token,
+//	      decision, note, result ('' none), member, last error
+//
+// It returns {outcome, record as HGETALL}: 'resolved', 'own' (the new
+// token is already there: a retry whose reply was lost), 'gone' (absent
+// or expired) or 'refused' (with the record that refused it).
+var resolveScript = redis.NewScript(prelude + `
+local now = tonumber(ARGV[1])
+local r, flat = load()
+if r == nil or expired(r, now) then return {'gone', {}} end
+if r.t == ARGV[4] then return {'own', flat} end
+if r.t ~= ARGV[2] or r.s ~= 'DEAD_LETTERED' or r.dr ~= 'outcome_unknown' or r.rv == 'abandoned' or (r.dc or '') ~= ARGV[3] then
+  return {'refused', flat}
+end
+local d = ARGV[5]
+redis.call('HSET', rec, 't', ARGV[4], 'rv', d, 'rn', ARGV[6], 'ua', ARGV[1])
+if d == 'applied' then
+  redis.call('HSET', rec, 's', 'COMPLETED')
+  if ARGV[7] ~= '' then redis.call('HSET', rec, 'r', ARGV[7]) else redis.call('HDEL', rec, 'r') end
+  redis.call('HDEL', rec, 'ru', 'rl', 'dr', 'ds', 'dc')
+  redis.call('DEL', res)
+  index(ARGV[8], 'DEAD_LETTERED', 'COMPLETED', r.ea)
+elseif d == 'not_applied' then
+  redis.call('HSET', rec, 's', 'FAILED', 'a', 0, 'e', ARGV[9])
+  if ARGV[3] ~= '' then redis.call('HSET', rec, 'rf', ARGV[3]) else redis.call('HDEL', rec, 'rf') end
+  redis.call('HINCRBY', rec, 'rd', 1)
+  redis.call('HDEL', rec, 'dr', 'ds', 'dc')
+  index(ARGV[8], 'DEAD_LETTERED', 'FAILED', r.ea)
+end
+return {'resolved', redis.call('HGETALL', rec)}
+`)
+
+var allScripts = []*redis.Script{claimScript, claimManyScript, finishScript, finishManyScript, deleteScript, releaseScript, forgetScript, resetScript, resolveScript}

@@ -1,7 +1,10 @@
 // Package sqsqueue is the SQS side of lambdaidem: a dead-letter sink
 // ([Sink], a lambdaidem.DeadLetterSink), a visibility changer
-// ([VisibilityChanger], a lambdaidem.VisibilityChanger), and [Redrive],
-// which moves dead-lettered messages back to their source queue.
+// ([VisibilityChanger], a lambdaidem.VisibilityChanger), and the
+// operator's side of the dead-letter queue: [Redrive], which moves
+// dead-lettered messages back to their source queue, [Browse], which
+// shows what the queue holds without moving anything, and [Resolve], which
+// carries out a person's decision on a copy whose outcome is unknown.
 //
 // Wiring both into the decorator:
 //
@@ -117,4 +120,12 @@
 // leaves the copy in the DLQ with the reason. docs/redrive.md in the
 // repository has the table of every record state, and which key modes are
 // safe with SQS's own redrive (StartMessageMoveTask).
+//
+// A copy dead-lettered as outcome_unknown stays unless
+// RedriveOptions.IncludeOutcomeUnknown asks for it by name: its attempt
+// ended without a recorded outcome, so its effect may have happened
+// ([ErrUncertain]). [Resolve] records what a person found, one record at a
+// time: applied (the record COMPLETED, the copy deleted), not applied (the
+// copy redriven, so the key runs once more) or abandoned (kept; never sent
+// back, [ErrAbandoned]).
 package sqsqueue

@@ -77,6 +77,24 @@ var (
 	// dead-lettered on its next delivery instead of running beside the
 	// copy sent back.
 	ErrMarkFinished = errors.New("sqsqueue: the record held only this copy's pending dead-letter mark; marked for this copy, it moves on the next run")
+	// ErrUncertain: the copy was dead-lettered as outcome_unknown: its
+	// handler declared the outcome unknown (lambdaidem.OutcomeUnknown), or
+	// its at-most-once attempt ended without a recorded outcome (a crash,
+	// a timeout, a panic, an error not declared NotApplied), so its
+	// effect (an email, a payment, a message to the next queue) may have
+	// happened, and sending it back could repeat it. Such a copy goes
+	// back only with RedriveOptions.IncludeOutcomeUnknown, once someone
+	// found that the effect did not happen; Resolve records that finding
+	// one record at a time. A copy whose record was resolved as applied
+	// is deleted as done.
+	ErrUncertain = errors.New("sqsqueue: outcome_unknown: its attempt may have had its effect, and sending it back could repeat it")
+	// ErrReasonNotSelected: the copy's reason is not among
+	// RedriveOptions.Reasons.
+	ErrReasonNotSelected = errors.New("sqsqueue: reason not among the reasons named for this redrive")
+	// ErrAbandoned: an operator abandoned the copy's record (Resolve with
+	// idemstore.ResolutionAbandoned): it is never sent back. Delete the
+	// copy by hand, or leave it to the queue's retention.
+	ErrAbandoned = errors.New("sqsqueue: an operator abandoned the record: its copy is never sent back")
 )
 
 // DeadLetterMarker writes a dead-letter mark (every idemstore.Store is
@@ -117,10 +135,13 @@ type RedriveOptions struct {
 	// the Resetter, when it is a DeadLetterMarker (every store of the
 	// module is); without one such copies are skipped (ErrNotRedrivable).
 	Marker DeadLetterMarker
-	// Records reads the idempotency records (every Store does). A DryRun
-	// needs it: it reads each copy's record and says what a real run would
-	// do with the copy if the record stayed as it is. A real run does not
-	// use it (the reset reads the record in the same write).
+	// Records reads the idempotency records (every Store does); nil means
+	// the Resetter, when it reads records. A DryRun needs it: it reads
+	// each copy's record and says what a real run would do with the copy
+	// if the record stayed as it is. A real run reads only the records of
+	// outcome_unknown copies it was not asked to send back, to delete
+	// those whose work is done (the reset reads the others in the same
+	// write).
 	Records RecordReader
 	// Now is the clock resets are judged by. Nil means time.Now.
 	Now func() time.Time
@@ -139,6 +160,27 @@ type RedriveOptions struct {
 	// record side vouches for such a copy, so anyone able to send to the
 	// DLQ could have written it.
 	Keyless bool
+	// IncludeOutcomeUnknown sends back copies dead-lettered as
+	// outcome_unknown, like any other. Off by default: such a copy's
+	// effect may have happened (ErrUncertain), so without it the copy
+	// stays, unless its record shows the work done (resolved as applied,
+	// or completed with its payload), when it is deleted as done; the
+	// run reads the record for that (Records, else the Resetter when it
+	// reads records, as every store of the module does). Set it only
+	// once someone found that the effects of every such copy the run
+	// may meet did not happen; Resolve decides one record at a time.
+	IncludeOutcomeUnknown bool
+	// Reasons, when set, handles only copies dead-lettered for one of
+	// these reasons; the others stay, each reported with
+	// ErrReasonNotSelected. Naming idemstore.ReasonOutcomeUnknown needs
+	// IncludeOutcomeUnknown too (ErrInvalidOptions otherwise).
+	Reasons []idemstore.Reason
+	// CopyIDs, when set, handles only the dead-letter copies with these
+	// IDs (as the DLQ gave them: what Browse and "lambdaidem dlq" show),
+	// and leaves every other message as it is, unreported. The run ends
+	// once each was handled, or when the queue shows no message the run
+	// has not seen.
+	CopyIDs []string
 	// Max is the most messages to handle (moved, failed or skipped). Zero
 	// means no limit: run until the DLQ has no message this run has not
 	// seen.
@@ -199,8 +241,9 @@ const (
 	// message stays in the DLQ.
 	RedriveFailed RedriveOutcome = "failed"
 	// RedriveSkipped: left in the DLQ on purpose (in a DryRun: would be);
-	// Err says why (not a lambdaidem copy, source not allowed, key
-	// conflict, record not dead-lettered by this copy, completed with
+	// Err says why (not a lambdaidem copy, source not allowed, a reason
+	// not selected, an outcome_unknown copy not asked for, key conflict,
+	// record not dead-lettered by this copy or abandoned, completed with
 	// another payload, handled already in this run...).
 	RedriveSkipped RedriveOutcome = "skipped"
 )
@@ -249,9 +292,13 @@ type RedriveSummary struct {
 
 // Redrive moves dead-letter copies from a DLQ back to their source queue
 // (or TargetQueueURL) so that the decorator runs them again, without ever
-// running work twice. For each copy, in this order: check it (a lambdaidem
-// copy, from an allowed source, not a key conflict, not handled already in
-// this run), reset its idempotency record with the Resetter (applies only
+// running work twice. Copies dead-lettered as outcome_unknown, whose
+// effect may have happened, stay unless IncludeOutcomeUnknown asks for
+// them by name (ErrUncertain; those whose record was resolved as applied
+// are deleted as done). For each copy, in this order: check it (a
+// lambdaidem copy, from an allowed source, of a selected reason, not a
+// key conflict, not handled already in this run), reset its idempotency
+// record with the Resetter (applies only
 // when the record is DEAD_LETTERED by this very copy), send the original
 // body and attributes (FIFO targets get the original MessageGroupId and a
 // new deduplication ID), then delete it from the DLQ. A record COMPLETED
@@ -286,6 +333,20 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 	case opts.Max < 0:
 		return sum, fmt.Errorf("%w: negative Max", ErrInvalidOptions)
 	}
+	reasons := make(map[idemstore.Reason]bool, len(opts.Reasons))
+	for _, reason := range opts.Reasons {
+		switch {
+		case !knownReason(reason):
+			return sum, fmt.Errorf("%w: unknown reason %q in Reasons", ErrInvalidOptions, reason)
+		case reason == idemstore.ReasonOutcomeUnknown && !opts.IncludeOutcomeUnknown:
+			return sum, fmt.Errorf("%w: Reasons names outcome_unknown without IncludeOutcomeUnknown: such copies may have had their effect, and go back only when asked by name", ErrInvalidOptions)
+		}
+		reasons[reason] = true
+	}
+	copies := make(map[string]bool, len(opts.CopyIDs))
+	for _, id := range opts.CopyIDs {
+		copies[id] = true
+	}
 	for name, u := range map[string]string{"DeadLetterQueueURL": opts.DeadLetterQueueURL, "TargetQueueURL": opts.TargetQueueURL} {
 		if u == "" {
 			continue
@@ -304,9 +365,14 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Records == nil {
+		opts.Records, _ = opts.Resetter.(RecordReader)
+	}
 	r := &redriver{
 		opts:     opts,
 		allowed:  allowed,
+		reasons:  reasons,
+		copies:   copies,
 		resolver: newResolver(opts.Client, "", opts.QueueURLs, opts.QueueURLFunc),
 		seen:     make(map[string]bool),
 		sent:     make(map[string]bool),
@@ -321,8 +387,12 @@ func Redrive(ctx context.Context, opts RedriveOptions) (RedriveSummary, error) {
 }
 
 type redriver struct {
-	opts     RedriveOptions
-	allowed  map[string]bool
+	opts    RedriveOptions
+	allowed map[string]bool
+	// reasons and copies are RedriveOptions.Reasons and CopyIDs as sets
+	// (empty: every one); copies loses each ID once it is handled.
+	reasons  map[idemstore.Reason]bool
+	copies   map[string]bool
 	resolver *resolver
 	// seen holds DLQ message IDs received in this run.
 	seen map[string]bool
@@ -379,6 +449,12 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 			}
 			r.seen[id] = true
 			fresh++
+			if len(r.opts.CopyIDs) > 0 && !r.copies[id] {
+				// Not one of the copies asked for: left as it is.
+				r.left = append(r.left, deref(m.ReceiptHandle))
+				continue
+			}
+			delete(r.copies, id)
 			if r.opts.Max > 0 && handled >= r.opts.Max {
 				r.left = append(r.left, deref(m.ReceiptHandle))
 				continue
@@ -402,7 +478,7 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 				r.opts.Progress(ev)
 			}
 		}
-		if fresh == 0 {
+		if fresh == 0 || len(r.opts.CopyIDs) > 0 && len(r.copies) == 0 {
 			return nil
 		}
 	}
@@ -435,7 +511,11 @@ func (r *redriver) one(ctx context.Context, m types.Message) RedriveEvent {
 
 	if md.Key != "" {
 		var v verdict
-		v, ev.Record, ev.Step, err = r.decide(ctx, md, ev.DeadLetterMessageID)
+		if md.Reason == idemstore.ReasonOutcomeUnknown && !r.opts.IncludeOutcomeUnknown {
+			v, ev.Record, ev.Step, err = r.uncertain(ctx, md, ev.DeadLetterMessageID)
+		} else {
+			v, ev.Record, ev.Step, err = r.decide(ctx, md, ev.DeadLetterMessageID)
+		}
 		switch {
 		case v == fail:
 			return stop(ev.Step, RedriveFailed, err)
@@ -540,6 +620,8 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 			return send, rec, step, nil
 		}
 		return skip, rec, step, fmt.Errorf("%w (record %s, redriven %d times); it is deleted as done once the message sent back completes the key (never, when the key was the message ID or deduplication ID: the message ran under a new key; delete this copy by hand once it ran)", ErrSentBefore, rec.Status, rec.Redrives)
+	case rec.Abandoned() && rec.DeadLetterMessageID == copyID:
+		return skip, rec, step, fmt.Errorf("%w: %s (%s)", ErrAbandoned, key, rec.ResolutionNote)
 	case rec.Status == idemstore.StatusDeadLettered && rec.DeadLetterMessageID == copyID:
 		return skip, rec, step, fmt.Errorf("%w: %s was redriven %d times", ErrRedriveLimit, key, rec.Redrives)
 	case rec.Status == idemstore.StatusDeadLettered:
@@ -551,6 +633,54 @@ func (r *redriver) decide(ctx context.Context, md Metadata, copyID string) (v ve
 	default:
 		return skip, rec, step, fmt.Errorf("%w: %w", ErrNotRedrivable, err)
 	}
+}
+
+// uncertain decides on an outcome_unknown copy the run was not asked to
+// send back: it reads the copy's record and deletes the copy as done
+// when the record shows the work done (resolved as applied, or completed
+// with the copy's payload); any other copy stays, with the record's
+// state in the reason. It never writes the record.
+func (r *redriver) uncertain(ctx context.Context, md Metadata, copyID string) (verdict, idemstore.Record, string, error) {
+	key := md.Namespace + "/" + md.Key
+	how := "find out whether its effect happened, then resolve the record (lambdaidem resolve; sqsqueue.Resolve), or send it back with redrive -include-outcome-unknown (RedriveOptions.IncludeOutcomeUnknown)"
+	if mutant.On("redrive-sends-outcome-unknown") {
+		// The bug: outcome_unknown copies go back like any other.
+		return r.decide(ctx, md, copyID)
+	}
+	if r.opts.Records == nil {
+		return skip, idemstore.Record{}, StepCheck, fmt.Errorf("%w: %s: %s", ErrUncertain, key, how)
+	}
+	rec, err := r.opts.Records.Get(ctx, idemstore.GetRequest{Namespace: md.Namespace, Key: md.Key, Now: r.opts.Now()})
+	switch {
+	case errors.Is(err, idemstore.ErrNotFound):
+		return skip, idemstore.Record{}, StepCheck, fmt.Errorf("%w: %s has no record (expired, forgotten, or another table)", ErrUncertain, key)
+	case err != nil:
+		return fail, idemstore.Record{}, StepCheck, fmt.Errorf("sqsqueue: read %s: %w", key, err)
+	case rec.Status == idemstore.StatusCompleted && workDone(md, rec, copyID):
+		return done, rec, StepCheck, nil
+	case rec.Resolution == idemstore.ResolutionNotApplied && rec.RedrivenFrom == copyID:
+		// An operator found that its effect did not happen, and the
+		// record was reset for this very copy: it is redriven as any
+		// other (the send of that decision failed: ErrSentBefore, or
+		// with Resend sent again).
+		return r.decide(ctx, md, copyID)
+	case rec.Abandoned() && rec.DeadLetterMessageID == copyID:
+		return skip, rec, StepCheck, fmt.Errorf("%w: %s (%s)", ErrAbandoned, key, rec.ResolutionNote)
+	case rec.Uncertain() && rec.DeadLetterMessageID == copyID:
+		return skip, rec, StepCheck, fmt.Errorf("%w: %s is DEAD_LETTERED by this copy, awaiting a decision: %s", ErrUncertain, key, how)
+	}
+	return skip, rec, StepCheck, fmt.Errorf("%w: %s is %s: %s", ErrUncertain, key, rec.Status, how)
+}
+
+// knownReason reports whether reason is one the decorator dead-letters
+// with.
+func knownReason(reason idemstore.Reason) bool {
+	switch reason {
+	case idemstore.ReasonMaxAttempts, idemstore.ReasonPoison, idemstore.ReasonKeyConflict, idemstore.ReasonKeyDeadLettered,
+		idemstore.ReasonOutcomeUnknown, idemstore.ReasonMissingKey, idemstore.ReasonMalformedBody:
+		return true
+	}
+	return false
 }
 
 // pendingFor reports whether rec is still IN_PROGRESS with a pending
@@ -616,6 +746,8 @@ func (r *redriver) check(md Metadata) error {
 	switch {
 	case len(r.allowed) > 0 && !r.allowed[md.SourceARN]:
 		return fmt.Errorf("%w: %q", ErrSourceNotAllowed, md.SourceARN)
+	case len(r.reasons) > 0 && !r.reasons[md.Reason]:
+		return fmt.Errorf("%w (%s)", ErrReasonNotSelected, md.Reason)
 	case md.Reason == idemstore.ReasonKeyConflict:
 		return fmt.Errorf("%w: %s/%s; decide by hand, or send the body again under a key of its own", ErrConflictCopy, md.Namespace, md.Key)
 	case md.Key == "" && !r.opts.Keyless:
@@ -665,13 +797,5 @@ func (r *redriver) delete(ctx context.Context, m types.Message) error {
 // a handle that expired belongs to a message that is visible already. It
 // uses a fresh context so a cancelled run still releases what it held.
 func (r *redriver) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, h := range r.left {
-		_, _ = r.opts.Client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
-			QueueUrl:          &r.opts.DeadLetterQueueURL,
-			ReceiptHandle:     &h,
-			VisibilityTimeout: 0,
-		})
-	}
+	release(r.opts.Client, r.opts.DeadLetterQueueURL, r.left)
 }

@@ -223,9 +223,18 @@ func (a *app) writeTable(c *common, rows []idemstore.Record, now time.Time) {
 // listDetail is list's DETAIL column: the last error's first line, after
 // the dead-letter reason unless the error already starts with it (a
 // poison error reads "poison: ...").
+//
+// An abandoned record's detail starts with "abandoned", and one whose
+// outcome is unknown says that it awaits a decision.
 func listDetail(r idemstore.Record) string {
 	detail := oneLine(r.LastError, 60)
 	reason := string(r.DeadLetterReason)
+	switch {
+	case r.Abandoned():
+		return "abandoned: " + oneLine(r.ResolutionNote, 60)
+	case r.Uncertain():
+		reason += " (awaiting a decision)"
+	}
 	if r.Status != idemstore.StatusDeadLettered || reason == "" || strings.HasPrefix(detail, reason+":") {
 		return detail
 	}
@@ -442,6 +451,11 @@ type statsJSON struct {
 	Counts map[idemstore.Status]*int `json:"counts"`
 	// Stuck counts IN_PROGRESS records whose lease has expired.
 	Stuck int `json:"stuck"`
+	// Uncertain counts DEAD_LETTERED records whose outcome is unknown and
+	// awaits an operator's decision ("resolve"); Abandoned those an
+	// operator abandoned.
+	Uncertain int `json:"awaiting_decision"`
+	Abandoned int `json:"abandoned"`
 }
 
 func statsCmd() *command {
@@ -493,6 +507,21 @@ only with -all; the Redis store cannot count them.`,
 					return err
 				}
 			}
+			if *out.Counts[idemstore.StatusDeadLettered] > 0 {
+				// The decisions are no index's: the dead-lettered records
+				// themselves say (a read of the open index, never a scan).
+				for r, err := range st.ListOpen(ctx, idemstore.ListOpenRequest{Status: idemstore.StatusDeadLettered, Namespace: c.namespace, Now: now}) {
+					if err != nil {
+						return fmt.Errorf("list %s records of %s: %w", idemstore.StatusDeadLettered, c.place(), err)
+					}
+					switch {
+					case r.Uncertain():
+						out.Uncertain++
+					case r.Abandoned():
+						out.Abandoned++
+					}
+				}
+			}
 			if all {
 				n, err := count(idemstore.CountRequest{Status: idemstore.StatusCompleted, AllowScan: true}, true)
 				if err != nil {
@@ -526,6 +555,15 @@ func (a *app) writeStats(s statsJSON, redis bool) {
 			fmt.Fprintf(tw, "%s\t-\t%s\t\n", st, notCounted)
 		case st == idemstore.StatusInProgress && s.Stuck > 0:
 			fmt.Fprintf(tw, "%s\t%d\t%d stuck (lease expired)\t\n", st, *n, s.Stuck)
+		case st == idemstore.StatusDeadLettered && s.Uncertain+s.Abandoned > 0:
+			var parts []string
+			if s.Uncertain > 0 {
+				parts = append(parts, fmt.Sprintf("%d outcome_unknown awaiting a decision (resolve)", s.Uncertain))
+			}
+			if s.Abandoned > 0 {
+				parts = append(parts, fmt.Sprintf("%d abandoned", s.Abandoned))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", st, *n, strings.Join(parts, ", "))
 		default:
 			fmt.Fprintf(tw, "%s\t%d\t\t\n", st, *n)
 		}

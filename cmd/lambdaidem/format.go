@@ -61,6 +61,11 @@ type recordJSON struct {
 	SchemaVersion         int             `json:"schema_version"`
 	Redrives              int             `json:"redrives,omitempty"`
 	RedrivenFrom          string          `json:"redriven_from,omitempty"`
+	Resolution            string          `json:"resolution,omitempty"`
+	ResolutionNote        string          `json:"resolution_note,omitempty"`
+	// AwaitingDecision is true for a record DEAD_LETTERED as
+	// outcome_unknown that no operator resolved.
+	AwaitingDecision bool `json:"awaiting_decision,omitempty"`
 }
 
 func toJSON(r idemstore.Record, now time.Time) recordJSON {
@@ -77,6 +82,8 @@ func toJSON(r idemstore.Record, now time.Time) recordJSON {
 		FirstAttemptAt: stamp(r.FirstAttemptAt), UpdatedAt: stamp(r.UpdatedAt),
 		SchemaVersion: r.SchemaVersion,
 		Redrives:      r.Redrives, RedrivenFrom: r.RedrivenFrom,
+		Resolution: string(r.Resolution), ResolutionNote: r.ResolutionNote,
+		AwaitingDecision: r.Uncertain(),
 	}
 	// Wrap stores JSON results: show them as JSON, anything else as bytes.
 	if len(r.Result) > 0 {
@@ -190,6 +197,15 @@ func writeRecord(w io.Writer, table string, r idemstore.Record, now time.Time) {
 	if r.Status == idemstore.StatusDeadLettered {
 		line("dead letter", "reason %s, source message %s, DLQ copy %s",
 			safe(orDash(string(r.DeadLetterReason))), safe(orDash(r.DeadLetteredMessageID)), safe(orDash(r.DeadLetterMessageID)))
+		switch {
+		case r.Abandoned():
+			line("decision", "ABANDONED: never run again, and no redrive sends its copy back")
+		case r.Uncertain():
+			line("decision", "AWAITING ONE: its effect may have happened. Find out, then \"resolve\" it (-applied, -not-applied or -abandon)")
+		}
+	}
+	if r.Resolution != "" {
+		line("resolution", "%s", safe(r.ResolutionNote))
 	}
 	if r.LastError != "" {
 		lines := strings.Split(strings.TrimRight(r.LastError, "\n"), "\n")

@@ -1,9 +1,10 @@
 // Command lambdaidem is the operator's tool for a lambdaidem idempotency
 // table (DynamoDB, or a Redis store with -store): inspect a key, list stuck,
 // failed and dead-lettered records, release or revoke a lease, forget a key,
-// count records by status, and redrive the dead-letter queue. Every
-// subcommand works through the store's idemstore.Admin calls. Run it with
-// -h, or SUBCOMMAND -h, for usage.
+// count records by status, show and redrive the dead-letter queue, and
+// resolve a record whose outcome is unknown. Every subcommand works
+// through the store's idemstore.Admin calls. Run it with -h, or SUBCOMMAND
+// -h, for usage.
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
 //	lambdaidem list -table idempotency --stuck
@@ -28,6 +29,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/dynamo"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/redisstore"
+	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
 // Exit codes. Scripts tell outcomes apart by them.
@@ -39,7 +41,8 @@ const (
 	exitRefused  = 4 // refused on purpose (a live lease, a dead-lettered record, no confirmation, ...)
 )
 
-const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table.
+const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table and its
+dead-letter queue.
 
 Usage:
   lambdaidem SUBCOMMAND [flags] [ARGS]
@@ -50,16 +53,22 @@ Subcommands:
   release KEY   end a stuck lease (IN_PROGRESS -> FAILED), or with -force revoke a live one
   forget KEY    delete a record, so the next message with its key runs as a new one
   stats         count records by status
+  dlq           show what the dead-letter queue holds (reason, key, error, body) without
+                moving it; reading raises each message's receive count
   redrive       move dead-lettered messages back to their source queue (-dry-run: say
-                what it would do with each)
+                what it would do with each); outcome_unknown ones only when asked by
+                name (-include-outcome-unknown)
+  resolve KEY   record what you found about an outcome_unknown record: -applied (done;
+                its copy deleted), -not-applied (its copy sent back to run once more)
+                or -abandon (kept, never run)
 
 Every subcommand takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
   -namespace NS     the namespace the function stores its keys in (env LAMBDAIDEM_NAMESPACE):
                     what it set with WithNamespace, else its function name. Without
-                    it, list and stats cover all namespaces, and get, release and
-                    forget use the library's own default: AWS_LAMBDA_FUNCTION_NAME
-                    if set, else "default"
+                    it, list and stats cover all namespaces, and get, release,
+                    forget and resolve use the library's own default:
+                    AWS_LAMBDA_FUNCTION_NAME if set, else "default"
   -region REGION    (env AWS_REGION, AWS_DEFAULT_REGION)
   -endpoint URL     DynamoDB endpoint (env AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL)
   -store URL        a Redis store instead of DynamoDB: redis://HOST:PORT[/DB], rediss://
@@ -71,7 +80,8 @@ Flags may come before or after the arguments.
 
 Exit codes: 0 ok, 1 operation failed, 2 usage error, 3 not found,
 4 refused (a live lease, a dead-lettered record to forget, a record that
-changed since it was read, no confirmation).
+changed since it was read, a record not awaiting a decision or decided too
+soon, no confirmation).
 
 Run "lambdaidem SUBCOMMAND -h" for a subcommand's flags.
 `
@@ -129,7 +139,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{getCmd(), listCmd(), releaseCmd(), forgetCmd(), statsCmd(), redriveCmd()}
+	return []*command{getCmd(), listCmd(), releaseCmd(), forgetCmd(), statsCmd(), dlqCmd(), redriveCmd(), resolveCmd()}
 }
 
 func (a *app) run(ctx context.Context, args []string) int {
@@ -204,7 +214,10 @@ func exitCode(err error) int {
 		errors.Is(err, idemstore.ErrInProgress),
 		errors.Is(err, idemstore.ErrRecordChanged),
 		errors.Is(err, idemstore.ErrNotInProgress),
-		errors.Is(err, idemstore.ErrWouldAbandonCopy):
+		errors.Is(err, idemstore.ErrWouldAbandonCopy),
+		errors.Is(err, idemstore.ErrNotOutcomeUnknown),
+		errors.Is(err, idemstore.ErrResolved),
+		errors.Is(err, sqsqueue.ErrTooSoon):
 		return exitRefused
 	case errors.Is(err, idemstore.ErrNotFound):
 		return exitNotFound
@@ -250,7 +263,7 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 	fs := flag.NewFlagSet("lambdaidem "+cmd.name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	fs.StringVar(&c.table, "table", a.env("LAMBDAIDEM_TABLE"), "DynamoDB `table` (env LAMBDAIDEM_TABLE)")
-	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`: the function's WithNamespace, else its name (env LAMBDAIDEM_NAMESPACE; get, release and forget default to AWS_LAMBDA_FUNCTION_NAME, else \"default\")")
+	fs.StringVar(&c.namespace, "namespace", a.env("LAMBDAIDEM_NAMESPACE"), "record `namespace`: the function's WithNamespace, else its name (env LAMBDAIDEM_NAMESPACE; get, release, forget and resolve default to AWS_LAMBDA_FUNCTION_NAME, else \"default\")")
 	fs.StringVar(&c.region, "region", firstOf(a.env("AWS_REGION"), a.env("AWS_DEFAULT_REGION")), "AWS `region` (env AWS_REGION)")
 	fs.StringVar(&c.endpoint, "endpoint", firstOf(a.env("AWS_ENDPOINT_URL_DYNAMODB"), a.env("AWS_ENDPOINT_URL")), "DynamoDB endpoint `URL` (env AWS_ENDPOINT_URL_DYNAMODB)")
 	fs.BoolVar(&c.json, "json", false, "print JSON on stdout")

@@ -132,3 +132,30 @@ func TestRedisRedrive(t *testing.T) {
 		t.Errorf("claim after redrive: attempt %d, want 1", l.Attempt)
 	}
 }
+
+// TestRedisResolve: resolve and stats' count of decisions work on the
+// Redis store as on DynamoDB.
+func TestRedisResolve(t *testing.T) {
+	t.Parallel()
+	b := setupRedis(t)
+	b.env["USER"] = "alice"
+	for _, k := range []string{"mail-1", "mail-2"} {
+		b.deadLetter(t, b.claim(t, "orders", k, 0, 30), 1, idemstore.ReasonOutcomeUnknown, "the mail server hung up")
+	}
+	if st := decode[statsJSON](t, b.cli(t, 1000, "stats", "-json").want(t, exitOK)); st.Uncertain != 2 {
+		t.Errorf("stats: %d awaiting a decision, want 2", st.Uncertain)
+	}
+	// No -dlq: the applied decision leaves the copy for redrive.
+	if out := b.cli(t, 1000, "resolve", "mail-1", "-applied", "-note", "delivered", "-yes").want(t, exitOK).stdout; !strings.Contains(out, "the next redrive deletes it as done") {
+		t.Errorf("applied without -dlq says:\n%s", out)
+	}
+	b.cli(t, 1000, "resolve", "mail-2", "-abandon", "-note", "stale", "-yes").want(t, exitOK)
+	if g := decode[recordJSON](t, b.cli(t, 1000, "get", "mail-1", "-json").want(t, exitOK)); g.Status != "COMPLETED" || g.Resolution != "applied" {
+		t.Errorf("mail-1: %+v", g)
+	}
+	st := decode[statsJSON](t, b.cli(t, 1000, "stats", "-json").want(t, exitOK))
+	if st.Uncertain != 0 || st.Abandoned != 1 {
+		t.Errorf("stats after: %d awaiting, %d abandoned; want 0, 1", st.Uncertain, st.Abandoned)
+	}
+	b.cli(t, 1000, "resolve", "mail-2", "-not-applied", "-without-copy", "-note", "x", "-yes").want(t, exitRefused)
+}

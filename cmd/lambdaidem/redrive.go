@@ -2,22 +2,51 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
 type redriveFlags struct {
 	dlq, to, sqsEndpoint string
-	sources              listFlag
+	sources, copies      listFlag
+	reasons              reasonList
 	max, maxRedrives     int
 	dryRun, quiet        bool
 	resend, keyless      bool
+	includeUnknown       bool
 	wait, visibility     time.Duration
 }
+
+// reasonList collects -reason values (repeatable, or comma-separated),
+// each a reason the decorator dead-letters with.
+type reasonList []idemstore.Reason
+
+func (l *reasonList) String() string { return fmt.Sprint([]idemstore.Reason(*l)) }
+
+func (l *reasonList) Set(v string) error {
+	for s := range strings.SplitSeq(v, ",") {
+		r := idemstore.Reason(strings.ToLower(strings.TrimSpace(s)))
+		switch r {
+		case "":
+		case idemstore.ReasonMaxAttempts, idemstore.ReasonPoison, idemstore.ReasonKeyConflict, idemstore.ReasonKeyDeadLettered,
+			idemstore.ReasonOutcomeUnknown, idemstore.ReasonMissingKey, idemstore.ReasonMalformedBody:
+			*l = append(*l, r)
+		default:
+			return fmt.Errorf("unknown reason %q (%s)", s, allReasons)
+		}
+	}
+	return nil
+}
+
+// allReasons names the reasons -reason takes.
+const allReasons = "max_attempts, poison, key_conflict, key_already_dead_lettered, outcome_unknown, missing_key, malformed_body"
 
 // listFlag is a flag that may be given several times, each value a
 // comma-separated list.
@@ -36,13 +65,16 @@ func (l *listFlag) Set(v string) error {
 
 // redriveJSON is redrive's -json output.
 type redriveJSON struct {
-	DryRun   bool                 `json:"dry_run"`
-	DLQ      string               `json:"dlq"`
-	Moved    int                  `json:"moved"`
-	Done     int                  `json:"already_done"`
-	Failed   int                  `json:"failed"`
-	Skipped  int                  `json:"skipped"`
-	Messages []redriveMessageJSON `json:"messages"`
+	DryRun  bool   `json:"dry_run"`
+	DLQ     string `json:"dlq"`
+	Moved   int    `json:"moved"`
+	Done    int    `json:"already_done"`
+	Failed  int    `json:"failed"`
+	Skipped int    `json:"skipped"`
+	// Uncertain counts the skipped messages dead-lettered as
+	// outcome_unknown that the run was not asked to send back.
+	Uncertain int                  `json:"outcome_unknown_left"`
+	Messages  []redriveMessageJSON `json:"messages"`
 }
 
 type redriveMessageJSON struct {
@@ -81,6 +113,16 @@ another payload, or sent back by an earlier run. Each message and key is sent
 at most once per run. One progress line per message goes to stderr. Exit code
 1 if any step failed.
 
+Messages dead-lettered as outcome_unknown stay in the DLQ unless
+-include-outcome-unknown asks for them by name: their at-most-once attempt
+ended without a recorded outcome (a crash, a timeout, a panic, a return after
+its context ended), so their effect (an email, a payment, a message to the
+next queue) may have happened, and sending them back may repeat it. Find out
+whether it did, then decide with "lambdaidem resolve KEY"; a message whose
+record was resolved as applied is deleted as done, one abandoned stays for
+good. -reason picks messages by reason, -copy by DLQ message ID ("lambdaidem
+dlq" lists both).
+
 -dry-run reads each message's record and says, for each, what a real run would
 do as the record stands (move it, delete it as done, or skip it and why), and
 changes nothing; a record that changes before the real run changes what the
@@ -102,6 +144,9 @@ See docs/redrive.md.`,
 			fs.IntVar(&rf.maxRedrives, "max-redrives", 0, "leave a message whose key was redriven `n` times already (0: no limit)")
 			fs.BoolVar(&rf.resend, "resend", false, "send again a message an earlier run reset but could not finish (safe only with body or attribute keys)")
 			fs.BoolVar(&rf.keyless, "keyless", false, "also send back messages dead-lettered without a key (missing_key, malformed_body); nothing vouches for such a copy")
+			fs.BoolVar(&rf.includeUnknown, "include-outcome-unknown", false, "also send back messages dead-lettered as outcome_unknown, whose effect may have happened: only once you found that it did not (\"resolve\" decides one key at a time)")
+			fs.Var(&rf.reasons, "reason", "only messages dead-lettered for these `reasons` (repeatable or comma-separated: "+allReasons+"); outcome_unknown needs -include-outcome-unknown too")
+			fs.Var(&rf.copies, "copy", "only the DLQ message with this `ID` (repeatable or comma-separated; \"lambdaidem dlq\" lists them)")
 			fs.BoolVar(&rf.dryRun, "dry-run", false, "say what a real run would do with each message, reading its record; change nothing (receiving raises the messages' receive counts)")
 			fs.StringVar(&rf.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
 			fs.DurationVar(&rf.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
@@ -131,6 +176,8 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		return usagef("-max-redrives must not be negative")
 	case rf.to == "" && len(rf.sources) == 0:
 		return usagef("name the source queues messages may go back to (-source ARN), or a target queue (-to URL)")
+	case slices.Contains(rf.reasons, idemstore.ReasonOutcomeUnknown) && !rf.includeUnknown:
+		return usagef("-reason outcome_unknown sends back messages whose effect may have happened: pass -include-outcome-unknown too, once you found that it did not (or decide one key at a time with \"lambdaidem resolve\")")
 	}
 	for _, arn := range rf.sources {
 		if _, err := sqsqueue.ParseARN(arn); err != nil {
@@ -142,18 +189,21 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		return err
 	}
 	opts := sqsqueue.RedriveOptions{
-		Client:             client,
-		DeadLetterQueueURL: rf.dlq,
-		TargetQueueURL:     rf.to,
-		SourceQueues:       rf.sources,
-		Max:                rf.max,
-		MaxRedrives:        rf.maxRedrives,
-		Resend:             rf.resend,
-		Keyless:            rf.keyless,
-		DryRun:             rf.dryRun,
-		VisibilityTimeout:  rf.visibility,
-		WaitTime:           rf.wait,
-		Now:                a.now,
+		Client:                client,
+		DeadLetterQueueURL:    rf.dlq,
+		TargetQueueURL:        rf.to,
+		SourceQueues:          rf.sources,
+		Max:                   rf.max,
+		MaxRedrives:           rf.maxRedrives,
+		Resend:                rf.resend,
+		Keyless:               rf.keyless,
+		IncludeOutcomeUnknown: rf.includeUnknown,
+		Reasons:               rf.reasons,
+		CopyIDs:               rf.copies,
+		DryRun:                rf.dryRun,
+		VisibilityTimeout:     rf.visibility,
+		WaitTime:              rf.wait,
+		Now:                   a.now,
 	}
 	if rf.wait == 0 {
 		opts.WaitTime = -1 // Redrive's "short polling"
@@ -179,6 +229,9 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		if ev.Err != nil {
 			m.Error = ev.Err.Error()
 		}
+		if errors.Is(ev.Err, sqsqueue.ErrUncertain) {
+			out.Uncertain++
+		}
 		out.Messages = append(out.Messages, m)
 		if !rf.quiet {
 			a.progressf("redrive: %s", describeRedrive(n, ev, rf.dryRun))
@@ -193,6 +246,9 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		fmt.Fprintf(a.stdout, "dry run: would move %d, would delete as done %d, would skip %d, failed to check %d (dead-letter queue %s, as the records stand now)\n", sum.Moved, sum.Done, sum.Skipped, sum.Failed, rf.dlq)
 	default:
 		fmt.Fprintf(a.stdout, "moved %d, deleted as done %d, skipped %d, failed %d (dead-letter queue %s)\n", sum.Moved, sum.Done, sum.Skipped, sum.Failed, rf.dlq)
+	}
+	if out.Uncertain > 0 && !c.json {
+		fmt.Fprintf(a.stdout, "%d of the skipped were dead-lettered as outcome_unknown and stay in the DLQ: their effect may have happened. Find out whether it did for each, then \"lambdaidem resolve KEY -applied|-not-applied|-abandon\" (docs/operations.md); -include-outcome-unknown sends them back as they are\n", out.Uncertain)
 	}
 	if err != nil {
 		return fmt.Errorf("redrive from %s stopped: %w", rf.dlq, err)

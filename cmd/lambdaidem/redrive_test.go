@@ -78,6 +78,13 @@ func (rb *redriveBundle) deadLetter(t *testing.T, key, body string) {
 // be written.
 func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final bool) {
 	t.Helper()
+	rb.deadLetterAs(t, key, body, idemstore.ReasonPoison, final)
+}
+
+// deadLetterAs is deadLetterMarked with the reason given: the copy and
+// the record say reason.
+func (rb *redriveBundle) deadLetterAs(t *testing.T, key, body string, reason idemstore.Reason, final bool) string {
+	t.Helper()
 	ctx := t.Context()
 	attrs := map[string]types.MessageAttributeValue{
 		"idempotency-key": {DataType: aws.String("String"), StringValue: aws.String(key)},
@@ -101,14 +108,14 @@ func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final 
 	}
 	l := rb.claim(t, rb.ns, key, 0, 30)
 	err := rb.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
-		Lease: l, Now: at(1), Reason: idemstore.ReasonPoison, Error: "invalid order",
+		Lease: l, Now: at(1), Reason: reason, Error: "invalid order",
 		MessageID: ev.MessageId, ExpiresAt: at(4 * 86400), Pending: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	copyID, err := sqsqueue.NewSink(rb.sqs, rb.dlq).Send(ctx, lambdaidem.DeadLetter{
-		Message: ev, Namespace: rb.ns, Key: key, Reason: idemstore.ReasonPoison,
+		Message: ev, Namespace: rb.ns, Key: key, Reason: reason,
 		Error: "invalid order", Attempts: 1, FirstAttemptAt: at(0), LastAttemptAt: at(1),
 		PayloadHash: "sha256:" + key, // what claim writes
 		LeaseProof:  lambdaidem.LeaseProof(l.Token),
@@ -118,7 +125,7 @@ func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final 
 	}
 	if final {
 		err = rb.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
-			Lease: l, Now: at(1), Reason: idemstore.ReasonPoison, Error: "invalid order",
+			Lease: l, Now: at(1), Reason: reason, Error: "invalid order",
 			MessageID: ev.MessageId, DeadLetterMessageID: copyID, ExpiresAt: at(4 * 86400),
 		})
 		if err != nil {
@@ -128,6 +135,7 @@ func (rb *redriveBundle) deadLetterMarked(t *testing.T, key, body string, final 
 	if _, err := rb.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &rb.src, ReceiptHandle: m.ReceiptHandle}); err != nil {
 		t.Fatal(err)
 	}
+	return copyID
 }
 
 func TestRedrive(t *testing.T) {

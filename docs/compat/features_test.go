@@ -98,8 +98,8 @@ var features = []feature{
 		enable: "`WithAtMostOnce()`",
 		run:    runAtMostOnce,
 		kit:    kitAtMostOnce,
-		kitHow: "the option; `CrashAfterEffect`, `ExpectDeadLetter(key, outcome_unknown)`",
-		sim:    "AtMostOnce",
+		kitHow: "the option; `CrashAfterEffect`, `ErrorAfterEffect` with `Effect` in the fake, `ExpectDeadLetter(key, outcome_unknown)`",
+		sim:    "AtMostOnce, ErrAfter, Unknown, NotApplied",
 	},
 	{
 		name:   "heartbeat",
@@ -244,6 +244,28 @@ func runAtMostOnce(t *testing.T, c *cellEnv) {
 	second := h(t.Context(), "k", "p")
 	if second.ran || second.v == fresh || runs.Load() != 1 {
 		t.Fatalf("the repeat of a key whose outcome is unknown: %s (ran %v, %d runs), want it not run again; %s", second.v, second.ran, runs.Load(), second.detail)
+	}
+	// An error that does not declare the effect did not happen (the
+	// email API's 504 after the send) is as unknown; NotApplied retries.
+	var sends, declined atomic.Int32
+	h = c.handler(t, func(_ context.Context, key, _ string) (string, error) {
+		switch {
+		case key == "sent" && sends.Add(1) == 1:
+			return "", errors.New("email API: 504 Gateway Timeout")
+		case key == "declined" && declined.Add(1) == 1:
+			return "", lambdaidem.NotApplied(errors.New("email API: 400, not sent"))
+		}
+		return "done", nil
+	}, lambdaidem.WithAtMostOnce())
+	for range 2 {
+		h(t.Context(), "sent", "p")
+		h(t.Context(), "declined", "p")
+	}
+	if n := sends.Load(); n != 1 {
+		t.Fatalf("a run that returned an error after its effect ran %d times, want once", n)
+	}
+	if again := h(t.Context(), "declined", "p"); again.v != replay || declined.Load() != 2 {
+		t.Fatalf("a NotApplied failure: %s after %d runs, want it retried and done; %s", again.v, declined.Load(), again.detail)
 	}
 }
 

@@ -107,6 +107,18 @@ func kitAtMostOnce(t *testing.T) {
 		t.Fatalf("the handler ran %d times after a crash, want once (at most once)", n)
 	}
 	checked(t, k)
+
+	// The effect happens and its answer is lost (an API's 504): the error
+	// the handler returns is never retried.
+	k = lambdaidemtest.New(func(ctx context.Context, _ events.SQSMessage) error {
+		return lambdaidemtest.Effect(ctx, "email")
+	}, keyed, lambdaidem.WithAtMostOnce())
+	k.ExpectDeadLetter("k", idemstore.ReasonOutcomeUnknown)
+	k.ErrorAfterEffect(`{"key":"k"}`)
+	if got := k.Effects("k"); len(got) != 1 {
+		t.Fatalf("effects %v after an error after the effect, want one (at most once)", got)
+	}
+	checked(t, k)
 }
 
 func kitHeartbeat(t *testing.T) {

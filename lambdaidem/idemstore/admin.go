@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"time"
+	"unicode/utf8"
 )
 
 // Admin is what an operator does to a store: read a record, list and
-// count the unfinished ones, release a stuck lease, forget a key, and
-// reset a dead-lettered record for a redrive. Functions never need it; the
+// count the unfinished ones, release a stuck lease, forget a key, reset a
+// dead-lettered record for a redrive, and resolve a record whose outcome
+// is unknown. Functions never need it; the
 // operator CLI, redrive and the simulator's operators use it, and nothing
 // else. The in-memory, DynamoDB (dynamo.Admin) and Redis stores implement
 // it, and the conformance suite (package storetest) checks every store
@@ -35,6 +37,14 @@ import (
 // back: ResetDeadLetter applies only to the record that copy
 // dead-lettered. Forget therefore refuses a DEAD_LETTERED record with
 // ErrWouldAbandonCopy unless the request sets AbandonCopy.
+//
+// # Unknown outcomes
+//
+// A record DEAD_LETTERED with ReasonOutcomeUnknown waits for a person to
+// find out whether its effect happened. Resolve records the decision
+// ([Resolution]) in one write fenced by what the operator read, and
+// ResetDeadLetter refuses a record an operator abandoned, so redrive never
+// sends its copy back.
 type Admin interface {
 	// Get reads a record, as Store.Get does. An absent or expired record
 	// yields ErrNotFound.
@@ -100,6 +110,134 @@ type Admin interface {
 	// read a record with Get before acting on it. The sequence stops at
 	// the first error, which it yields.
 	ListOpen(ctx context.Context, req ListOpenRequest) iter.Seq2[Record, error]
+
+	// Resolve records an operator's decision on a record whose outcome
+	// is unknown, in one write conditioned on the record being
+	// unexpired, DEAD_LETTERED with ReasonOutcomeUnknown, not abandoned,
+	// and still carrying the lease token and dead-letter copy the
+	// operator read (req.Token, req.DeadLetterMessageID). Each decision
+	// writes a new lease token, which fences out any late write of an
+	// older lease, and sets Resolution, ResolutionNote
+	// (req.StoredNote()) and UpdatedAt:
+	//
+	//   - ResolutionApplied: COMPLETED, with req.Result as its result,
+	//     ResultUntil cleared and the dead-letter fields cleared;
+	//     attempts, fence, payload hash and expiry stay.
+	//   - ResolutionNotApplied: what ResetDeadLetter writes (FAILED,
+	//     Attempts 0, Redrives one higher, RedrivenFrom the copy or ""
+	//     without one, the dead-letter fields cleared), with the stored
+	//     note as LastError.
+	//   - ResolutionAbandoned: still DEAD_LETTERED, nothing else
+	//     changed.
+	//
+	// It returns the record as written. A refusal returns the current
+	// record, unchanged, with ErrRecordChanged (another token or copy),
+	// ErrNotOutcomeUnknown or ErrResolved (abandoned already); an absent
+	// or expired record yields ErrNotFound; a request CheckResolve
+	// refuses yields ErrInvalidRequest. A retried write that already
+	// applied is a success.
+	Resolve(ctx context.Context, req ResolveRequest) (Record, error)
+}
+
+// ResolveRequest is an operator's decision on one record whose outcome is
+// unknown.
+type ResolveRequest struct {
+	Namespace string
+	Key       string
+	// Decision is what the operator found: ResolutionApplied,
+	// ResolutionNotApplied or ResolutionAbandoned.
+	Decision Resolution
+	// Token is the lease token the operator read (Record.LeaseToken from
+	// a Get). The decision applies only while the record still carries
+	// it. Required.
+	Token string
+	// DeadLetterMessageID is the record's dead-letter copy as the
+	// operator read it (Record.DeadLetterMessageID; empty for a record
+	// that has none, such as Wrap's). The decision applies only while
+	// the record names that copy.
+	DeadLetterMessageID string
+	// Now is the clock the expiry is judged by, and the decision's time.
+	Now time.Time
+	// By names who decided (a person, a ticket); required, at most
+	// MaxResolveByBytes. Note says why (what they looked at), at most
+	// MaxResolveNoteBytes. Both are kept in the record's ResolutionNote.
+	By   string
+	Note string
+	// Result is the result an applied record keeps (a Wrap replay
+	// returns it); nil keeps none. The operator tools store
+	// lambdaidem's "result not stored" mark, so a later Wrap call gets
+	// ErrResultNotStored rather than a result nobody kept. At most
+	// MaxResolveNoteBytes.
+	Result []byte
+}
+
+// Bounds of a ResolveRequest's text, so that a record's size stays
+// bounded (StoredNote is at most MaxResolutionNoteBytes).
+const (
+	MaxResolveByBytes      = 128
+	MaxResolveNoteBytes    = 512
+	MaxResolutionNoteBytes = 1024
+)
+
+// CheckResolve refuses, with ErrInvalidRequest, a ResolveRequest no
+// record could satisfy: an unknown decision, no token, no By, or text
+// over its bound or not valid UTF-8. Every store checks it before
+// sending anything.
+func CheckResolve(req ResolveRequest) error {
+	switch {
+	case req.Decision != ResolutionApplied && req.Decision != ResolutionNotApplied && req.Decision != ResolutionAbandoned:
+		return fmt.Errorf("%w: resolve: unknown decision %q (applied, not_applied or abandoned)", ErrInvalidRequest, req.Decision)
+	case req.Token == "":
+		return fmt.Errorf("%w: resolve: no lease token (read the record first)", ErrInvalidRequest)
+	case req.By == "":
+		return fmt.Errorf("%w: resolve: no By (who decided)", ErrInvalidRequest)
+	case len(req.By) > MaxResolveByBytes || len(req.Note) > MaxResolveNoteBytes || len(req.Result) > MaxResolveNoteBytes:
+		return fmt.Errorf("%w: resolve: By is %d bytes, Note %d and Result %d; at most %d, %d and %d", ErrInvalidRequest,
+			len(req.By), len(req.Note), len(req.Result), MaxResolveByBytes, MaxResolveNoteBytes, MaxResolveNoteBytes)
+	case !utf8.ValidString(req.By) || !utf8.ValidString(req.Note) || !utf8.ValidString(req.DeadLetterMessageID):
+		return fmt.Errorf("%w: resolve: By, Note or the copy's ID is not valid UTF-8", ErrInvalidRequest)
+	case len(req.DeadLetterMessageID) > MaxResolveByBytes:
+		return fmt.Errorf("%w: resolve: dead-letter copy ID of %d bytes", ErrInvalidRequest, len(req.DeadLetterMessageID))
+	}
+	return nil
+}
+
+// StoredNote is the ResolutionNote a store keeps for the request: the
+// decision, who took it and when, the copy it was about, and why, e.g.
+// "applied by alice at 2026-11-21T09:01:25Z (dead-letter copy 9e41d7a0):
+// the charge is in the payments dashboard". It is at most
+// MaxResolutionNoteBytes for a request CheckResolve accepts.
+func (req ResolveRequest) StoredNote() string {
+	s := string(req.Decision) + " by " + req.By + " at " + req.Now.UTC().Format(time.RFC3339)
+	if req.DeadLetterMessageID != "" {
+		s += " (dead-letter copy " + req.DeadLetterMessageID + ")"
+	}
+	if req.Note != "" {
+		s += ": " + req.Note
+	}
+	return s
+}
+
+// ResolveRefusal says why Resolve refuses the record r: an error wrapping
+// ErrRecordChanged, ErrNotOutcomeUnknown or ErrResolved, or nil when the
+// decision applies. Like ReleaseRefusal, it is the stores' common wording
+// and the suite's reference.
+func ResolveRefusal(r Record, req ResolveRequest) error {
+	switch {
+	case r.LeaseToken != req.Token:
+		return fmt.Errorf("%w: it is now %s with another lease token (claim %d)", ErrRecordChanged, r.Status, r.Fence.Claim)
+	case r.Status != StatusDeadLettered || r.DeadLetterReason != ReasonOutcomeUnknown:
+		reason := ""
+		if r.DeadLetterReason != "" {
+			reason = " (" + string(r.DeadLetterReason) + ")"
+		}
+		return fmt.Errorf("%w: it is %s%s", ErrNotOutcomeUnknown, r.Status, reason)
+	case r.Resolution == ResolutionAbandoned:
+		return fmt.Errorf("%w: %s", ErrResolved, r.ResolutionNote)
+	case r.DeadLetterMessageID != req.DeadLetterMessageID:
+		return fmt.Errorf("%w: it was dead-lettered by another copy (%s)", ErrRecordChanged, r.DeadLetterMessageID)
+	}
+	return nil
 }
 
 // ReleaseRequest asks to end the lease of one IN_PROGRESS record.

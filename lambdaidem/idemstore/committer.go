@@ -20,7 +20,12 @@ import (
 // than Grace ago (an abandoned lease; Takeovers rises). It never applies to
 // a record IN_PROGRESS under a live lease, COMPLETED, DEAD_LETTERED, or
 // holding another payload. So a commit and a lease holder's fenced writes
-// exclude each other: whichever writes first, the other is refused.
+// exclude each other: whichever writes first, the other is refused. Nor
+// does it apply to an abandoned lease that carries a pending dead-letter
+// mark (DeadLetterReason set while IN_PROGRESS): its holder's decision to
+// dead-letter stands, and only a claim, whose taker finishes that
+// dead-lettering instead of running the handler, takes such a lease over;
+// a commit comes after a run it must not have made.
 type Committer interface {
 	// Commit writes req.Status (COMPLETED or FAILED) on a key, with the
 	// completion's Writes atomically when COMPLETED, if the record allows
@@ -139,7 +144,7 @@ func CommitRefusal(r *Record, req CommitRequest) (apply, atLimit, own, takeover 
 		return false, false, false, false
 	case r.Status == StatusFailed:
 		attempts = r.Attempts
-	case r.Status == StatusInProgress && r.LeaseExpired(req.Now, req.Grace):
+	case r.Status == StatusInProgress && r.DeadLetterReason == "" && r.LeaseExpired(req.Now, req.Grace):
 		attempts, takeover = r.Attempts, true
 	default:
 		return false, false, false, false

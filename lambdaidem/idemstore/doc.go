@@ -16,6 +16,11 @@
 //	                      │  └─ takeover once LeaseUntil+Grace has passed
 //	                      └────DeadLetter────▶ DEAD_LETTERED ──ResetDeadLetter──▶ FAILED
 //
+// An operator moves a DEAD_LETTERED record whose outcome is unknown
+// (ReasonOutcomeUnknown) with [Admin]'s Resolve: to COMPLETED (the effect
+// happened), to FAILED as a reset does (it did not), or nowhere, marked
+// abandoned, which no reset undoes.
+//
 // Every condition compares against the request's Now, never the store's
 // own clock, and a record whose ExpiresAt is before Now is absent to every
 // method whatever its status (TTL deletion is late by design). A claim of
@@ -59,7 +64,8 @@
 //   - [DeadLetterResetter]: redrive's conditional reset of a dead-lettered
 //     record (package sqsqueue, the operator CLI).
 //   - [Admin]: the operator calls (read, list and count open records,
-//     release or revoke a lease, forget a key).
+//     release or revoke a lease, forget a key, resolve an unknown
+//     outcome).
 //   - [Committer]: the optimistic mode's commit of a run that held no
 //     lease.
 //   - [Batcher]: several claims, or completions, in one request.
@@ -70,8 +76,8 @@
 //
 // The rules several stores must apply alike are functions here, so that
 // every store refuses the same records in the same words: [ResetRefusal],
-// [ReleaseRefusal], [ForgetRefusal], [LeaseLive], [CommitRefusal],
-// [CheckCommit] and [CheckNamespace]. Keys arrive as [StoredKey] made
+// [ReleaseRefusal], [ForgetRefusal], [ResolveRefusal], [CheckResolve],
+// [LeaseLive], [CommitRefusal], [CheckCommit] and [CheckNamespace]. Keys arrive as [StoredKey] made
 // them (at most [MaxKeyLength] bytes, valid UTF-8), namespaces as
 // CheckNamespace allows (at most [MaxNamespaceLength] bytes).
 //

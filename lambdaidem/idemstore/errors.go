@@ -62,6 +62,15 @@ var (
 	// ErrNamespaceRequired: the store indexes each namespace apart, so
 	// listing and counting need one.
 	ErrNamespaceRequired = errors.New("lambdaidem: a namespace is required")
+	// ErrNotOutcomeUnknown: Resolve applies only to a record whose
+	// outcome is unknown (DEAD_LETTERED with ReasonOutcomeUnknown); this
+	// one is in another state, or was dead-lettered for another reason
+	// (redrive handles those).
+	ErrNotOutcomeUnknown = errors.New("lambdaidem: record is not DEAD_LETTERED as outcome_unknown")
+	// ErrResolved: an operator abandoned the record already, and that
+	// decision is final: no other decision applies to it. (Forget it to
+	// let the key run as a new one.)
+	ErrResolved = errors.New("lambdaidem: record was resolved already")
 )
 
 // ErrInvalidRequest: a store request the store cannot act on whatever the

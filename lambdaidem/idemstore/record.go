@@ -85,6 +85,55 @@ type Record struct {
 	// redrive that finds them set knows it sent that copy back before.
 	Redrives     int
 	RedrivenFrom string
+	// Resolution is the latest operator decision on an unknown outcome
+	// (Admin.Resolve), "" when there was none; ResolutionNote says who
+	// took it, when, why and about which dead-letter copy
+	// (ResolveRequest.StoredNote). Later writes of the generation keep
+	// both (a key resolved not_applied keeps them while it runs again),
+	// so the record shows its history; only the next Resolve replaces
+	// them, and a fresh generation starts without.
+	Resolution     Resolution
+	ResolutionNote string
+}
+
+// Resolution is an operator's decision on a record whose outcome is
+// unknown: DEAD_LETTERED with ReasonOutcomeUnknown, its at-most-once
+// attempt having ended (a crash, a timeout, a panic, a return after its
+// context ended) without a recorded outcome. Only a person who looked
+// at the effect's target (the payment provider, the mailbox, the next
+// queue) can say whether it happened; Admin.Resolve records what they
+// found.
+type Resolution string
+
+// The decisions of Admin.Resolve.
+const (
+	// ResolutionApplied: the effect happened. The record becomes
+	// COMPLETED and the key is never run again in this generation; its
+	// dead-letter copy is done work (redrive deletes it).
+	ResolutionApplied Resolution = "applied"
+	// ResolutionNotApplied: the effect did not happen. The record is
+	// reset as a redrive resets it (FAILED, attempts 0, one more
+	// redrive, RedrivenFrom the copy), so the key may run once more: its
+	// dead-letter copy is sent back.
+	ResolutionNotApplied Resolution = "not_applied"
+	// ResolutionAbandoned: nobody will run it. The record stays
+	// DEAD_LETTERED, marked abandoned; no reset applies to it, so no
+	// redrive ever sends its copy back, and a later message with the key
+	// never runs (the decorator dead-letters it as
+	// key_already_dead_lettered).
+	ResolutionAbandoned Resolution = "abandoned"
+)
+
+// Uncertain reports whether the record waits for an operator's decision:
+// DEAD_LETTERED with ReasonOutcomeUnknown and not abandoned.
+func (r Record) Uncertain() bool {
+	return r.Status == StatusDeadLettered && r.DeadLetterReason == ReasonOutcomeUnknown && r.Resolution != ResolutionAbandoned
+}
+
+// Abandoned reports whether an operator abandoned the record: it stays
+// DEAD_LETTERED and is never reset.
+func (r Record) Abandoned() bool {
+	return r.Status == StatusDeadLettered && r.Resolution == ResolutionAbandoned
 }
 
 // Lease returns the lease of the record's latest claim: the one its

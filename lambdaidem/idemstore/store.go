@@ -210,8 +210,9 @@ type DeadLetterResetter interface {
 	// ResetDeadLetter makes a dead-lettered key claimable again, in one
 	// conditional write that applies only when the record is
 	// DEAD_LETTERED, its DeadLetterMessageID is req.DeadLetterMessageID
-	// (the dead-letter copy being redriven), it has not expired, and, with
-	// req.MaxRedrives set, it was redriven fewer times than that.
+	// (the dead-letter copy being redriven), it has not expired, no
+	// operator abandoned it (Resolution is not ResolutionAbandoned), and,
+	// with req.MaxRedrives set, it was redriven fewer times than that.
 	//
 	// On success the record is FAILED with Attempts 0, Redrives one higher,
 	// RedrivenFrom set to the copy's ID, the dead-letter fields cleared and
@@ -255,11 +256,14 @@ func ResetRefusal(r Record, req ResetRequest) string {
 	if mutant.On("redrive-resets-any-record") {
 		return "" // the bug: reset whatever record the key has
 	}
+	abandonedRedrivable := mutant.On("resolve-abandoned-redrivable")
 	switch {
 	case r.Status != StatusDeadLettered:
 		return "the record is " + string(r.Status) + ", not DEAD_LETTERED"
 	case r.DeadLetterMessageID != req.DeadLetterMessageID:
 		return "it was dead-lettered by another copy (" + r.DeadLetterMessageID + ")"
+	case r.Resolution == ResolutionAbandoned && !abandonedRedrivable:
+		return "an operator abandoned it (" + r.ResolutionNote + ")"
 	case req.MaxRedrives > 0 && r.Redrives >= req.MaxRedrives:
 		return "it was redriven " + strconv.Itoa(r.Redrives) + " times already, the limit"
 	}

@@ -178,3 +178,49 @@ func nowOr(t time.Time) time.Time {
 	}
 	return t
 }
+
+// Resolve records an operator's decision on a record whose outcome is
+// unknown; see [idemstore.Admin].
+func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.Record, error) {
+	if err := validate(OpResolve, req.Namespace, req.Key); err != nil {
+		return idemstore.Record{}, err
+	}
+	if err := idemstore.CheckResolve(req); err != nil {
+		return idemstore.Record{}, fmt.Errorf("memstore: %s/%s: %w", req.Namespace, req.Key, err)
+	}
+	if err := s.begin(ctx, OpResolve); err != nil {
+		return idemstore.Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.live(id{req.Namespace, req.Key}, req.Now)
+	if r == nil {
+		return idemstore.Record{}, fmt.Errorf("memstore: resolve %s/%s: %w", req.Namespace, req.Key, idemstore.ErrNotFound)
+	}
+	if err := idemstore.ResolveRefusal(*r, req); err != nil {
+		return copyRecord(r), fmt.Errorf("memstore: resolve %s/%s: %w", req.Namespace, req.Key, err)
+	}
+	note := req.StoredNote()
+	switch req.Decision {
+	case idemstore.ResolutionApplied:
+		if mutant.On("resolve-applied-left-claimable") {
+			r.Status = idemstore.StatusFailed // the bug: the key runs again
+		} else {
+			r.Status = idemstore.StatusCompleted
+		}
+		r.Result = cloneBytes(req.Result)
+		r.ResultUntil = time.Time{}
+		r.DeadLetterReason, r.DeadLetteredMessageID, r.DeadLetterMessageID = "", "", ""
+	case idemstore.ResolutionNotApplied:
+		r.Status = idemstore.StatusFailed
+		r.Attempts = 0
+		r.Redrives++
+		r.RedrivenFrom = req.DeadLetterMessageID
+		r.LastError = note
+		r.DeadLetterReason, r.DeadLetteredMessageID, r.DeadLetterMessageID = "", "", ""
+	}
+	r.LeaseToken = "resolved-" + newID()
+	r.Resolution, r.ResolutionNote = req.Decision, note
+	r.UpdatedAt = req.Now
+	return copyRecord(r), nil
+}

@@ -26,6 +26,7 @@ const (
 	OpForget     = "forget"
 	OpCount      = "count"
 	OpList       = "list"
+	OpResolve    = "resolve"
 	// OpCommit is a commit of the optimistic mode (idemstore.Committer);
 	// OpClaimBatch and OpCompleteBatch are batched claims and completions
 	// (idemstore.Batcher), one call per batch.
@@ -42,9 +43,9 @@ type Stats struct {
 	Claim, Complete, Fail, DeadLetter, Extend, Get, Delete int
 	// Reset counts ResetDeadLetter calls.
 	Reset int
-	// Release, Forget, Count and List count the operator calls
+	// Release, Forget, Count, List and Resolve count the operator calls
 	// (idemstore.Admin); List counts ListOpen sequences, not pages.
-	Release, Forget, Count, List int
+	Release, Forget, Count, List, Resolve int
 	// Commit counts Commit calls; ClaimBatch and CompleteBatch count
 	// batched requests, one per call whatever the batch holds.
 	Commit, ClaimBatch, CompleteBatch int
@@ -53,7 +54,7 @@ type Stats struct {
 // Total is the number of calls of every operation.
 func (s Stats) Total() int {
 	return s.Claim + s.Complete + s.Fail + s.DeadLetter + s.Extend + s.Get + s.Delete + s.Reset +
-		s.Release + s.Forget + s.Count + s.List + s.Commit + s.ClaimBatch + s.CompleteBatch
+		s.Release + s.Forget + s.Count + s.List + s.Resolve + s.Commit + s.ClaimBatch + s.CompleteBatch
 }
 
 // Store is an in-memory [idemstore.Store]. The zero value is not usable;
@@ -166,6 +167,8 @@ func (s *Store) begin(ctx context.Context, op string) error {
 		s.stats.Count++
 	case OpList:
 		s.stats.List++
+	case OpResolve:
+		s.stats.Resolve++
 	case OpCommit:
 		s.stats.Commit++
 	case OpClaimBatch:

@@ -208,6 +208,17 @@ func testCommitRefusals(t *testing.T, f *fixture) {
 			}
 		}
 	}
+	// An abandoned lease whose holder was dead-lettering the message (a
+	// pending mark): only a claim, which finishes the dead-lettering,
+	// takes it over; a commit comes after a run that must not happen.
+	pending := f.mustClaim(f.claimReq("pending", 0))
+	f.ok("DeadLetter (pending)", f.store.DeadLetter(f.ctx, idemstore.DeadLetterRequest{
+		Lease: pending.Lease, Now: f.at(1), Reason: idemstore.ReasonOutcomeUnknown, Error: "unknown",
+		MessageID: "m1", ExpiresAt: f.at(retentionSecs), Pending: true,
+	}))
+	for _, st := range []idemstore.Status{idemstore.StatusCompleted, idemstore.StatusFailed} {
+		f.mustRefuseCommit(f.commitReq("pending", leaseSecs+graceSecs+1, st))
+	}
 	// Another payload's FAILED record, and its abandoned lease: a key
 	// conflict is never a retry and never a takeover.
 	failed := f.mustClaim(f.claimReq("failed", 0))

@@ -82,6 +82,18 @@
 //     revokes it and lets the record expire at its end plus the grace, and
 //     refuses a DEAD_LETTERED record with [idemstore.ErrWouldAbandonCopy]
 //     unless AbandonCopy.
+//   - Resolve of a record DEAD_LETTERED as outcome_unknown, conditioned
+//     on the token and dead-letter copy the operator read: applied makes
+//     it COMPLETED with the request's result (a duplicate from then on),
+//     not_applied resets it as ResetDeadLetter does (the key is claimed
+//     once more, and keeps the decision when it completes), abandoned
+//     leaves it DEAD_LETTERED, refused by every reset and every later
+//     decision ([idemstore.ErrResolved]). Each stores the decision and
+//     ResolveRequest.StoredNote under a new token. Another token or copy
+//     is [idemstore.ErrRecordChanged], any other record
+//     [idemstore.ErrNotOutcomeUnknown], a bad request
+//     [idemstore.ErrInvalidRequest]; a fresh generation carries no
+//     decision.
 //   - In every case the holder's later writes are refused as
 //     ErrLeaseLost, and a refusal returns the record unchanged.
 //   - Count and ListOpen see exactly the unexpired records of a status in a

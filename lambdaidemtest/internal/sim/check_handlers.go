@@ -31,6 +31,12 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		me := &running{ctx: ctx, proc: w.cur.owner, msg: msg.MessageId, token: lease.Token}
 		s.enter(k, me, lease.Attempt)
 		defer s.leave(k, me)
+		if d := f.decided[lease.Fence.Generation]; d != "" {
+			s.violate(InvResolve, "key %s: message %s runs attempt %d of generation %s, which an operator resolved as %s: it must never run again",
+				k, msg.MessageId, lease.Attempt, lease.Fence.Generation, d)
+		} else {
+			s.notUnknown(f, k, lease, msg.MessageId)
+		}
 	}
 	f.runs++
 	w.Logf("handler %s key %s attempt %d (leased %v)", msg.MessageId, k, lease.Attempt, leased)
@@ -68,8 +74,25 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return lambdaidem.Poison(errPoison)
 	case b.Kind == "poison1":
 		return effect()
+	case f.runs <= b.Fail && b.NA:
+		return lambdaidem.NotApplied(errTransient)
 	case f.runs <= b.Fail:
 		return errTransient
+	case b.After == unknownBefore && f.runs == 1:
+		return lambdaidem.OutcomeUnknown(errAnswerLost)
+	case b.After != 0 && f.runs == 1:
+		if err := effect(); err != nil {
+			return err
+		}
+		if b.After == afterUnknown {
+			return lambdaidem.OutcomeUnknown(errAnswerLost)
+		}
+		if !s.Cfg.Tx {
+			// At-least-once retries it, and the effect repeats; at most
+			// once must not.
+			f.failedAfterEffect++
+		}
+		return errAnswerLost
 	case b.First:
 		if err := effect(); err != nil {
 			return err
@@ -86,6 +109,17 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return err
 	}
 	return effect()
+}
+
+// notUnknown checks a handler starting under lease on key k: its
+// generation's outcome must not have been recorded unknown (the handler
+// said so, or at-most-once mode found it so), in either mode, unless an
+// operator reset or released the record since.
+func (s *Scenario) notUnknown(f *keyFacts, k string, lease idemstore.Lease, by string) {
+	if f.unknownGen[lease.Fence.Generation] {
+		s.violate(InvAMO, "outcome unknown: key %s runs again (%s, attempt %d) in generation %s, whose outcome was recorded unknown",
+			k, by, lease.Attempt, lease.Fence.Generation)
+	}
 }
 
 // enter records a handler starting on key k, and checks that no other
@@ -145,9 +179,19 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idem
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
-	f.gens[lease.Fence.Generation]++
-	if s.Cfg.AtMostOnce && f.gens[lease.Fence.Generation] > 1+f.redrives {
-		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator redrives)", k, f.gens[lease.Fence.Generation], f.redrives)
+	f.gens[gen]++
+	// At most once: one effect per generation, and one more for each time
+	// an operator decided to run it again although its outcome was
+	// unknown (a not_applied decision, or a redrive asked by name to send
+	// outcome_unknown copies back). Redrives of other copies add none:
+	// their attempts never had the effect.
+	switch n := f.gens[gen]; {
+	case !s.Cfg.AtMostOnce || n <= 1+f.reruns[gen]:
+	case f.notApplied[gen] > 0:
+		s.violate(InvResolve, "key %s had its effect %d times in generation %s, though an operator resolved it as not applied only %d times (and ran it again %d times in all): each decision runs it at most once more",
+			k, n, gen, f.notApplied[gen], f.reruns[gen])
+	default:
+		s.violate(InvAMO, "at-most-once: key %s had its effect %d times in one generation (%d operator decisions to run it again)", k, n, f.reruns[gen])
 	}
 	if s.Cfg.Kill > 0 && w.rng.Float64() < s.Cfg.Kill {
 		w.Logf("kill %s after the effect", w.cur.owner.Name)

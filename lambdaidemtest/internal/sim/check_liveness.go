@@ -165,20 +165,22 @@ func maxTime(a, b time.Time) time.Time {
 // enough that a handler which honours its context (the simulated ones
 // look every second) still has its outcome written within the margin,
 // with room for a claim and a completion; no kills; no operator revoking
-// or forgetting leases; no redrive policy moving messages aside; no
-// effect refused; not the at-most-once mode.
+// or forgetting leases, nor deciding on unknown outcomes; no redrive
+// policy moving messages aside; no effect refused; not the at-most-once
+// mode.
 func (c Config) healthy() bool {
 	f := c.Store
 	return f.ErrBefore == 0 && f.LostAfter == 0 && f.Throttle == 0 && f.Late == 0 && f.OutageFor == 0 && f.MarkErr == 0 &&
 		time.Second+4*f.Latency <= c.Margin &&
-		c.Kill == 0 && c.Forget == 0 && c.MaxReceive == 0 && c.TxRefuse == 0 && !c.AtMostOnce
+		c.Kill == 0 && c.Forget == 0 && c.MaxReceive == 0 && c.TxRefuse == 0 && !c.AtMostOnce && c.Resolve == 0
 }
 
 // canSucceed reports whether a message with body b succeeds once it has
 // failed the times it fails: a plain message, quick, failing fewer times
-// than the attempts allowed.
+// than the attempts allowed, its first run declaring nothing (no error
+// after its effect, no unknown outcome).
 func (s *Scenario) canSucceed(b body) bool {
-	return b.Kind == "plain" && b.Slow == 0 && b.Fail < s.Cfg.MaxAttempts
+	return b.Kind == "plain" && b.Slow == 0 && b.Fail < s.Cfg.MaxAttempts && b.After == 0
 }
 
 // leaves reports whether a message that cannot succeed still leaves the

@@ -27,6 +27,10 @@ func (s *Scenario) operators() {
 		at = time.Duration(w.rng.Int64N(int64(span)))
 		w.At(at, nil, func() { w.Spawn("release", nil, s.release) })
 	}
+	for range c.Resolve {
+		at := time.Duration(w.rng.Int64N(int64(span)))
+		w.At(at, nil, func() { w.Spawn("resolve", nil, s.resolve) })
+	}
 }
 
 // redrive runs the real sqsqueue.Redrive against the simulated queues,
@@ -47,15 +51,23 @@ func (s *Scenario) redrive() {
 		sources = append(sources, arn)
 	}
 	slices.Sort(sources)
-	rc := &resetChecker{s: s, run: run, sent: map[string]bool{}}
+	// Sometimes the operator sends outcome_unknown copies back too, by
+	// name: a decision to run them again.
+	uncertain := s.Cfg.RedriveUncertain > 0 && w.rng.Float64() < s.Cfg.RedriveUncertain
+	if uncertain {
+		w.Logf("operator: redrive run %d sends outcome_unknown copies back too", run)
+	}
+	rc := &resetChecker{s: s, run: run, sent: map[string]bool{}, uncertain: uncertain}
 	_, err := sqsqueue.Redrive(context.Background(), sqsqueue.RedriveOptions{
-		Client:             s.svc,
-		DeadLetterQueueURL: s.dlq.URL,
-		SourceQueues:       sources,
-		QueueURLs:          urls,
-		WaitTime:           -1,
-		Resetter:           rc,
-		Marker:             s.store.Store,
+		Client:                s.svc,
+		DeadLetterQueueURL:    s.dlq.URL,
+		SourceQueues:          sources,
+		QueueURLs:             urls,
+		WaitTime:              -1,
+		Resetter:              rc,
+		Records:               s.store.Store,
+		IncludeOutcomeUnknown: uncertain,
+		Marker:                s.store.Store,
 		Progress: func(ev sqsqueue.RedriveEvent) {
 			if ev.NewMessageID != "" {
 				rc.sent[ev.Metadata.Key] = true
@@ -81,6 +93,9 @@ type resetChecker struct {
 	s    *Scenario
 	run  int
 	sent map[string]bool // keys this run sent back to their queue
+	// uncertain is set when the run was asked to send outcome_unknown
+	// copies back (RedriveOptions.IncludeOutcomeUnknown).
+	uncertain bool
 }
 
 func (r *resetChecker) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest) (idemstore.Record, error) {
@@ -104,7 +119,16 @@ func (r *resetChecker) ResetDeadLetter(ctx context.Context, req idemstore.ResetR
 	}
 	f := s.key(req.Key)
 	f.redrives++
+	clear(f.unknownGen) // the operator's decision to run it again
 	s.resets++
+	if gerr == nil && before.DeadLetterReason == idemstore.ReasonOutcomeUnknown {
+		if r.uncertain {
+			f.reruns[before.Fence.Generation]++
+		} else {
+			s.violate(InvAMO, "redrive run %d reset key %s, dead-lettered as outcome_unknown by copy %s, without being asked to send such copies back: its effect may have happened",
+				r.run, req.Key, req.DeadLetterMessageID)
+		}
+	}
 	// The reset record counts attempts from 1 again: what a container
 	// remembers of earlier attempts names leases of before the reset.
 	clear(f.unrecorded)
@@ -264,6 +288,7 @@ func (s *Scenario) release() {
 	case out.Status == idemstore.StatusFailed:
 		s.w.Logf("operator: release %s", k)
 		s.key(k).released++
+		clear(s.key(k).unknownGen) // the operator's decision to run it again
 	default:
 		s.revoke(k, out.Attempts)
 		s.w.Logf("operator: release %s revoked the live lease of %s", k, out.MessageID)

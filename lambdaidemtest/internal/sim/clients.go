@@ -214,6 +214,7 @@ func (s *Scenario) wrapped(ctx context.Context, rq request) (reply, error) {
 	me := &running{ctx: ctx, proc: w.cur.owner, msg: "request " + rq.id(), token: lease.Token}
 	s.enter(k, me, lease.Attempt)
 	defer s.leave(k, me)
+	s.notUnknown(f, k, lease, "request "+rq.id())
 	s.ranHere()
 	f.runs++
 	if f.runs <= rq.Fail {

@@ -110,12 +110,35 @@ type Config struct {
 	// completion); with WithAtMostOnce or WithHeartbeat the decorator must
 	// refuse it when built, and the environment runs in lease mode.
 	Optimistic float64 `json:",omitempty"`
+	// Resolve is how many operator runs resolve the records whose outcome
+	// is unknown (sqsqueue.Resolve): each decides every such record whose
+	// function timeout has passed since it was marked, applied when the
+	// effect happened, not applied when it did not, or, with chance
+	// Abandon, abandoned. RedriveUncertain is the chance a redrive run
+	// sends outcome_unknown copies back too (IncludeOutcomeUnknown): an
+	// operator's decision to run them again.
+	Resolve          int     `json:",omitempty"`
+	Abandon          float64 `json:",omitempty"`
+	RedriveUncertain float64 `json:",omitempty"`
 	// Batched is the chance an execution environment's decorator is built
 	// WithBatchedWrites (1: all of them; between 0 and 1: a fleet of
 	// batched and unbatched consumers on one table). With WithHeartbeat
 	// or the optimistic mode the decorator must refuse it when built, and
 	// the environment runs without it.
 	Batched float64 `json:",omitempty"`
+	// ErrAfter is the chance a key's handler, on its first run, has its
+	// effect and then returns a plain error (a downstream answer lost
+	// after the effect); Unknown the chance it returns
+	// lambdaidem.OutcomeUnknown instead, after its effect or (half of
+	// them) before it; NotApplied the chance a failing key's failures
+	// (FailN) declare lambdaidem.NotApplied.
+	ErrAfter   float64 `json:",omitempty"`
+	Unknown    float64 `json:",omitempty"`
+	NotApplied float64 `json:",omitempty"`
+	// LostAnswer is, for the test kit's explorer, the chance that an
+	// effect a user's fake records (lambdaidemtest.Effect) has its answer
+	// lost: the effect happened, the fake returns an error.
+	LostAnswer float64 `json:",omitempty"`
 
 	// ReqRepeat is the chance a request is sent again later (within a
 	// minute) with its payload, ReqConflict the chance a request carries
@@ -179,6 +202,8 @@ var Filters = []struct{ Name, Forces string }{
 	{"observe", "an observer on every decorator (the Observer contract checked)"},
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
+	{"declared", "handlers that return an error after their effect, declare their outcome unknown (OutcomeUnknown) or their failures not applied (NotApplied)"},
+	{"resolve", "WithAtMostOnce with crashes, slow handlers and producer duplicates, so that outcomes are unknown; operators who resolve them (applied, not applied, abandoned) and redrive, sometimes sending outcome_unknown copies back by name"},
 	{"groups", "a FIFO queue with keys shared across message groups and messages sent twice at once, so a batch holds a key twice in groups that run side by side (half the time with batched writes)"},
 	{"twice", "messages sent twice at the same moment, so one batch holds their key twice"},
 	{"large", "bodies close to SQS's 256 KiB limit, whose dead-letter copies fit only with their error text cut, or not at all"},
@@ -479,6 +504,46 @@ func Draw(seed uint64, known []string, filter string) Config {
 			}
 		}
 	}
+	// So do the operators who decide on unknown outcomes.
+	rr := rand.New(rand.NewPCG(seed, 0x7e50))
+	if rr.Float64() < 0.2 || want("resolve") {
+		c.Resolve = 1 + rr.IntN(3)
+		c.Abandon = 0.1 + 0.4*rr.Float64()
+		if rr.Float64() < 0.4 {
+			c.RedriveUncertain = 0.2 + 0.6*rr.Float64()
+		}
+		if want("resolve") {
+			// Unknown outcomes: at most once, with crashes and handlers
+			// that outlive their lease, plain effects, duplicates that
+			// find the decided keys, and redrives beside the decisions.
+			c.AtMostOnce, c.Sink, c.Tx, c.Optimistic = true, true, false, 0
+			c.Kill = max(c.Kill, 0.01+0.04*rr.Float64())
+			c.Slow, c.EffectFirst = max(c.Slow, 0.3), max(c.EffectFirst, 0.5)
+			c.ProducerDup = max(c.ProducerDup, 0.2+0.3*rr.Float64())
+			c.Resolve += 2
+			c.Redrive = max(c.Redrive, 1+rr.IntN(3))
+			if rr.Float64() < 0.7 {
+				c.RedriveUncertain = 0.3 + 0.6*rr.Float64()
+			}
+		}
+	}
+	// And what handlers declare of their failures, and what the kit's
+	// world does to effects' answers. With WithAtMostOnce an error after
+	// the effect is what the mode must never retry.
+	rd := rand.New(rand.NewPCG(seed, 0xdec1))
+	if rd.Float64() < 0.3 || want("declared") || c.AtMostOnce && rd.Float64() < 0.5 {
+		c.ErrAfter = rd.Float64() * 0.3
+		c.Unknown = rd.Float64() * 0.2
+		c.NotApplied = rd.Float64()
+		if want("declared") || c.AtMostOnce && want("amo") {
+			c.ErrAfter = 0.1 + rd.Float64()*0.3
+			c.Unknown = 0.1 + rd.Float64()*0.3
+			c.FailN = max(c.FailN, 0.1)
+		}
+	}
+	if rd.Float64() < 0.3 {
+		c.LostAnswer = rd.Float64() * 0.3
+	}
 	// Every answer checked: requests sent again later with their
 	// payload, others under one key with another payload, and a result
 	// retention of seconds. A stream of its own too.
@@ -563,7 +628,7 @@ func Draw(seed uint64, known []string, filter string) Config {
 			c.Heartbeat = 0
 		}
 		c.Store = StoreFaults{Latency: ldur(0, (c.Margin-time.Second)/4)}
-		c.Kill, c.Forget, c.MaxReceive, c.TxRefuse, c.AtMostOnce, c.SlowPoison = 0, 0, 0, 0, false, false
+		c.Kill, c.Forget, c.MaxReceive, c.TxRefuse, c.AtMostOnce, c.SlowPoison, c.Resolve = 0, 0, 0, 0, false, false, 0
 		c.FailN, c.Honour = 0.3+0.4*rl.Float64(), 1
 	}
 	return c

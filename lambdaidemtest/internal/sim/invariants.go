@@ -21,6 +21,7 @@ const (
 	InvRedriveReset Invariant = "redrive resets only what it dead-lettered"
 	InvRedriveEnds  Invariant = "redrive terminates"
 	InvRedriveKeeps Invariant = "redrive never strands or deletes an unrun copy"
+	InvResolve      Invariant = "an operator's decision on an unknown outcome holds"
 	InvProgress     Invariant = "progress"
 	InvReasons      Invariant = "every dead-letter copy has a true reason; no finished work in the DLQ"
 	InvCache        Invariant = "the cache never contradicts the store"

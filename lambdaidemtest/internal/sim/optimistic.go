@@ -80,7 +80,8 @@ func (s *Scenario) storedKeyOf(msg events.SQSMessage) string {
 //
 // A commit applies only where a claim would: the key absent or expired,
 // FAILED with the same payload, or IN_PROGRESS with the same payload under
-// a lease that ended more than the grace ago. Over a live lease it would
+// a lease that ended more than the grace ago and carries no pending
+// dead-letter mark. Over a live lease it would
 // let a lease-mode holder and an optimistic run both believe they own the
 // key; over a COMPLETED or DEAD_LETTERED record or another payload it
 // would commit a second effect, or the wrong payload's.
@@ -102,6 +103,9 @@ func (s *Scenario) onCommit(req idemstore.CommitRequest, res idemstore.CommitRes
 	case live && before.Status == idemstore.StatusInProgress && !before.LeaseUntil.Add(req.Grace).Before(req.Now):
 		s.violate(InvCommit, "key %s: a commit of message %s applied over a live lease (attempt %d, until %s, now %s)",
 			req.Key, req.MessageID, before.Attempts, before.LeaseUntil.Sub(Epoch), req.Now.Sub(Epoch))
+	case live && before.Status == idemstore.StatusInProgress && before.DeadLetterReason != "":
+		s.violate(InvCommit, "key %s: a commit of message %s applied over an abandoned lease that was dead-lettering its message (%s): only a claim may take it over, to finish that",
+			req.Key, req.MessageID, before.DeadLetterReason)
 	}
 	s.nCommits++
 	// What a claim would have noted: the record's token, its generation's

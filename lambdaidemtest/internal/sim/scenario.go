@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Result struct {
 	// Batched counts the decorators built WithBatchedWrites, Batches the
 	// batched requests (claims and completions) they sent.
 	Batched, Batches int
+	// Decisions counts the operators' decisions on unknown outcomes that
+	// applied, by decision.
+	Decisions map[idemstore.Resolution]int
 }
 
 // Failed reports whether an invariant broke.
@@ -90,9 +94,21 @@ type body struct {
 	Honour  bool   `json:"honour"`
 	First   bool   `json:"first"` // effect before the slow part
 	Poison2 bool   `json:"poison2,omitempty"`
+	// After is what the key's first run does after its effect:
+	// afterError, afterUnknown, or unknownBefore (no effect at all).
+	After int `json:"after,omitempty"`
+	// NA declares the key's failures (Fail) NotApplied.
+	NA bool `json:"na,omitempty"`
 	// Pad brings the body close to SQS's size limit (Config.LargeBody).
 	Pad string `json:"pad,omitempty"`
 }
+
+// What a key's first run does (body.After).
+const (
+	afterError    = 1 // its effect, then a plain error (the answer lost)
+	afterUnknown  = 2 // its effect, then lambdaidem.OutcomeUnknown
+	unknownBefore = 3 // lambdaidem.OutcomeUnknown, with no effect
+)
 
 // keyFacts is what the world saw happen to one key.
 type keyFacts struct {
@@ -122,6 +138,20 @@ type keyFacts struct {
 	completedBody map[string]bool
 	// forgotten counts the operator's forgets that deleted the record.
 	forgotten int
+	// reruns counts, per generation, the operator's decisions to run a
+	// record whose outcome was unknown again: not_applied decisions and
+	// redrive resets of outcome_unknown records asked for by name. At
+	// most once allows one effect per generation more for each.
+	reruns map[string]int
+	// decided holds, per generation, the final decision an operator took
+	// on it (applied, abandoned): its handler never runs again.
+	decided map[string]idemstore.Resolution
+	// notApplied counts the not_applied decisions per generation.
+	notApplied map[string]int
+	// unknownGen holds the generations whose record took an
+	// outcome_unknown mark (pending or final) since the operator last
+	// reset or released it: their handler must never run again.
+	unknownGen map[string]bool
 }
 
 // claimFacts is what the checker knows of one lease: the claim that got
@@ -190,8 +220,11 @@ type Scenario struct {
 	claimAt   map[string]time.Time // claim time per lease token
 	// redriveRuns counts operator redrive runs started and ended.
 	redriveRuns, redriveEnded int
-	sent                      int
-	answeredOK, resets        int
+	// decisions counts the operators' decisions on unknown outcomes that
+	// applied.
+	decisions          map[idemstore.Resolution]int
+	sent               int
+	answeredOK, resets int
 	// Request streams (Wrap, httpidem).
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
@@ -227,7 +260,9 @@ func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
 		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
-			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{}}
+			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{},
+			reruns: map[string]int{}, decided: map[string]idemstore.Resolution{},
+			notApplied: map[string]int{}, unknownGen: map[string]bool{}}
 		s.facts[k] = f
 	}
 	return f
@@ -276,6 +311,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.inv = map[*Process]*invocation{}
 	s.tokens = map[string]claimFacts{}
 	s.refused = map[string]bool{}
+	s.decisions = map[idemstore.Resolution]int{}
 
 	var refuse func() bool
 	if c.TxRefuse > 0 {
@@ -317,6 +353,11 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.store.OnExtendRefused = func(l idemstore.Lease) { s.refused[l.Token] = true; s.nRefused++ }
 	s.store.OnExtend = s.onExtend
 	s.store.OnDelete = func(_, k string) { s.key(k).forgotten++ }
+	s.store.OnDeadLetter = func(req idemstore.DeadLetterRequest) {
+		if req.Reason == idemstore.ReasonOutcomeUnknown {
+			s.key(req.Lease.Key).unknownGen[req.Lease.Fence.Generation] = true
+		}
+	}
 	s.svc.Fail = func(op, url string) error {
 		switch {
 		case op == "send" && url == s.dlq.URL && c.SinkFail > 0 && w.rng.Float64() < c.SinkFail:
@@ -359,7 +400,7 @@ func (s *Scenario) run1(tracing bool) *Result {
 	s.final()
 	res := &Result{Seed: s.Seed, Config: c, Messages: s.sent, Invocation: es.Invocations, Violations: s.viol, SimTime: w.now.Sub(Epoch),
 		Answered: s.answeredOK, Resets: s.resets, Revoked: s.nRevoked, Refused: s.nRefused, GroupStops: s.groupStops, Conflicts: s.conflicts,
-		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches}
+		Optimistic: s.nOptimistic, Commits: s.nCommits, Batched: s.nBatched, Batches: s.store.Batches, Decisions: s.decisions}
 	s.inputStats(res)
 	res.HeartbeatEnded, res.HeartbeatEarly, res.Succeeds = s.live.ended, s.live.early, s.live.held
 	if s.waits != nil {
@@ -400,6 +441,22 @@ func (s *Scenario) produce() {
 			b.Slow = 1 + r.IntN(int(c.Timeout/time.Second)*2)
 			b.Honour = r.Float64() < c.Honour
 			b.First = r.Float64() < c.EffectFirst
+		}
+		kinds[i] = b
+	}
+	// What handlers declare of their failures draws from a stream of its
+	// own, so that every other draw of a seed stays what it was.
+	rd := rand.New(rand.NewPCG(s.Seed, 0xdec2))
+	for i, b := range kinds {
+		switch {
+		case b.Kind != "plain":
+		case b.Fail > 0:
+			b.NA = rd.Float64() < c.NotApplied
+		case b.Slow > 0:
+		case rd.Float64() < c.ErrAfter:
+			b.After = afterError
+		case rd.Float64() < c.Unknown:
+			b.After = afterUnknown + rd.IntN(2)
 		}
 		kinds[i] = b
 	}
@@ -604,4 +661,7 @@ func (s *Scenario) body(text string) body {
 var (
 	errTransient = errors.New("simulated transient failure")
 	errPoison    = errors.New("simulated poison message")
+	// errAnswerLost is a downstream call that had its effect and then
+	// answered an error (a 504).
+	errAnswerLost = errors.New("simulated downstream answer lost after the effect")
 )

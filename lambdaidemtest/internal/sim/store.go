@@ -61,6 +61,9 @@ type FaultStore struct {
 	// answered, applied or refused, with the record it met (before, or
 	// the error reading it).
 	OnCommit func(req idemstore.CommitRequest, res idemstore.CommitResult, before idemstore.Record, beforeErr error)
+	// OnDeadLetter observes every dead-letter write that applied: a
+	// pending mark or the final one.
+	OnDeadLetter func(req idemstore.DeadLetterRequest)
 	// OnExtendRefused observes every lease extension the store refused
 	// (idemstore.ErrLeaseLost), as the answer reaches the caller.
 	OnExtendRefused func(l idemstore.Lease)
@@ -187,7 +190,13 @@ func (s *FaultStore) DeadLetter(ctx context.Context, req idemstore.DeadLetterReq
 		s.travel()
 		return fmt.Errorf("sim store dead-letter mark: %w: %w", idemstore.ErrStoreUnavailable, errFault)
 	}
-	return s.write("dead-letter", ctx, func(c context.Context) error { return s.Store.DeadLetter(c, req) })
+	return s.write("dead-letter", ctx, func(c context.Context) error {
+		err := s.Store.DeadLetter(c, req)
+		if err == nil && s.OnDeadLetter != nil {
+			s.OnDeadLetter(req)
+		}
+		return err
+	})
 }
 
 // Extend implements idemstore.Store.

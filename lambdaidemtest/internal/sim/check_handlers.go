@@ -74,8 +74,12 @@ func (s *Scenario) handle(ctx context.Context, msg events.SQSMessage) error {
 		return lambdaidem.Poison(errPoison)
 	case b.Kind == "poison1":
 		return effect()
+	case b.Panic && f.runs == 1:
+		panic("simulated handler panic on message " + msg.MessageId)
 	case f.runs <= b.Fail && b.NA:
 		return lambdaidem.NotApplied(errTransient)
+	case f.runs <= b.Fail && b.RetryIn > 0:
+		return lambdaidem.RetryAfter(time.Duration(b.RetryIn)*time.Second, errTransient)
 	case f.runs <= b.Fail:
 		return errTransient
 	case b.After == unknownBefore && f.runs == 1:
@@ -169,6 +173,7 @@ func (s *Scenario) leave(k string, me *running) {
 func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idemstore.Lease, by, body string) error {
 	w := s.w
 	s.stopped(ctx, k, lease)
+	s.effectKey(ctx, k, lease, by)
 	gen := lease.Fence.Generation
 	if tc, ok := s.tokens[lease.Token]; ok && tc.hash != f.genHash[gen] {
 		s.violate(InvWhose, "whose effect: key %s has an effect by %s, whose payload is not the one generation %s was first claimed with", k, by, gen)

@@ -178,9 +178,9 @@ func (c Config) healthy() bool {
 // canSucceed reports whether a message with body b succeeds once it has
 // failed the times it fails: a plain message, quick, failing fewer times
 // than the attempts allowed, its first run declaring nothing (no error
-// after its effect, no unknown outcome).
+// after its effect, no unknown outcome) and not panicking.
 func (s *Scenario) canSucceed(b body) bool {
-	return b.Kind == "plain" && b.Slow == 0 && b.Fail < s.Cfg.MaxAttempts && b.After == 0
+	return b.Kind == "plain" && b.Slow == 0 && b.Fail < s.Cfg.MaxAttempts && b.After == 0 && !b.Panic
 }
 
 // leaves reports whether a message that cannot succeed still leaves the

@@ -21,6 +21,7 @@ func (s *Scenario) operators() {
 		at := time.Duration(w.rng.Int64N(int64(span)))
 		w.At(at, nil, func() { w.Spawn("redrive", nil, s.redrive) })
 	}
+	s.inspections()
 	for range c.Forget {
 		at := time.Duration(w.rng.Int64N(int64(span)))
 		w.At(at, nil, func() { w.Spawn("forget", nil, s.forget) })

@@ -3,12 +3,10 @@ package sim
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/lambdaidem/go-lambdaidem/httpidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 )
@@ -27,6 +25,13 @@ type request struct {
 	// that answers an error after a while), while a waiting request may
 	// wait for it.
 	Late bool `json:"late,omitempty"`
+	// Bad names how the request's key is not one (Config.BadKeys): an
+	// Idempotency-Key that is missing or malformed (httpidem), a key that
+	// is empty, a key function that panics or fails, an input that is not
+	// valid UTF-8 (Wrap). Fail503 answers the failures of an httpidem run
+	// with a 503 response rather than an error.
+	Bad     string `json:"-"`
+	Fail503 bool   `json:"-"`
 }
 
 // id names the request among every caller's: the caller and the key.
@@ -77,6 +82,10 @@ func (s *Scenario) clients() {
 		case c.Wait > 0 && w.rng.Float64() < c.LateFail:
 			rq.Slow, rq.Late = 1+w.rng.IntN(int(c.Timeout/time.Second)), true
 		}
+		rq.Bad = s.badRequest()
+		if c.Fail503 > 0 && rq.Fail > 0 && w.rng.Float64() < c.Fail503 {
+			rq.Fail503 = true
+		}
 		if c.ReqConflict > 0 && w.rng.Float64() < c.ReqConflict {
 			// Another payload under the key: its answers must be a key
 			// conflict wherever another payload's record stands.
@@ -109,7 +118,7 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 	c := s.Cfg
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns + "-wrap"),
-		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
+		lambdaidem.WithLogger(s.logger()),
 		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithGrace(c.Grace),
 		lambdaidem.WithDeadlineMargin(c.Margin),
@@ -143,61 +152,9 @@ func (s *Scenario) wrapCall() func(ctx context.Context, rq request) (reply, erro
 		opts = append(opts, lambdaidem.WithObserver(s.obs))
 	}
 	if !c.HTTP {
-		f := lambdaidem.Wrap(store, s.wrapped, append(opts, lambdaidem.WithWrapKey(func(rq request) (string, error) { return rq.Key, nil }))...)
-		return f
+		return s.wrapFunc(store, opts)
 	}
-	hopts := []httpidem.Option{httpidem.WithWrapOptions(opts...),
-		// Each simulated client names its caller; the key space is theirs.
-		httpidem.WithCaller(func(r events.APIGatewayV2HTTPRequest) string { return r.Headers["x-caller"] })}
-	if c.Callers > 1 {
-		hopts = append(hopts, httpidem.WithAnonymousCallers())
-	}
-	h := httpidem.HTTP(store, func(ctx context.Context, r events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		var rq request
-		rq.Key = strings.Trim(r.Headers["idempotency-key"], `"`)
-		rq.Fail, _ = strconv.Atoi(r.Headers["x-fail"])
-		rq.Slow, _ = strconv.Atoi(r.Headers["x-slow"])
-		rq.Honour = r.Headers["x-honour"] == "1"
-		rq.Caller = r.Headers["x-caller"]
-		rq.Late = r.Headers["x-late"] == "1"
-		out, err := s.wrapped(ctx, rq)
-		if err != nil {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		// The response names the caller it was made for: a client that
-		// gets another caller's stored response sees it.
-		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: rq.Caller + "|" + fmt.Sprint(out["n"])}, nil
-	}, hopts...)
-	return func(ctx context.Context, rq request) (reply, error) {
-		req := events.APIGatewayV2HTTPRequest{
-			RouteKey: "POST /pay",
-			RawPath:  "/pay",
-			Body:     `{"amount":` + strconv.Itoa(rq.Amount) + `}`,
-			Headers: map[string]string{
-				"idempotency-key": `"` + rq.Key + `"`, "x-caller": rq.Caller, "x-fail": strconv.Itoa(rq.Fail),
-				"x-slow": strconv.Itoa(rq.Slow), "x-honour": map[bool]string{true: "1", false: "0"}[rq.Honour],
-			},
-		}
-		if rq.Late {
-			req.Headers["x-late"] = "1"
-		}
-		req.RequestContext.HTTP.Method = "POST"
-		resp, err := h(ctx, req)
-		if err == nil {
-			s.waiterAnswer(s.w.cur.owner, rq, nil, &resp, nil)
-		}
-		switch {
-		case err != nil:
-			return nil, err
-		case resp.StatusCode/100 != 2:
-			return nil, &httpError{status: resp.StatusCode, body: resp.Body}
-		}
-		who, n, _ := strings.Cut(resp.Body, "|")
-		if who != rq.Caller {
-			s.violate(InvCallers, "caller isolation: request %q of caller %q got the response stored for caller %q", rq.Key, rq.Caller, who)
-		}
-		return reply{"n": n, "replayed": resp.Headers[httpidem.HeaderReplayed] == "true"}, nil
-	}
+	return s.httpCall(store, opts)
 }
 
 // wrapped is the user's function behind Wrap: it has an effect (plain or
@@ -276,10 +233,12 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 			if !s.Cfg.HTTP {
 				s.waiterAnswer(p, rq, out, nil, err)
 			}
-			if s.Cfg.Observe {
+			if s.Cfg.Observe && (!s.Cfg.HTTP || rq.Bad == "") {
+				// (httpidem answers a request without a key before Wrap:
+				// no record.)
 				s.obs.Done(observed, "request "+rq.id(), err, !s.Cfg.HTTP)
 			}
-			s.answered(rq, out, err)
+			s.answered(p, rq, out, err)
 		})
 		w.At(s.Cfg.Timeout, nil, func() {
 			if !p.dead {
@@ -310,12 +269,14 @@ func (s *Scenario) client(call func(context.Context, request) (reply, error), rq
 // answered checks an answer as the client receives it: a success means
 // the effect committed, and every success for a key says the same unless
 // a takeover, a release or a new generation ran the function again.
-func (s *Scenario) answered(rq request, out reply, err error) {
-	if err != nil {
-		return
+func (s *Scenario) answered(p *Process, rq request, out reply, err error) {
+	if err != nil || out["n"] == nil {
+		return // (an unkeyed run answers no number)
 	}
 	s.answeredOK++
-	k, ok := s.reqStored[rq.id()]
+	// The key the call claimed (with the default key of Wrap, a hash of
+	// its input: one request name may have several).
+	k, ok := s.waits.claimKey[p]
 	if !ok {
 		return
 	}
@@ -324,8 +285,8 @@ func (s *Scenario) answered(rq request, out reply, err error) {
 	}
 	f := s.key(k)
 	got := fmt.Sprint(out["n"])
-	if prev, ok := s.answers[rq.id()]; ok && prev != got && f.fresh+f.takeovers+f.released == 0 {
+	if prev, ok := s.answers[k]; ok && prev != got && f.fresh+f.takeovers+f.released == 0 {
 		s.violate(InvReplay, "request %s answered %s, and %s before: a replay must return what the first call returned", rq.id(), got, prev)
 	}
-	s.answers[rq.id()] = got
+	s.answers[k] = got
 }

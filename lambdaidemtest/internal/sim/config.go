@@ -158,6 +158,37 @@ type Config struct {
 	SharedGroups float64 `json:",omitempty"`
 	Twice        float64 `json:",omitempty"`
 	LargeBody    float64 `json:",omitempty"`
+
+	// REST sends the httpidem requests through the REST API (payload
+	// 1.0) instead of the HTTP API; AuthCaller tells callers by the
+	// authorizer identity the requests carry (httpidem's default caller
+	// readers) instead of a header; HTTPOptions sets httpidem's other
+	// options (problem type, Retry-After, write-refused status, a short
+	// key length limit); KeyOptional makes the key optional; Fail503 is
+	// the chance a failing run answers 503 instead of an error.
+	REST        bool    `json:",omitempty"`
+	AuthCaller  bool    `json:",omitempty"`
+	HTTPOptions bool    `json:",omitempty"`
+	KeyOptional bool    `json:",omitempty"`
+	Fail503     float64 `json:",omitempty"`
+	// BadKeys is the chance a request has no key of its own (see
+	// request.Bad); WrapKey is Wrap's key: "" a key function of the
+	// input, "field" WithKeyJSONField, "hash" Wrap's default.
+	BadKeys float64 `json:",omitempty"`
+	WrapKey string  `json:",omitempty"`
+	// KeyForms writes each key in its bodies in one of the forms JSON
+	// allows (plain, a character escaped) and makes each malformed body
+	// malformed in one of several ways (see malformed).
+	KeyForms bool `json:",omitempty"`
+	// Panics is the chance a key's handler panics on its first run (a
+	// quick key that fails nothing else), or a failing key's failures ask
+	// to be retried later (RetryAfter). Logs turns the decorator's logging
+	// on, into a handler that reads every line and keeps nothing.
+	Panics float64 `json:",omitempty"`
+	Logs   bool    `json:",omitempty"`
+	// Inspect is how many times an operator reads the table while the
+	// function runs (list and count, as the CLI does).
+	Inspect int `json:",omitempty"`
 }
 
 // Known names the checks and draws that reach bugs whose fixes have not
@@ -209,6 +240,10 @@ var Filters = []struct{ Name, Forces string }{
 	{"large", "bodies close to SQS's 256 KiB limit, whose dead-letter copies fit only with their error text cut, or not at all"},
 	{"liveness", "WithHeartbeat keeping a lease shorter than the work: slow handlers that honour their context, transient store errors"},
 	{"healthy", "a world without faults, kills, operators' forgets and releases, redrive policy or refused effects, and handlers that fail their first runs: what can succeed must"},
+	{"keyforms", "keys written in every form JSON allows, and bodies malformed in every way (cut short, the key field twice, a lone surrogate, data after the object, an object for a key)"},
+	{"panics", "handlers that panic on their first run, and failures that ask to be retried later (RetryAfter)"},
+	{"rest", "httpidem request streams through the REST API, callers told by the authorizer identity the requests carry"},
+	{"badkeys", "Wrap or httpidem requests with no key of their own: an Idempotency-Key missing or malformed, an empty key, a key function that panics or fails, an input that is not valid UTF-8"},
 	{"replays", "Wrap or httpidem requests sent again later, others under one key with another payload, slow runs, and half the time a result retention (WithResultRetention) of seconds"},
 }
 
@@ -599,6 +634,45 @@ func Draw(seed uint64, known []string, filter string) Config {
 			c.Poison, c.Sink = max(c.Poison, 0.2), true
 		}
 	}
+	// httpidem's APIs, callers and options, Wrap's keys, and requests
+	// without a key of their own. A stream of their own.
+	rh := rand.New(rand.NewPCG(seed, 0x4770))
+	if (want("rest") || want("badkeys")) && c.Requests == 0 {
+		c.Requests = 1 + rh.IntN(20)
+		c.ClientTimeout = time.Second + time.Duration(rh.Int64N(int64(c.Timeout+9*time.Second)))
+	}
+	if want("rest") {
+		c.HTTP = true
+	}
+	if c.Requests > 0 {
+		if c.HTTP {
+			c.REST = rh.Float64() < 0.4 || want("rest")
+			c.AuthCaller = rh.Float64() < 0.4 || want("rest")
+			c.HTTPOptions = rh.Float64() < 0.3
+			c.KeyOptional = rh.Float64() < 0.3
+			if rh.Float64() < 0.3 {
+				c.Fail503 = rh.Float64()
+			}
+		} else {
+			switch x := rh.Float64(); {
+			case x < 0.25:
+				c.WrapKey = "field"
+			case x < 0.5:
+				c.WrapKey = "hash"
+			}
+		}
+		if rh.Float64() < 0.25 || want("badkeys") {
+			c.BadKeys = 0.05 + 0.25*rh.Float64()
+		}
+	}
+	if rh.Float64() < 0.3 || want("forget") {
+		c.Inspect = 1 + rh.IntN(3)
+	}
+	c.KeyForms = rh.Float64() < 0.4 || want("keyforms")
+	if rh.Float64() < 0.25 || want("panics") {
+		c.Panics = 0.05 + 0.3*rh.Float64()
+	}
+	c.Logs = rh.Float64() < 0.25
 	// Liveness: a heartbeat keeping a lease shorter than the work, under
 	// transient store errors; or a healthy world, where whatever can
 	// succeed must. A stream of their own.

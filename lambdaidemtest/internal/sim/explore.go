@@ -203,6 +203,16 @@ var worldSteps = []func(c *Config) bool{
 	func(c *Config) bool { return zero(&c.LargeBody) },
 	func(c *Config) bool { return zero(&c.ReqRepeat) },
 	func(c *Config) bool { return zero(&c.ReqConflict) },
+	func(c *Config) bool { return zero(&c.BadKeys) },
+	func(c *Config) bool { return zeroInt(&c.Inspect) },
+	func(c *Config) bool { return off(&c.KeyForms) },
+	func(c *Config) bool { return zero(&c.Panics) },
+	func(c *Config) bool { return off(&c.Logs) },
+	func(c *Config) bool { return zero(&c.Fail503) },
+	func(c *Config) bool { return off(&c.REST) },
+	func(c *Config) bool { return off(&c.AuthCaller) },
+	func(c *Config) bool { return off(&c.HTTPOptions) },
+	func(c *Config) bool { return off(&c.KeyOptional) },
 }
 
 // optionSteps shrink the simulator's own handlers: their keys, their

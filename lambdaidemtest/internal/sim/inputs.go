@@ -1,8 +1,12 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +39,9 @@ const largeBody = MaxMessageSize - 4096
 type inputs struct {
 	s    *Scenario
 	pads []int
+	// forms is, per key with Config.KeyForms, how its key is written in
+	// its bodies (keyForm), or how a malformed body is malformed.
+	forms []int
 	// texts caches each key's body per payload variant: a padded body is
 	// made once.
 	texts map[[2]int]string
@@ -44,11 +51,16 @@ type inputs struct {
 // newInputs draws the padding of each key's bodies. It draws nothing
 // without Config.LargeBody, so scenarios without it stay as they were.
 func (s *Scenario) newInputs(keys int) *inputs {
-	in := &inputs{s: s, pads: make([]int, keys), texts: map[[2]int]string{}}
+	in := &inputs{s: s, pads: make([]int, keys), forms: make([]int, keys), texts: map[[2]int]string{}}
+	r := s.w.rng
+	if s.Cfg.KeyForms {
+		for i := range in.forms {
+			in.forms[i] = r.IntN(len(malformed))
+		}
+	}
 	if s.Cfg.LargeBody <= 0 {
 		return in
 	}
-	r := s.w.rng
 	for i := range in.pads {
 		if r.Float64() < s.Cfg.LargeBody {
 			// Up to 3 KiB below the limit, less what an attribute key takes:
@@ -73,10 +85,40 @@ func (in *inputs) text(ki int, b body) string {
 	}
 	text := string(raw)
 	if b.Kind == "malformed" {
-		text = text[:len(text)-1]
+		form := in.forms[ki]
+		if form == len(malformed)-1 && in.s.Cfg.KeyBy != "" && in.s.Cfg.KeyBy != "field" {
+			// An object is a value like any other to WithHashJSONFields:
+			// malformed only where the key is read from it.
+			form = 0
+		}
+		text = malformed[form](text, b.Key)
+	} else if in.forms[ki]%2 == 1 {
+		// The key written with its last character escaped: the same key
+		// to a JSON reader (WithKeyJSONField, WithHashJSONFields).
+		k := b.Key
+		text = strings.Replace(text, `"key":"`+k+`"`, `"key":"`+k[:len(k)-1]+fmt.Sprintf(`\u%04x`, k[len(k)-1])+`"`, 1)
 	}
 	in.texts[id] = text
 	return text
+}
+
+// malformed are the ways a body of kind "malformed" is not a JSON body
+// with a key: cut short (not JSON), the key field given twice, a key that
+// is a lone surrogate, data after the object, a key field holding an
+// object. The simulator's own key function and WithKeyJSONField refuse
+// each as malformed; so does WithHashJSONFields over the key field, but
+// for the object, which it hashes as any other value (an object there is
+// drawn only where the key is read from the body).
+var malformed = []func(text, key string) string{
+	func(text, _ string) string { return text[:len(text)-1] },
+	func(text, key string) string {
+		return strings.Replace(text, `"key":"`+key+`"`, `"key":"`+key+`","key":"`+key+`"`, 1)
+	},
+	func(text, key string) string { return strings.Replace(text, `"key":"`+key+`"`, `"key":"\ud800"`, 1) },
+	func(text, _ string) string { return text + ` {}` },
+	func(text, key string) string {
+		return strings.Replace(text, `"key":"`+key+`"`, `"key":{"id":"`+key+`"}`, 1)
+	},
 }
 
 // group is a message's FIFO group and deduplication ID: its key's own
@@ -187,5 +229,85 @@ func (s *Scenario) inputStats(res *Result) {
 		if len(g) > 1 {
 			res.SharedKeys++
 		}
+	}
+}
+
+// handlerFaults draws, with Config.Panics, the keys whose handler panics
+// on its first run (quick keys that fail nothing else) and the failing
+// keys whose failures ask to be retried later (RetryAfter). It draws from
+// a stream of its own, so every other draw of a seed stays what it was.
+func (s *Scenario) handlerFaults(kinds []body) {
+	c := s.Cfg
+	if c.Panics <= 0 {
+		return
+	}
+	r := rand.New(rand.NewPCG(s.Seed, 0x9a1c))
+	for i, b := range kinds {
+		switch {
+		case b.Kind != "plain" || b.After != 0:
+		case b.Fail > 0:
+			if r.Float64() < c.Panics {
+				kinds[i].RetryIn = 1 + r.IntN(20)
+			}
+		case b.Slow == 0 && r.Float64() < c.Panics:
+			kinds[i].Panic = true
+		}
+	}
+}
+
+// logger is the decorator's logger: with Config.Logs, a handler that
+// reads every line (each attribute's value, errors included) and keeps
+// nothing, so the lines are built as production builds them; without,
+// slog's discarding handler, which the decorator asks and then skips
+// building them.
+func (s *Scenario) logger() *slog.Logger {
+	if s.Cfg.Logs {
+		return slog.New(readHandler{})
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// readHandler is a slog.Handler that reads every record and keeps nothing.
+type readHandler struct{}
+
+func (readHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (readHandler) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		_ = a.Value.Resolve().String()
+		return true
+	})
+	return nil
+}
+
+func (h readHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h readHandler) WithGroup(string) slog.Handler      { return h }
+
+// effectKey checks what the handler's context says of its record (held to
+// InvWhose): its key is the lease's (or, without a lease, the message's);
+// its effect key is EffectKeyOf the record's namespace, key and
+// generation, one per generation whatever the run (a redelivery, a retry,
+// a takeover, a redrive), and another for every generation; a run without
+// a lease has none.
+func (s *Scenario) effectKey(ctx context.Context, k string, lease idemstore.Lease, by string) {
+	if got, ok := lambdaidem.KeyFromContext(ctx); !ok || got != k {
+		s.violate(InvWhose, "key %s: the context of %s says its key is %q", k, by, got)
+	}
+	ek, ok := lambdaidem.EffectKey(ctx)
+	gen := lease.Fence.Generation
+	switch {
+	case gen == "" && ok:
+		s.violate(InvWhose, "key %s: %s runs without a lease but has the effect key %s", k, by, ek)
+	case gen == "":
+	case !ok || ek != lambdaidem.EffectKeyOf(lease.Namespace, k, gen):
+		s.violate(InvWhose, "key %s: %s's effect key %q is not EffectKeyOf its record (generation %s)", k, by, ek, gen)
+	default:
+		if s.effectKeys == nil {
+			s.effectKeys = map[string]string{}
+		}
+		if prev, seen := s.effectKeys[ek]; seen && prev != k+"\x00"+gen {
+			s.violate(InvWhose, "key %s: the effect key %s of generation %s was another generation's", k, ek, gen)
+		}
+		s.effectKeys[ek] = k + "\x00" + gen
 	}
 }

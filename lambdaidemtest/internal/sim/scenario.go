@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -101,6 +100,11 @@ type body struct {
 	NA bool `json:"na,omitempty"`
 	// Pad brings the body close to SQS's size limit (Config.LargeBody).
 	Pad string `json:"pad,omitempty"`
+	// Panic makes the key's first run panic; RetryIn makes its failures
+	// (Fail) ask to be retried after that many seconds (RetryAfter).
+	// Config.Panics draws both.
+	Panic   bool `json:"panic,omitempty"`
+	RetryIn int  `json:"retry_in,omitempty"`
 }
 
 // What a key's first run does (body.After).
@@ -229,13 +233,16 @@ type Scenario struct {
 	reqSeq    int
 	reqStored map[string]string // request key -> stored key
 	sqsKeys   map[string]bool   // keys of SQS messages
-	answers   map[string]string // request key -> first answer
+	answers   map[string]string // stored key of a request -> first answer
 	waits     *waits            // requests that wait for a run in progress (Config.Wait)
 	viol      []string
 	// obs checks the Observer contract when Cfg.Observe.
 	obs *ObserverCheck
 	// seen is what the world delivered of the rarer inputs (inputs.go).
 	seen inputSeen
+	// effectKeys maps each effect key handlers got to its key and
+	// generation.
+	effectKeys map[string]string
 	// hb holds the heartbeat leases by token (check_liveness.go), live
 	// what the liveness checks held.
 	hb   map[string]*hbLease
@@ -460,6 +467,7 @@ func (s *Scenario) produce() {
 		}
 		kinds[i] = b
 	}
+	s.handlerFaults(kinds)
 	in := s.newInputs(c.Keys)
 	for range c.Messages {
 		ki := r.IntN(c.Keys)
@@ -543,7 +551,7 @@ func (s *Scenario) function() SQSHandler {
 	opts := []lambdaidem.Option{
 		lambdaidem.WithNamespace(s.ns),
 		s.keyOption(),
-		lambdaidem.WithLogger(slog.New(slog.DiscardHandler)),
+		lambdaidem.WithLogger(s.logger()),
 		lambdaidem.WithClock(s.w.Clock()),
 		lambdaidem.WithMaxAttempts(c.MaxAttempts),
 		lambdaidem.WithConcurrency(c.Concurrency),

@@ -31,11 +31,12 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{ printf "  %-16s %s\n", $$1, $$2 }'
 
 .PHONY: test
-test: ## Start the local stack, run every test (-race) against it, stop it; a minute of simulation, the mutant table; then check template.yaml
+test: ## Start the local stack, run every test (-race) against it, stop it; a minute of simulation, the mutant table, the simulator's coverage table; then check template.yaml
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) ./...
 	LAMBDAIDEM_DYNAMODB=0 $(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(GOTEST) -run '^TestStackWithoutDynamoDB$$' ./localstack/provision
 	$(GO) test -count=1 ./lambdaidemtest/internal/sim -run '^TestSimulation$$' -v -sim.budget=$(SIM_TEST_BUDGET)
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(MAKE) mutants
+	$(MAKE) sim-coverage-check
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
 	cfn-lint docs/getting-started/template.yaml
@@ -124,6 +125,14 @@ sim: ## Deterministic simulation for SIM_BUDGET (10m); SEED=n replays one seed w
 .PHONY: mutants
 mutants: ## Re-introduce each bug of the mutant table (build tag lambdaidem_mutants); each must be found within MUTANT_BUDGET of CPU time (60s), and on the real stores that carry it when the stack is up; prints the mutant and promise tables (MUTANT=name SEED=n: one mutant from one seed)
 	$(GO) test -count=1 -timeout 0 -tags lambdaidem_mutants ./lambdaidemtest/internal/sim -run '^TestMutants(OnStores)?$$' -v -sim.budget=$(MUTANT_BUDGET) -sim.known=$(KNOWN) -sim.seed=$(SEED) -sim.mutant=$(MUTANT)
+
+.PHONY: sim-coverage
+sim-coverage: ## Measure what of the library the simulator runs (a fixed set of scenarios) and write the table of every block it does not run, with its reason, into docs/simulation.md
+	$(GO) run ./lambdaidemtest/internal/sim/simcover
+
+.PHONY: sim-coverage-check
+sim-coverage-check: ## Fail if docs/simulation.md's coverage table is not what the simulator covers now, or a block it does not run has no reason
+	$(GO) run ./lambdaidemtest/internal/sim/simcover -check
 
 .PHONY: mutants-update
 mutants-update: ## make mutants, then write its tables into BENCHMARKS.md and docs/promises.md

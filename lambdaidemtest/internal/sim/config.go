@@ -186,6 +186,8 @@ type Config struct {
 	// on, into a handler that reads every line and keeps nothing.
 	Panics float64 `json:",omitempty"`
 	Logs   bool    `json:",omitempty"`
+	// CacheSize bounds WithCache (0: 1000): a small one evicts.
+	CacheSize int `json:",omitempty"`
 	// Inspect is how many times an operator reads the table while the
 	// function runs (list and count, as the CLI does).
 	Inspect int `json:",omitempty"`
@@ -673,6 +675,9 @@ func Draw(seed uint64, known []string, filter string) Config {
 		c.Panics = 0.05 + 0.3*rh.Float64()
 	}
 	c.Logs = rh.Float64() < 0.25
+	if c.Cache > 0 && rh.Float64() < 0.3 {
+		c.CacheSize = 1 + rh.IntN(4)
+	}
 	// Liveness: a heartbeat keeping a lease shorter than the work, under
 	// transient store errors; or a healthy world, where whatever can
 	// succeed must. A stream of their own.

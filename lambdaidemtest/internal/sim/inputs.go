@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem"
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
@@ -310,4 +311,18 @@ func (s *Scenario) effectKey(ctx context.Context, k string, lease idemstore.Leas
 		}
 		s.effectKeys[ek] = k + "\x00" + gen
 	}
+}
+
+// binary adds, with Config.KeyForms, a Binary attribute to a message's
+// attributes: the decorator copies it for the handler, and the
+// dead-letter copy and redrive carry it.
+func (in *inputs) binary(attrs map[string]types.MessageAttributeValue) map[string]types.MessageAttributeValue {
+	if !in.s.Cfg.KeyForms {
+		return attrs
+	}
+	out := map[string]types.MessageAttributeValue{"sig": {DataType: aws.String("Binary"), BinaryValue: []byte{0, 0xff, 7}}}
+	for k, v := range attrs {
+		out[k] = v
+	}
+	return out
 }

@@ -482,6 +482,7 @@ func (s *Scenario) produce() {
 		if c.KeyBy == "attr" {
 			attrs = map[string]types.MessageAttributeValue{keyAttribute: {DataType: aws.String("String"), StringValue: aws.String(b.Key)}}
 		}
+		attrs = in.binary(attrs)
 		send := func() {
 			s.sent++
 			s.src.Send(text, attrs, group, dedup)
@@ -564,7 +565,11 @@ func (s *Scenario) function() SQSHandler {
 		opts = append(opts, lambdaidem.WithLease(c.Lease))
 	}
 	if c.Cache > 0 {
-		opts = append(opts, lambdaidem.WithCache(1000, c.Cache))
+		size := 1000
+		if c.CacheSize > 0 {
+			size = c.CacheSize
+		}
+		opts = append(opts, lambdaidem.WithCache(size, c.Cache))
 	}
 	if c.Heartbeat > 0 {
 		opts = append(opts, lambdaidem.WithHeartbeat(c.Heartbeat))

@@ -120,7 +120,7 @@ func (b *bundle) draw(t *testing.T, r *rand.Rand, n int, fail bool) drawn {
 // record is COMPLETED and every command applied, or the record is not and
 // no key changed.
 func TestCompletionAllOrNone(t *testing.T) {
-	b := setup(t, 0)
+	b := setupWith(t, 0, redisstore.WithMaxRequestArgs(1<<20))
 	client := b.direct.Client()
 	r := rand.New(rand.NewPCG(1, 2))
 	cases := 0

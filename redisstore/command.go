@@ -382,8 +382,11 @@ func (s *Store) checkWrite(lease idemstore.Lease, writes []any) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.commandsOf(k, writes)
-	return err
+	cmds, err := s.commandsOf(k, writes)
+	if err != nil {
+		return err
+	}
+	return s.checkCommandsSize(k, cmds)
 }
 
 // encode appends the commands to a script's KEYS and ARGV: per command

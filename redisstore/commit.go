@@ -147,6 +147,9 @@ func (s *Store) Commit(ctx context.Context, req idemstore.CommitRequest) (idemst
 	args = append(args, set...)
 	args = append(args, del...)
 	scriptKeys, args := encodeCommands(cmds, k.all(), args)
+	if err := s.checkRequest("commit", k.record, scriptKeys, args, len(cmds)); err != nil {
+		return idemstore.CommitResult{}, err
+	}
 	v, err := commitScript.Run(ctx, s.client, scriptKeys, args...).Slice()
 	if err != nil {
 		return idemstore.CommitResult{}, unavailable("commit", k.record, err)

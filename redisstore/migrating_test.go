@@ -58,18 +58,15 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// clusterNode starts a redis-server of its own in cluster mode on
-// loopback, returns a plain client to it and its cluster bus port, and
-// stops it when the test ends. It returns once the server says it
-// accepts connections.
-func clusterNode(t *testing.T, bin string) (*redis.Client, int) {
+// privateServer starts a redis-server of its own on loopback with args,
+// returns a plain client to it, and stops it when the test ends. It
+// returns once the server says it accepts connections.
+func privateServer(t *testing.T, bin string, args ...string) *redis.Client {
 	t.Helper()
 	dir := t.TempDir()
-	port, bus := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no")
+	port := freePort(t)
+	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +95,17 @@ func clusterNode(t *testing.T, bin string) (*redis.Client, int) {
 	if !<-ready {
 		t.Fatalf("redis-server on port %d stopped before accepting connections", port)
 	}
-	return newClient(t, fmt.Sprintf("127.0.0.1:%d", port)), bus
+	return newClient(t, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// clusterNode starts a private redis-server in cluster mode and returns
+// a plain client to it and its cluster bus port.
+func clusterNode(t *testing.T, bin string) (*redis.Client, int) {
+	t.Helper()
+	bus := freePort(t)
+	c := privateServer(t, bin, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+		"--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf"))
+	return c, bus
 }
 
 // migrating makes two cluster nodes, a owning every slot and b none, and

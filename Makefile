@@ -38,6 +38,7 @@ test: ## Start the local stack, run every test (-race) against it, stop it; a mi
 	$(STACK) run -- env LAMBDAIDEM_REQUIRE_SERVICES=1 $(MAKE) mutants
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
+	cfn-lint examples/chain/template.yaml
 	cfn-lint docs/getting-started/template.yaml
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
@@ -169,6 +170,12 @@ build-OrdersFunction:
 .PHONY: build-RedisFunction
 build-RedisFunction:
 	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/RedisFunction)/bootstrap ./examples/redis
+
+# build-OrdersStage, build-NotifyStage: what `sam build -t
+# examples/chain/template.yaml` runs: one binary, two functions.
+.PHONY: build-OrdersStage build-NotifyStage
+build-OrdersStage build-NotifyStage:
+	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/$(@:build-%=%))/bootstrap ./examples/chain
 
 # The demo driver, the function it runs and the stack's provisioner build
 # with one configuration (static, -trimpath), as localrun.Build builds the

@@ -148,7 +148,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, '-mode optimistic' for WithOptimisticCommit, '-batched' for WithBatchedWrites)
+chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, '-mode optimistic' for WithOptimisticCommit, '-batched' for WithBatchedWrites, '-mode chain' for the two-stage chain example: crashes after its send and its email, email API faults, at most one email per order at most once and with a keyed API)
 	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
 	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
 	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -207,5 +209,68 @@ func TestUnkeyedRetryRepeatsTheEmail(t *testing.T) {
 	k.Run()
 	if n := api.Emails("o-1"); n != 2 {
 		t.Errorf("%d emails, want 2: the retry the ignored key could not stop", n)
+	}
+}
+
+// mailbox is an email API in the test's process: it records each email it
+// sends with lambdaidemtest.Effect, so the kit itself judges the repeats,
+// and, keyed, sends one email per Idempotency-Key. An answer the kit loses
+// (ErrorAfterEffect) comes back as a 504 would.
+type mailbox struct {
+	keyed bool
+	seen  map[string]bool
+}
+
+func (m *mailbox) Send(ctx context.Context, n Notification, key string) error {
+	if m.keyed {
+		if m.seen[key] {
+			return nil // a repeat of a key it answered: nothing sent
+		}
+		m.seen[key] = true
+	}
+	if err := lambdaidemtest.Effect(ctx, "email for "+n.OrderID); err != nil {
+		return fmt.Errorf("%w: 504 Gateway Timeout: %w", ErrEmailAPI, err)
+	}
+	return nil
+}
+
+// The kit judges the email without a counter of the test's: sent and
+// answered 504, or sent and then the environment died, the keyed API and
+// the at-most-once stage send it once (Check passes). A stage that retries
+// with an API that ignores the key sends it twice either way: after the
+// 504 Check reports the second email; after the crash it allows it, the
+// one repeat at least once permits for an attempt the kit abandoned.
+func TestKitJudgesTheEmail(t *testing.T) {
+	body, _ := json.Marshal(Notification{OrderID: "o-1", Email: "a@example.com"})
+	for _, c := range []struct {
+		name          string
+		keyed, honour bool // the stage retries as for a keyed API; the API honours the key
+		wantRepeat    bool
+	}{
+		{"keyed API", true, true, false},
+		{"at most once", false, false, false},
+		{"retried, the key ignored", true, false, true},
+	} {
+		for scenario, run := range map[string]func(*lambdaidemtest.Kit, ...lambdaidemtest.SendOption){
+			"504 after sending":   func(k *lambdaidemtest.Kit, o ...lambdaidemtest.SendOption) { k.ErrorAfterEffect(string(body), o...) },
+			"crash after sending": func(k *lambdaidemtest.Kit, o ...lambdaidemtest.SendOption) { k.CrashAfterEffect(string(body), o...) },
+		} {
+			t.Run(c.name+"/"+scenario, func(t *testing.T) {
+				handle, opts := NewMessageHandler(Config{Stage: StageNotify, EmailAPIKeyed: c.keyed}, Deps{Mailer: &mailbox{keyed: c.honour, seen: map[string]bool{}}, Logger: quiet})
+				k := lambdaidemtest.New(handle, opts...)
+				run(k, lambdaidemtest.Attr(KeyAttribute, "k-1"))
+				if n := len(k.Effects("k-1")); n == 0 {
+					t.Fatal("no email at all")
+				}
+				if !c.keyed {
+					k.ExpectDeadLetter("k-1", lambdaidem.ReasonOutcomeUnknown)
+				}
+				err := k.Check()
+				want := c.wantRepeat && scenario == "504 after sending"
+				if got := err != nil && strings.Contains(err.Error(), "email for o-1"); got != want {
+					t.Errorf("Check reports a repeated email: %v, want %v (%d emails)\n%v", got, want, len(k.Effects("k-1")), err)
+				}
+			})
+		}
 	}
 }

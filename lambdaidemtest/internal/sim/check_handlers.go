@@ -176,6 +176,9 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idem
 	if s.Cfg.Tx {
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
+	if s.Cfg.Keyed && !s.keyedEffect(ctx, f, k, gen, by) {
+		return nil // the downstream recognised the repeat: nothing happened
+	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
 	f.gens[gen]++
 	// At most once: one effect per generation, and one more for each time
@@ -249,4 +252,28 @@ func (s *Scenario) onClaim(req idemstore.ClaimRequest, res idemstore.ClaimResult
 			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
 		}
 	}
+}
+
+// keyedEffect is the handler's effect sent to a downstream system keyed by
+// lambdaidem.EffectKey (Config.Keyed): it reports whether the downstream
+// applied it, which it does once per effect key. It checks that a
+// generation's runs all give one effect key, so that the downstream sees
+// every retry, takeover and redrive of the generation as a repeat.
+func (s *Scenario) keyedEffect(ctx context.Context, f *keyFacts, k, gen, by string) bool {
+	ek, ok := lambdaidem.EffectKey(ctx)
+	if !ok {
+		// An optimistic first delivery has no generation, so no key: the
+		// downstream cannot tell its repeat (docs/effects.md).
+		return true
+	}
+	if prev, seen := f.effectKey[gen]; seen && prev != ek {
+		s.violate(InvKeyed, "effect key: key %s gave the downstream effect key %s in generation %s, where an earlier run gave %s: the downstream takes the run by %s for new work", k, ek, gen, prev, by)
+	}
+	f.effectKey[gen] = ek
+	if s.ledger.Keyed[ek] {
+		s.w.Logf("the downstream recognises effect key %s of %s (run by %s): nothing happens", ek, k, by)
+		return false
+	}
+	s.ledger.Keyed[ek] = true
+	return true
 }

@@ -363,7 +363,7 @@ type Ledger struct {
 	// Plain are effects a handler made itself, per key, in order.
 	Plain map[string][]string
 	// Tx are effects committed with the completion, per key.
-	Tx     map[string][]string
+	Tx map[string][]string
 	// Keyed are the effect keys a keyed downstream applied an effect for
 	// (Config.Keyed): a repeat of one does nothing.
 	Keyed  map[string]bool

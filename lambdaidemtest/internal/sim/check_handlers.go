@@ -267,11 +267,13 @@ func (s *Scenario) keyedEffect(ctx context.Context, f *keyFacts, k, gen, by stri
 		return true
 	}
 	if prev, seen := f.effectKey[gen]; seen && prev != ek {
-		s.violate(InvKeyed, "effect key: key %s gave the downstream effect key %s in generation %s, where an earlier run gave %s: the downstream takes the run by %s for new work", k, ek, gen, prev, by)
+		// The keys themselves are left out: they derive from the
+		// generation, which is random, and traces must replay alike.
+		s.violate(InvKeyed, "effect key: the run of key %s by %s gave the downstream another effect key than the generation's earlier runs: the downstream takes it for new work", k, by)
 	}
 	f.effectKey[gen] = ek
 	if s.ledger.Keyed[ek] {
-		s.w.Logf("the downstream recognises effect key %s of %s (run by %s): nothing happens", ek, k, by)
+		s.w.Logf("the downstream recognises the effect key of %s (run by %s): nothing happens", k, by)
 		return false
 	}
 	s.ledger.Keyed[ek] = true

@@ -39,6 +39,7 @@ test: ## Start the local stack, run every test (-race) against it, stop it; a mi
 	$(MAKE) sim-coverage-check
 	cfn-lint template.yaml
 	cfn-lint examples/redis/template.yaml
+	cfn-lint examples/chain/template.yaml
 	cfn-lint docs/getting-started/template.yaml
 	python3 localstack/check_template.py
 	python3 localstack/moto_sqs_test.py
@@ -156,7 +157,7 @@ bench: ## Benchmarks: in-process overhead; DynamoDB Local latency (first, duplic
 CHAOS_FLAGS ?=
 
 .PHONY: chaos
-chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, '-mode optimistic' for WithOptimisticCommit, '-batched' for WithBatchedWrites)
+chaos: ## Fault injection through the real bootstrap: 10,000 messages per mode (plain, tx; about 9 minutes on a quiet machine), two pollers, crashes, store faults, duplicates, poison; fails on a lost message or an unexplained duplicate (CHAOS_FLAGS='-seed N' replays, '-messages 3000' for a shorter run, '-store redis' on the Redis store, '-mode optimistic' for WithOptimisticCommit, '-batched' for WithBatchedWrites, '-mode chain' for the two-stage chain example: crashes after its send and its email, email API faults, at most one email per order at most once and with a keyed API)
 	$(GO) build -o .tools/bin/lambdaidem-chaos ./cmd/lambdaidem-chaos
 	$(GO) build -tags lambda.norpc -trimpath -o .tools/bin/lambdaidem-chaos-fn ./cmd/lambdaidem-chaos/fn
 	$(STACK) run -- .tools/bin/lambdaidem-chaos -bootstrap .tools/bin/lambdaidem-chaos-fn $(CHAOS_FLAGS)
@@ -178,6 +179,12 @@ build-OrdersFunction:
 .PHONY: build-RedisFunction
 build-RedisFunction:
 	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/RedisFunction)/bootstrap ./examples/redis
+
+# build-OrdersStage, build-NotifyStage: what `sam build -t
+# examples/chain/template.yaml` runs: one binary, two functions.
+.PHONY: build-OrdersStage build-NotifyStage
+build-OrdersStage build-NotifyStage:
+	$(GO_LAMBDA_BUILD) -o $(or $(ARTIFACTS_DIR),.aws-sam/build/$(@:build-%=%))/bootstrap ./examples/chain
 
 # The demo driver, the function it runs and the stack's provisioner build
 # with one configuration (static, -trimpath), as localrun.Build builds the

@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 )
@@ -328,8 +327,7 @@ func (c *commitCall) refusal(err error) (old item, refused bool, _ error) {
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		var ae smithy.APIError
-		if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && len(c.writes) > 0 {
+		if refusedForShape(err) && len(c.writes) > 0 {
 			return nil, false, fmt.Errorf("%w: dynamo commit %q: %w", ErrTransactionLimit, c.pk, err)
 		}
 		return nil, false, classify("commit", c.pk, err)

@@ -148,11 +148,26 @@
 // limits are checked when the handler adds a write (AddCompletionWrite
 // returns [ErrTransactionLimit] for the write that breaks one) and again
 // before sending: at most 100 actions including the completion, about 4
-// MB, 400 KB an item, 4 KB an expression, 255 bytes a placeholder, and one
-// action per item (a write may not target the record itself or an item
-// another write targets). A canceled transaction is reported per write as a
-// [*TransactionError]; a cancellation of the record's own update is
-// [idemstore.ErrLeaseLost].
+// MB, 400 KB an item, and one action per item (a write may not target the
+// record itself or an item another write targets). So is everything
+// DynamoDB, or the SDK before sending, refuses in a write's form whatever
+// the tables hold: a table name, a key of one or two attributes, each a
+// non-empty string, number or binary of at most 2048 bytes (one of them at
+// most 1024), an item for a Put, an UpdateExpression for an Update and a
+// ConditionExpression for a ConditionCheck; expressions of at most 4 KB;
+// placeholders (#name, :value) of at most 255 bytes, every one defined
+// used and every one used defined, at most 2 MB of them an action, and no
+// empty map of them; values DynamoDB stores (no nil, a NULL only true, numbers
+// of at most 38 digits from 1E-130 to below 1E+126, sets neither empty nor
+// holding a member twice, at most 32 levels of nesting, no empty attribute
+// name); a known ReturnValuesOnConditionCheckFailure. What DynamoDB checks
+// against the tables or the expressions' grammar (a key schema, the IN
+// operator's 100 operands) it refuses when the transaction arrives: a
+// ValidationException is [ErrTransactionLimit] too, never
+// [idemstore.ErrStoreUnavailable], so it is not retried (a missing table or
+// a denied permission is, as under Errors). A canceled transaction is
+// reported per write as a [*TransactionError]; a cancellation of the
+// record's own update is [idemstore.ErrLeaseLost].
 //
 // # Tuning the SDK client
 //

@@ -21,8 +21,11 @@ var (
 	// ErrTransactionLimit: a transactional completion breaks one of
 	// DynamoDB's transaction limits (100 actions including the completion,
 	// 4 MB, 400 KB an item, one action per item, 4 KB an expression, 255
-	// bytes a placeholder) or holds a malformed write. AddCompletionWrite
-	// returns it for the write that breaks a limit; nothing was sent.
+	// bytes a placeholder, 2 MB of placeholders an action) or holds a
+	// write DynamoDB or the SDK refuses for its form (see the package
+	// documentation, "Transactional completion"). AddCompletionWrite
+	// returns it for the write that breaks a limit, and nothing was sent;
+	// a ValidationException of the transaction is reported with it too.
 	ErrTransactionLimit = errors.New("dynamo: transaction limit")
 	// ErrInvalidTableName: a table name DynamoDB would refuse on every
 	// request (empty, an unset environment variable; shorter than 3 or

@@ -74,8 +74,7 @@ func (s *Store) completeTx(ctx context.Context, pk string, req idemstore.Complet
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
-		var ae smithy.APIError
-		if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" {
+		if refusedForShape(err) {
 			// Item-size and "multiple operations on one item" refusals of
 			// a transaction cannot be pinned on the result alone.
 			return fmt.Errorf("%w: dynamo complete %q: %w", ErrTransactionLimit, pk, err)
@@ -141,6 +140,16 @@ func cancellation(pk string, req idemstore.CompleteRequest, tce *types.Transacti
 	return fmt.Errorf("dynamo complete %q: %w", pk, txErr)
 }
 
+// refusedForShape reports whether a transaction was refused for what it
+// holds, on every try alike: DynamoDB's ValidationException, or the SDK's
+// own check of required parameters, which never sends the request. Either
+// is a write the store could not commit, never a store unavailable.
+func refusedForShape(err error) bool {
+	var ae smithy.APIError
+	var ip smithy.InvalidParamsError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" || errors.As(err, &ip)
+}
+
 func tceOr(txErr *TransactionError, tce error) error {
 	if len(txErr.Failures) > 0 {
 		return txErr
@@ -170,9 +179,6 @@ func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *typ
 	for i, a := range actions[1:] {
 		var t target
 		n := 0
-		if err := checkExpressions(i, a); err != nil {
-			return err
-		}
 		if a.Put != nil {
 			n++
 			t = target{table: aws.ToString(a.Put.TableName), item: a.Put.Item}
@@ -200,11 +206,8 @@ func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *typ
 		if n != 1 {
 			return fmt.Errorf("%w: write %d must hold exactly one of Put, Update, Delete or ConditionCheck, has %d", ErrTransactionLimit, i, n)
 		}
-		if t.table == "" {
-			return fmt.Errorf("%w: write %d has no table name", ErrTransactionLimit, i)
-		}
-		if t.key == nil && t.item == nil {
-			return fmt.Errorf("%w: write %d has no key", ErrTransactionLimit, i)
+		if err := checkAction(i, a); err != nil {
+			return err
 		}
 		t.index = i
 		for _, o := range targets {
@@ -216,41 +219,6 @@ func (s *Store) checkTx(pk string, actions []types.TransactWriteItem, apart *typ
 	}
 	if size > maxTxBytes {
 		return fmt.Errorf("%w: the transaction is about %d bytes, over DynamoDB's %d", ErrTransactionLimit, size, maxTxBytes)
-	}
-	return nil
-}
-
-// checkExpressions refuses a write whose expressions DynamoDB would refuse
-// for their size: an expression longer than 4 KB, or a placeholder
-// (#name, :value) longer than 255 bytes.
-func checkExpressions(i int, a types.TransactWriteItem) error {
-	var exprs []*string
-	var names map[string]string
-	var values map[string]types.AttributeValue
-	switch {
-	case a.Put != nil:
-		exprs, names, values = []*string{a.Put.ConditionExpression}, a.Put.ExpressionAttributeNames, a.Put.ExpressionAttributeValues
-	case a.Update != nil:
-		exprs, names, values = []*string{a.Update.UpdateExpression, a.Update.ConditionExpression}, a.Update.ExpressionAttributeNames, a.Update.ExpressionAttributeValues
-	case a.Delete != nil:
-		exprs, names, values = []*string{a.Delete.ConditionExpression}, a.Delete.ExpressionAttributeNames, a.Delete.ExpressionAttributeValues
-	case a.ConditionCheck != nil:
-		exprs, names, values = []*string{a.ConditionCheck.ConditionExpression}, a.ConditionCheck.ExpressionAttributeNames, a.ConditionCheck.ExpressionAttributeValues
-	}
-	for _, e := range exprs {
-		if n := len(aws.ToString(e)); n > maxExprBytes {
-			return fmt.Errorf("%w: write %d has an expression of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, n, maxExprBytes)
-		}
-	}
-	for p := range names {
-		if len(p) > maxPlaceholder {
-			return fmt.Errorf("%w: write %d has an attribute name placeholder of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, len(p), maxPlaceholder)
-		}
-	}
-	for p := range values {
-		if len(p) > maxPlaceholder {
-			return fmt.Errorf("%w: write %d has an attribute value placeholder of %d bytes, over DynamoDB's %d", ErrTransactionLimit, i, len(p), maxPlaceholder)
-		}
 	}
 	return nil
 }

@@ -192,7 +192,8 @@ func TestTransactionLimits(t *testing.T) {
 			}}}
 		})},
 		{"two actions on one item", []any{
-			types.TransactWriteItem{Update: &types.Update{TableName: aws.String(fx), Key: keyed("a"), UpdateExpression: aws.String("SET n = :n")}},
+			types.TransactWriteItem{Update: &types.Update{TableName: aws.String(fx), Key: keyed("a"), UpdateExpression: aws.String("SET n = :n"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}}}},
 			types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{TableName: aws.String(fx), Key: keyed("a"), ConditionExpression: aws.String("attribute_exists(id)")}},
 		}},
 		{"a put on a keyed item", []any{

@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync"
 
+	"github.com/lambdaidem/go-lambdaidem/internal/mutant"
 	"github.com/lambdaidem/go-lambdaidem/internal/seam"
 )
 
@@ -122,7 +124,11 @@ func EffectKey(ctx context.Context) (key string, ok bool) {
 	if !ok || st.unleased || st.lease.Fence.Generation == "" {
 		return "", false
 	}
-	return EffectKeyOf(st.lease.Namespace, st.lease.Key, st.lease.Fence.Generation), true
+	gen := st.lease.Fence.Generation
+	if mutant.On("effect-key-per-claim") {
+		gen += "/" + strconv.FormatInt(st.lease.Fence.Claim, 10) // the bug: a new key per claim
+	}
+	return EffectKeyOf(st.lease.Namespace, st.lease.Key, gen), true
 }
 
 // EffectKeyOf is EffectKey for a record's namespace, stored key and

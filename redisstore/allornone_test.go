@@ -17,15 +17,20 @@ import (
 // A drawn completion: its commands, what its keys held before, and the
 // position of the command drawn to refuse the completion (-1: none).
 type drawn struct {
-	cmds   []any
-	keys   []string
-	before func() // writes the keys' contents before the call
-	fails  int
+	cmds    []any
+	keys    []string
+	before  func() // writes the keys' contents before the call
+	fails   int
+	tooLong bool // the failing command makes the request too long
 }
 
 // big is how many values an oversized command carries: more than Lua's
 // unpack takes at once (about 8,000).
 const big = 9000
+
+// requestLimit is the test store's WithMaxRequestArgs: five commands of
+// 2 × big arguments fit, a command of requestLimit values does not.
+const requestLimit = 100_000
 
 // draw makes n random commands on keys of the record's slot: every kind
 // of command, some with more arguments than unpack takes, and, when fail
@@ -93,6 +98,8 @@ func (b *bundle) draw(t *testing.T, r *rand.Rand, n int, fail bool) drawn {
 		}
 		if i == d.fails {
 			switch {
+			case r.IntN(6) == 0:
+				c, d.tooLong = redisstore.RPush(key, values(requestLimit)...), true
 			case c.Op == redisstore.OpIncrBy && r.IntN(2) == 0:
 				setups = append(setups, func() { client.Set(ctx, key, "not a number", 0) })
 			case c.Op == redisstore.OpIncrBy:
@@ -115,15 +122,16 @@ func (b *bundle) draw(t *testing.T, r *rand.Rand, n int, fail bool) drawn {
 
 // TestCompletionAllOrNone draws completions of random commands, some with
 // more arguments than Lua's unpack takes, some with one command that
-// cannot apply, and completes, commits (optimistic mode) and
+// cannot apply (or that makes the request longer than the store's
+// limit), and completes, commits (optimistic mode) and
 // batch-completes each on redis-server: after every call either the
 // record is COMPLETED and every command applied, or the record is not and
 // no key changed.
 func TestCompletionAllOrNone(t *testing.T) {
-	b := setup(t, 0)
+	b := setupWith(t, 0, redisstore.WithMaxRequestArgs(requestLimit))
 	client := b.direct.Client()
 	r := rand.New(rand.NewPCG(1, 2))
-	cases := 0
+	cases, refused, tooLong := 0, 0, 0
 	for round := range 60 {
 		for _, via := range []string{"complete", "commit", "batch"} {
 			d := b.draw(t, r, 1+r.IntN(5), r.IntN(2) == 0)
@@ -159,6 +167,12 @@ func TestCompletionAllOrNone(t *testing.T) {
 				err = errs[1]
 			}
 			cases++
+			if d.fails >= 0 {
+				refused++
+			}
+			if d.tooLong {
+				tooLong++
+			}
 			after := dump(t, client, d.keys...)
 			rec, gerr := b.direct.Get(t.Context(), idemstore.GetRequest{Namespace: b.ns, Key: key, Now: b.at(2)})
 			if gerr != nil && !errors.Is(gerr, idemstore.ErrNotFound) {
@@ -168,6 +182,8 @@ func TestCompletionAllOrNone(t *testing.T) {
 			switch {
 			case d.fails >= 0 && (err == nil || completed):
 				t.Errorf("%s: command %d cannot apply, yet the call returned %v and the record is completed: %v", key, d.fails, err, completed)
+			case d.tooLong && !errors.Is(err, redisstore.ErrRequestTooLarge):
+				t.Errorf("%s: command %d makes the request too long, yet the call returned %v", key, d.fails, err)
 			case d.fails < 0 && (err != nil || !completed):
 				t.Errorf("%s: every command can apply, yet the call returned %v (completed: %v)", key, err, completed)
 			}
@@ -180,7 +196,7 @@ func TestCompletionAllOrNone(t *testing.T) {
 			checkApplied(t, key, d, after)
 		}
 	}
-	t.Logf("%d completions drawn", cases)
+	t.Logf("%d completions drawn, %d with a command that refuses it (%d of them too long a request)", cases, refused, tooLong)
 }
 
 // checkApplied checks that each command's whole effect is in after: every

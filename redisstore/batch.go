@@ -22,7 +22,7 @@ var _ idemstore.Batcher = (*Store)(nil)
 func (s *Store) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) []idemstore.BatchClaim {
 	out := make([]idemstore.BatchClaim, len(reqs))
 	calls := make([]*claimCall, len(reqs))
-	b := newBatch()
+	b := s.newBatch()
 	for i, req := range reqs {
 		c, err := s.claimCall(req)
 		if err != nil {
@@ -38,7 +38,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) [
 			continue
 		}
 		v, err := itemReply(replies[i])
-		if errors.Is(err, errStep) {
+		if errors.Is(err, errStep) || errors.Is(err, errAlone) {
 			out[i].Result, out[i].Err = c.reply(c.script.Run(ctx, s.client, c.keys.all(), c.args...).Slice())
 			continue
 		}
@@ -55,7 +55,7 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []idemstore.ClaimRequest) [
 func (s *Store) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequest) []error {
 	errs := make([]error, len(reqs))
 	calls := make([]*finishCall, len(reqs))
-	b := newBatch()
+	b := s.newBatch()
 	for i, req := range reqs {
 		w, err := s.completeWrite(req)
 		if err == nil {
@@ -73,7 +73,7 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequ
 			continue
 		}
 		v, err := itemReply(replies[i])
-		if errors.Is(err, errStep) {
+		if errors.Is(err, errStep) || errors.Is(err, errAlone) {
 			errs[i] = c.reply(finishScript.Run(ctx, s.client, c.scriptKeys, c.args...).StringSlice())
 			continue
 		}
@@ -86,12 +86,20 @@ func (s *Store) CompleteBatch(ctx context.Context, reqs []idemstore.CompleteRequ
 // script; the caller sends it again on its own.
 var errStep = errors.New("redisstore: the batch step raised an error")
 
-// batch gathers the script calls of a batch: one call per script and
-// namespace (its open sets), each carrying its items' keys and arguments
-// in the layout many reads.
+// errAlone is an item too long for a batch call of its own (a batch call
+// carries a few arguments more than a single one); the caller sends it
+// on its own.
+var errAlone = errors.New("redisstore: the item is sent on its own")
+
+// batch gathers the script calls of a batch: per script and namespace
+// (its open sets), calls carrying their items' keys and arguments in the
+// layout many reads, as many calls as the store's request limits need.
 type batch struct {
-	calls []*batchCall
-	index map[batchKey]*batchCall
+	calls    []*batchCall
+	index    map[batchKey]*batchCall // the call of a script and namespace items join
+	alone    []int                   // items sent on their own
+	maxArgs  int
+	maxBytes int
 }
 
 type batchKey struct {
@@ -104,15 +112,28 @@ type batchCall struct {
 	items  []int // the request index of each item, in call order
 	keys   []string
 	args   []any
+	n      int // the call's arguments, EVALSHA included
+	bytes  int // and their bytes
 }
 
-func newBatch() *batch { return &batch{index: map[batchKey]*batchCall{}} }
+func (s *Store) newBatch() *batch {
+	return &batch{index: map[batchKey]*batchCall{}, maxArgs: s.maxArgs, maxBytes: s.maxBytes}
+}
 
+// add adds item i to the call of its script and namespace, or to a new
+// one when the item would make that call longer than the store's request
+// limits. An item too long for a call of its own is answered errAlone.
 func (b *batch) add(i int, script *redis.Script, k keys, scriptKeys []string, args []any) {
+	n, bytes := requestSize(scriptKeys, args)
+	n += 2 // its numbers of keys and arguments
+	if n+1 > b.maxArgs || bytes+20 > b.maxBytes {
+		b.alone = append(b.alone, i)
+		return
+	}
 	bk := batchKey{script, k.open[0]}
 	c := b.index[bk]
-	if c == nil {
-		c = &batchCall{script: script, args: []any{0}}
+	if c == nil || c.n+n-3 > b.maxArgs || c.bytes+bytes > b.maxBytes {
+		c = &batchCall{script: script, args: []any{0}, n: 4, bytes: 20}
 		b.index[bk] = c
 		b.calls = append(b.calls, c)
 	}
@@ -120,6 +141,8 @@ func (b *batch) add(i int, script *redis.Script, k keys, scriptKeys []string, ar
 	c.keys = append(c.keys, scriptKeys...)
 	c.args = append(append(c.args, len(scriptKeys), len(args)), args...)
 	c.args[0] = len(c.items)
+	c.n += n - 3
+	c.bytes += bytes
 }
 
 // run sends the calls, in one pipeline when there are several, and
@@ -127,6 +150,9 @@ func (b *batch) add(i int, script *redis.Script, k keys, scriptKeys []string, ar
 // the request's whole call.
 func (b *batch) run(ctx context.Context, client redis.UniversalClient) map[int]any {
 	out := map[int]any{}
+	for _, i := range b.alone {
+		out[i] = errAlone
+	}
 	answer := func(c *batchCall, v []any, err error) {
 		if err == nil && len(v) != len(c.items) {
 			err = fmt.Errorf("%d replies to a batch of %d", len(v), len(c.items))

@@ -28,12 +28,35 @@ import (
 // reply lost) is recognised by its token and applies nothing again.
 //
 // The script checks everything Redis could refuse before its first write,
-// so it never stops half-way: what a command's arguments must be is
-// checked when the handler adds it (ErrInvalidCommand, ErrCrossSlot), the
-// keys' types, integers and guards by the script before any command runs;
-// a command takes any number of arguments (the script sends a long one to
-// Redis in parts of 1,000, which these commands allow); and Redis refuses
-// a script for lack of memory (maxmemory) only at its first write.
+// so it never stops half-way:
+//
+//   - what a command's arguments must be (their number, integers, scores)
+//     and where its keys are, when the handler adds it
+//     (AddCompletionWrite returns ErrInvalidCommand or ErrCrossSlot);
+//   - the length of the completion's request, when the handler adds it
+//     too (ErrRequestTooLarge): at most WithMaxRequestArgs arguments,
+//     3,999 by default, the most ElastiCache Serverless takes in one
+//     request, with about 40 of them the record's own; and at most
+//     MaxRequestBytes (512 MiB, the server's limit on one argument). A
+//     server that takes longer requests may be given a higher limit; the
+//     script sends a long command to Redis in parts of 1,000 arguments,
+//     which these commands allow, so Lua's own limit (about 8,000 values
+//     at once) never applies;
+//   - the keys' types, the integers to add to and the guards, by the
+//     script before any command runs;
+//   - lack of memory: Redis refuses a script without flags (the store's)
+//     for maxmemory only at a first write that may grow memory, never
+//     after a write;
+//   - a cluster slot in migration: Redis then refuses a script's command
+//     on a key the script deleted, so no script touches a key again once
+//     a command may have deleted it (a removal stops when its key is
+//     empty, and an emptied key gets no expiry).
+//
+// A refusal for the data (a guard, a type, an integer) is a *CommandError;
+// anything else Redis answers with (a lost connection, lack of memory,
+// a redirect while a slot migrates) comes before the first write and is
+// idemstore.ErrStoreUnavailable, and the same completion may be sent
+// again.
 //
 // Make commands with the constructors (Set, SetNX, IncrBy, HSet, HSetNX,
 // HIncrBy, HDel, RPush, LPush, SAdd, SRem, ZAdd, Del) and add a guard
@@ -169,8 +192,10 @@ func (c Command) ExpireAt(t time.Time) Command {
 var (
 	// ErrInvalidCommand: a Command the store could never run: an unknown
 	// Op, arguments the command does not take, a guard with an unknown
-	// test, two commands on one key in one completion, or a key of the
-	// store's own. Nothing of the completion was written.
+	// test, two commands on one key in one completion, a key of the
+	// store's own, or commands that make the completion's request too long
+	// (ErrRequestTooLarge, which matches it). Nothing of the completion
+	// was written.
 	ErrInvalidCommand = errors.New("redisstore: invalid completion command")
 	// ErrCrossSlot: a key of a Command is not in the record's cluster
 	// slot, so one script cannot touch both (Redis Cluster refuses it
@@ -382,8 +407,11 @@ func (s *Store) checkWrite(lease idemstore.Lease, writes []any) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.commandsOf(k, writes)
-	return err
+	cmds, err := s.commandsOf(k, writes)
+	if err != nil {
+		return err
+	}
+	return s.checkCommandsSize(k, cmds)
 }
 
 // encode appends the commands to a script's KEYS and ARGV: per command

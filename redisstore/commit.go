@@ -69,27 +69,37 @@ local no = refusal(cmds)
 if no ~= nil then return {'write-refused', flat, tostring(no[1]), no[2]} end
 run(cmds)
 
-if not live then
-  redis.call('DEL', res)
-  if r ~= nil then
-    redis.call('DEL', rec)
-    if sets[r.s] ~= nil then redis.call('ZREM', sets[r.s], member) end
-  end
-  redis.call('HSET', rec, 'v', ARGV[9], 'g', token, 'fa', ARGV[1], 'a', 0, 'to', 0, 'c', 0)
-end
-if takeover then redis.call('HINCRBY', rec, 'to', 1) end
-redis.call('HINCRBY', rec, 'a', 1)
-redis.call('HINCRBY', rec, 'c', 1)
+-- The record as the commit leaves it, in one HSET right after the
+-- commands: from then on a retry finds our token and status ('own') and
+-- runs nothing again, whatever fails after. A fresh generation is written
+-- over the expired record, whose other fields go after it, rather than
+-- deleting the key and writing it again (see run).
 local ea = ARGV[7]
-redis.call('HSET', rec, 's', status, 't', token, 'lu', ARGV[1], 'h', hash, 'm', ARGV[5], 'ea', ea, 'ua', ARGV[1], 'ps', '')
-if n > 0 then redis.call('HSET', rec, unpack(ARGV, 17, 16 + 2 * n)) end
-if d > 0 then redis.call('HDEL', rec, unpack(ARGV, 17 + 2 * n, 16 + 2 * n + d)) end
-redis.call('DEL', res)
-if ARGV[12] == 'set' then
-  redis.call('HSET', res, 't', token, 'r', ARGV[14])
-  if ARGV[13] ~= '' then redis.call('PEXPIREAT', res, ARGV[13]) end
+local w = {s = status, t = token, lu = ARGV[1], h = hash, m = ARGV[5], ea = ea, ua = ARGV[1], ps = ''}
+if live then
+  w.a, w.c = num(r.a) + 1, num(r.c) + 1
+  if takeover then w.to = num(r.to) + 1 end
+else
+  w.v, w.g, w.fa, w.a, w.to, w.c = ARGV[9], token, ARGV[1], 1, 0, 1
 end
+for i = 17, 15 + 2 * n, 2 do w[ARGV[i]] = ARGV[i + 1] end
+local out = {}
+for f, v in pairs(w) do
+  out[#out + 1] = f
+  out[#out + 1] = tostring(v)
+end
+redis.call('HSET', rec, unpack(out))
+local gone = {}
+for i = 17 + 2 * n, 16 + 2 * n + d do gone[#gone + 1] = ARGV[i] end
+if not live and r ~= nil then
+  for f in pairs(r) do
+    if w[f] == nil then gone[#gone + 1] = f end
+  end
+end
+if #gone > 0 then redis.call('HDEL', rec, unpack(gone)) end
+if ARGV[12] == 'set' then apart(token, ARGV[14], ARGV[13]) else redis.call('DEL', res) end
 retain(ARGV[8])
+if not live and r ~= nil and sets[r.s] ~= nil and sets[r.s] ~= sets[status] then redis.call('ZREM', sets[r.s], member) end
 index(member, old, status, ea)
 return {'committed', redis.call('HGETALL', rec)}
 `)
@@ -147,6 +157,9 @@ func (s *Store) Commit(ctx context.Context, req idemstore.CommitRequest) (idemst
 	args = append(args, set...)
 	args = append(args, del...)
 	scriptKeys, args := encodeCommands(cmds, k.all(), args)
+	if err := s.checkRequest("commit", k.record, scriptKeys, args, len(cmds)); err != nil {
+		return idemstore.CommitResult{}, err
+	}
 	v, err := commitScript.Run(ctx, s.client, scriptKeys, args...).Slice()
 	if err != nil {
 		return idemstore.CommitResult{}, unavailable("commit", k.record, err)

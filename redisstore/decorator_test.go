@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strconv"
 	"testing"
 
@@ -30,33 +32,57 @@ func TestDecoratorUnwrittenFinalMark(t *testing.T) {
 }
 
 // The completion a reviewer broke: a counter and then a list of more
-// values than Lua's unpack takes. Delivered once through the decorator,
-// the counter rises once and the list holds every value: the completion
+// values than Lua's unpack takes. Delivered once through the decorator to
+// a store whose request limit takes it (a server of one's own), the
+// counter rises once and the list holds every value: the completion
 // applied whole, once, instead of failing after the counter and being
-// retried.
+// retried. Under the default limit (ElastiCache Serverless refuses a
+// request of more than 3,999 arguments, on every try) AddCompletionWrite
+// refuses the list at once, with ErrRequestTooLarge, and nothing is
+// written.
 func TestDecoratorLongCommandAppliesOnce(t *testing.T) {
-	b := setup(t, 2)
-	ctx := t.Context()
-	counter, list := b.direct.Key(b.ns, "counter"), b.direct.Key(b.ns, "list")
 	values := make([]string, 9000)
 	for i := range values {
 		values[i] = strconv.Itoa(i)
 	}
-	h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
-		if err := lambdaidem.AddCompletionWrite(ctx, redisstore.IncrBy(counter, 1)); err != nil {
-			return err
+	run := func(t *testing.T, b *bundle) (counter, list string, addErr error) {
+		ctx := t.Context()
+		counter, list = b.direct.Key(b.ns, "counter"), b.direct.Key(b.ns, "list")
+		h := lambdaidem.SQS(b.store, func(ctx context.Context, _ events.SQSMessage) error {
+			if err := lambdaidem.AddCompletionWrite(ctx, redisstore.IncrBy(counter, 1)); err != nil {
+				return err
+			}
+			addErr = lambdaidem.AddCompletionWrite(ctx, redisstore.RPush(list, values...))
+			return addErr
+		}, lambdaidem.WithNamespace(b.ns), lambdaidem.WithCompletionWrites[redisstore.Command](),
+			lambdaidem.WithLogger(slog.New(slog.DiscardHandler)))
+		if _, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: "{}"}}}); err != nil && !errors.As(err, new(*lambdaidem.BatchError)) {
+			t.Fatal(err)
 		}
-		return lambdaidem.AddCompletionWrite(ctx, redisstore.RPush(list, values...))
-	}, lambdaidem.WithNamespace(b.ns), lambdaidem.WithCompletionWrites[redisstore.Command]())
-	resp, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: "{}"}}})
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("delivery: %+v, %v", resp, err)
+		return counter, list, addErr
 	}
-	client := b.direct.Client()
-	if n, err := client.Get(ctx, counter).Int(); err != nil || n != 1 {
-		t.Errorf("counter = %d, %v; want 1", n, err)
-	}
-	if n, err := client.LLen(ctx, list).Result(); err != nil || n != int64(len(values)) {
-		t.Errorf("list length = %d, %v; want %d", n, err, len(values))
-	}
+	t.Run("a limit that takes it", func(t *testing.T) {
+		b := setupWith(t, 2, redisstore.WithMaxRequestArgs(20000))
+		counter, list, addErr := run(t, b)
+		if addErr != nil {
+			t.Fatalf("AddCompletionWrite = %v", addErr)
+		}
+		client := b.direct.Client()
+		if n, err := client.Get(t.Context(), counter).Int(); err != nil || n != 1 {
+			t.Errorf("counter = %d, %v; want 1", n, err)
+		}
+		if n, err := client.LLen(t.Context(), list).Result(); err != nil || n != int64(len(values)) {
+			t.Errorf("list length = %d, %v; want %d", n, err, len(values))
+		}
+	})
+	t.Run("the default limit", func(t *testing.T) {
+		b := setup(t, 2)
+		counter, list, addErr := run(t, b)
+		if !errors.Is(addErr, redisstore.ErrRequestTooLarge) || !errors.Is(addErr, redisstore.ErrInvalidCommand) {
+			t.Fatalf("AddCompletionWrite = %v, want ErrRequestTooLarge (an ErrInvalidCommand)", addErr)
+		}
+		if n := b.direct.Client().Exists(t.Context(), counter, list).Val(); n != 0 {
+			t.Errorf("%d of the counter and the list exist, want none", n)
+		}
+	})
 }

@@ -96,7 +96,8 @@
 //
 //	claim (any outcome, refusals included)    1 EVALSHA
 //	complete, fail, dead-letter, extend       1 EVALSHA (a pending dead-letter mark too)
-//	ClaimBatch, CompleteBatch (any size)      1 EVALSHA per namespace in the batch
+//	ClaimBatch, CompleteBatch                 1 EVALSHA per namespace in the batch
+//	                                          (more when one would pass WithMaxRequestArgs)
 //	get                                       1 HGETALL (+1 MULTI for a result kept apart)
 //	delete, release, forget, reset, resolve   1 EVALSHA
 //	count                                     1 ZCOUNT (stuck records: a listing)
@@ -104,6 +105,30 @@
 //
 // The first call of a script on a server that has not cached it costs one
 // more (NOSCRIPT, then EVAL); [Store.LoadScripts] at cold start avoids it.
+//
+// # Limits of a request
+//
+// ElastiCache Serverless refuses a request of more than 3,999 arguments,
+// and every server one argument over 512 MiB (proto-max-bulk-len), whole
+// and before running anything, on every try. The store counts each
+// script call's arguments and bytes against WithMaxRequestArgs
+// (DefaultMaxRequestArgs, 3,999) and MaxRequestBytes (512 MiB):
+// AddCompletionWrite refuses the [Command] that would make its
+// completion's request too long (ErrRequestTooLarge), Complete, Commit and
+// CompleteBatch refuse such a completion before sending, and a batch goes
+// out in as many calls as the limit needs. On a server of your own,
+// raise WithMaxRequestArgs to commit longer commands.
+//
+// Within a script, nothing Redis can refuse comes between a completion's
+// first command and the write of its record's outcome (see [Command]):
+// Lua's limit on the values unpack takes at once (the script sends a long
+// command in parts), the keys' types and integers (checked first), lack
+// of memory (Redis refuses a script without flags only at a first write
+// that may grow memory), a cluster slot in migration (no script touches a
+// key again once it may have deleted it). While a slot migrates, Redis
+// may still refuse a later update of the open sets (an optimistic commit
+// prunes them first); the completion has applied by then, and the same
+// call sent again finds it so.
 //
 // # Dead letters and redrive
 //

@@ -25,6 +25,12 @@ type bundle struct {
 
 func setup(t *testing.T, retries int) *bundle {
 	t.Helper()
+	return setupWith(t, retries)
+}
+
+// setupWith is setup with options for both stores.
+func setupWith(t *testing.T, retries int, opts ...redisstore.Option) *bundle {
+	t.Helper()
 	server := addr(t)
 	p, err := faultproxy.NewRESP(server)
 	if err != nil {
@@ -35,8 +41,8 @@ func setup(t *testing.T, retries int) *bundle {
 	t.Cleanup(func() { _ = viaProxy.Close() })
 	b := &bundle{
 		proxy:  p,
-		store:  redisstore.New(viaProxy, ""),
-		direct: redisstore.New(newClient(t, server), ""),
+		store:  redisstore.New(viaProxy, "", opts...),
+		direct: redisstore.New(newClient(t, server), "", opts...),
 		ns:     "redisstore-" + rand.Text()[:12],
 		t0:     time.Now().UTC().Truncate(time.Second),
 	}

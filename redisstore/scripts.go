@@ -272,12 +272,15 @@ local function holds(c)
 end
 
 -- refusal returns {index, reason} for the first command that cannot
--- apply, or nil.
+-- apply, or nil. It reads, for a command that removes, how many members
+-- its key holds (c.left), so run knows when the key is gone.
 local function refusal(cmds)
   for i, c in ipairs(cmds) do
     if not holds(c) then return {i, 'guard'} end
     local t = kind(c.key)
     if want[c.op] ~= '*' and t ~= 'none' and t ~= want[c.op] then return {i, 'type'} end
+    if c.op == 'SREM' then c.left = redis.call('SCARD', c.key) end
+    if c.op == 'HDEL' then c.left = redis.call('HLEN', c.key) end
     local cur
     if c.op == 'INCRBY' then cur = redis.call('GET', c.key) end
     if c.op == 'HINCRBY' then cur = redis.call('HGET', c.key, c.args[1]) end
@@ -294,18 +297,33 @@ end
 -- takes only so many values at once, and a command that failed there,
 -- after the commands before it ran, would leave half a completion. Every
 -- command run here is one that gives the same result in parts.
+--
+-- No key is touched again once a command may have deleted it (a removal
+-- that took its last member, DEL): while its cluster slot migrates, Redis
+-- answers a script that touches a key it deleted with an error, after the
+-- writes before it. A removal counts what it leaves (c.left, read by
+-- refusal) and stops when nothing is left; a gone key gets no expiry.
 local chunk = 1000
 local function run(cmds)
   for _, c in ipairs(cmds) do
-    if #c.args <= chunk then
-      redis.call(c.op, c.key, unpack(c.args))
-    else
-      for i = 1, #c.args, chunk do
-        redis.call(c.op, c.key, unpack(c.args, i, math.min(i + chunk - 1, #c.args)))
-      end
+    local left = c.left
+    for i = 1, math.max(#c.args, 1), chunk do
+      if left == 0 then break end
+      local n = redis.call(c.op, c.key, unpack(c.args, i, math.min(i + chunk - 1, #c.args)))
+      if left ~= nil then left = left - n end
     end
-    if c.ea ~= '' then redis.call('PEXPIREAT', c.key, c.ea) end
+    if c.op == 'DEL' then left = 0 end
+    if c.ea ~= '' and left ~= 0 then redis.call('PEXPIREAT', c.key, c.ea) end
   end
+end
+
+-- apart writes the result kept apart over whatever the hash held (only
+-- these two fields), never deleting it first: see run. The completion's
+-- token goes with the result, so a reader can tell it belongs to this
+-- record.
+local function apart(token, result, at)
+  redis.call('HSET', res, 't', token, 'r', result)
+  if at ~= '' then redis.call('PEXPIREAT', res, at) else redis.call('PERSIST', res) end
 end
 `
 
@@ -357,14 +375,10 @@ if no ~= nil then return {'refused', tostring(no[1]), no[2]} end
 run(cmds)
 if n > 0 then redis.call('HSET', rec, unpack(ARGV, 12, 11 + 2 * n)) end
 if d > 0 then redis.call('HDEL', rec, unpack(ARGV, 12 + 2 * n, 11 + 2 * n + d)) end
-if ARGV[7] ~= '' then
+if ARGV[7] == 'set' then
+  apart(token, ARGV[9], ARGV[8])
+elseif ARGV[7] == 'del' then
   redis.call('DEL', res)
-  if ARGV[7] == 'set' then
-    -- The completion's token goes with the result, so a reader can tell
-    -- it belongs to this record.
-    redis.call('HSET', res, 't', token, 'r', ARGV[9])
-    if ARGV[8] ~= '' then redis.call('PEXPIREAT', res, ARGV[8]) end
-  end
 end
 local ea = r.ea
 if ARGV[5] ~= '-' then

@@ -29,6 +29,11 @@ const (
 	// DefaultInlineResultBytes is the largest result kept in the record's
 	// own hash; see WithInlineResultBytes.
 	DefaultInlineResultBytes = 1024
+	// DefaultMaxRequestArgs is the most arguments one request to the
+	// server carries (the command's name included): ElastiCache
+	// Serverless refuses a request of more than 3,999, whole, before
+	// running anything; see WithMaxRequestArgs.
+	DefaultMaxRequestArgs = 3999
 )
 
 // Option configures a Store.
@@ -77,6 +82,20 @@ func WithExpirySlack(d time.Duration) Option {
 	}
 }
 
+// WithMaxRequestArgs sets the most arguments one request to the server
+// may carry, the command's name, the script's SHA and its keys included
+// (default DefaultMaxRequestArgs, 3,999, what ElastiCache Serverless
+// takes; values below 64 become 64). A completion whose commands would
+// make a longer request is refused when the handler adds the command that
+// breaks the limit, with ErrRequestTooLarge, rather than refused by the
+// server on every try; batched claims and completions go out in as many
+// script calls as the limit needs. A server of your own (Redis OSS,
+// Valkey, ElastiCache node-based clusters, MemoryDB) takes far more:
+// raise it there to commit commands of more arguments.
+func WithMaxRequestArgs(n int) Option {
+	return func(s *Store) { s.maxArgs = max(n, minRequestArgs) }
+}
+
 // Store is the Redis implementation of [idemstore.Store] (Redis OSS 7,
 // Valkey, ElastiCache, MemoryDB). It is safe for concurrent use and holds
 // no state besides its configuration.
@@ -87,6 +106,8 @@ type Store struct {
 	maxRes   int
 	inline   int
 	slack    time.Duration
+	maxArgs  int // arguments of one request (WithMaxRequestArgs)
+	maxBytes int // bytes of one request's arguments (MaxRequestBytes)
 }
 
 var _ idemstore.Store = (*Store)(nil)
@@ -117,6 +138,8 @@ func New(client redis.UniversalClient, prefix string, opts ...Option) *Store {
 		maxRes:   DefaultMaxResultBytes,
 		inline:   DefaultInlineResultBytes,
 		slack:    DefaultExpirySlack,
+		maxArgs:  DefaultMaxRequestArgs,
+		maxBytes: MaxRequestBytes,
 	}
 	for _, o := range opts {
 		o(s)
@@ -291,6 +314,9 @@ func (s *Store) finishCall(op string, l idemstore.Lease, now time.Time, w write)
 	args = append(args, w.set...)
 	args = append(args, w.del...)
 	scriptKeys, args := encodeCommands(w.cmds, k.all(), args)
+	if err := s.checkRequest(op, k.record, scriptKeys, args, len(w.cmds)); err != nil {
+		return nil, err
+	}
 	return &finishCall{op: op, keys: k, scriptKeys: scriptKeys, args: args, cmds: w.cmds}, nil
 }
 

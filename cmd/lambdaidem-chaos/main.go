@@ -27,6 +27,15 @@ Modes (-mode): plain (the effect written by the handler, at-least-once),
 tx (the effect committed with the completion, exactly once), optimistic
 (tx's handler under WithOptimisticCommit: no claim on a first delivery,
 the commit decides), both (plain and tx, the default) or all three.
+chain-amo, chain-keyed and chain-plain (or chain, all three) run the chain
+example (examples/chain) instead: its orders stage sends a notification
+per order to a second queue, its notify stage sends the email through a
+fake email API; crashes strike after the send and after the email, and the
+API answers some first requests 504 after sending, some 503 without. Every
+chain mode is checked for lost 0 and for notifications keyed by their
+order's effect key; chain-amo (at most once, the API without keys) and
+chain-keyed (the API honouring Idempotency-Key) for one email per order;
+chain-plain measures the duplicates.
 -batched runs plain and tx with WithBatchedWrites (a batch's claims and
 its completions in batched requests, two lanes side by side); optimistic
 has no claim to batch and is refused with it. Every mode is checked for lost 0, and tx and
@@ -49,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	def := chaos.DefaultConfig(chaos.ModePlain)
 	messages := fs.Int("messages", def.Messages, "distinct `number` of messages per mode (duplicates come on top)")
 	seed := fs.Uint64("seed", 0, "random `seed` (default: from the clock; always printed)")
-	mode := fs.String("mode", "both", "`mode`: plain, tx, optimistic, both (plain and tx) or all")
+	mode := fs.String("mode", "both", "`mode`: plain, tx, optimistic, both (plain and tx), all, chain-amo, chain-keyed, chain-plain or chain (the three)")
 	batched := fs.Bool("batched", false, "run with lambdaidem.WithBatchedWrites (plain and tx only)")
 	bootstrap := fs.String("bootstrap", "", "a prebuilt chaos function `binary` (default: build ./cmd/lambdaidem-chaos/fn)")
 	drain := fs.Duration("drain", def.DrainTimeout, "give up waiting for the queue to drain when nothing has moved for this long, per mode")
@@ -62,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&tune.PoisonRate, "poison", def.PoisonRate, "share of poison messages, at least 3 (negative: none)")
 	fs.Float64Var(&tune.SlowRate, "slow", def.SlowRate, "share of messages that outlive the visibility timeout (negative: none)")
 	fs.Float64Var(&tune.FaultRate, "faults", def.FaultRate, "share of the function's DynamoDB requests that fail (negative: none)")
+	fs.Float64Var(&tune.EmailFaultRate, "email-faults", def.EmailFaultRate, "chain modes: share of orders whose first email request fails, half 504 after sending, half 503 without (negative: none)")
 	fs.IntVar(&tune.Pollers, "pollers", def.Pollers, "event source mappings polling the queue")
 	fs.IntVar(&tune.Concurrency, "concurrency", def.Concurrency, "processes per mapping")
 	fs.IntVar(&tune.Backlog, "backlog", def.Backlog, "most messages sent and not yet deleted")
@@ -77,12 +87,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		modes = []chaos.Mode{chaos.ModePlain, chaos.ModeTx}
 	case "all":
 		modes = []chaos.Mode{chaos.ModePlain, chaos.ModeTx, chaos.ModeOptimistic}
-	case string(chaos.ModePlain), string(chaos.ModeTx), string(chaos.ModeOptimistic):
+	case "chain":
+		modes = chaos.ChainModes
+	case string(chaos.ModePlain), string(chaos.ModeTx), string(chaos.ModeOptimistic), string(chaos.ModeChainAMO), string(chaos.ModeChainKeyed), string(chaos.ModeChainPlain):
 		modes = []chaos.Mode{chaos.Mode(*mode)}
 	default:
-		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx, optimistic, both or all\n", *mode)
+		fmt.Fprintf(stderr, "lambdaidem-chaos: -mode %q is not plain, tx, optimistic, both, all, chain-amo, chain-keyed, chain-plain or chain\n", *mode)
 		return 2
 	}
+	chain := slices.ContainsFunc(modes, func(m chaos.Mode) bool { return slices.Contains(chaos.ChainModes, m) })
 	if *batched && slices.Contains(modes, chaos.ModeOptimistic) {
 		fmt.Fprintln(stderr, "lambdaidem-chaos: -batched with -mode optimistic: the library refuses WithBatchedWrites with WithOptimisticCommit (no claim to batch)")
 		return 2
@@ -113,7 +126,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// One build for both modes.
 		var remove func() error
 		var err error
-		*bootstrap, remove, err = harness.Build(ctx, chaos.FunctionPackage, harness.NewLog(stdout, "chaos: "))
+		pkg := chaos.FunctionPackage
+		if chain {
+			pkg = chaos.ChainPackage
+		}
+		*bootstrap, remove, err = harness.Build(ctx, pkg, harness.NewLog(stdout, "chaos: "))
 		defer func() { _ = remove() }()
 		if err != nil {
 			fmt.Fprintf(stderr, "lambdaidem-chaos: %v\n", err)
@@ -122,6 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var reports []chaos.Report
+	var chains []chaos.ChainReport
 	code := 0
 	for _, m := range modes {
 		cfg := tune
@@ -141,7 +159,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			cfg.FunctionLog = stderr
 		}
-		rep, err := chaos.Run(ctx, cfg)
+		var err error
+		if chain {
+			var rep chaos.ChainReport
+			rep, err = chaos.RunChain(ctx, cfg)
+			chains = append(chains, rep)
+		} else {
+			var rep chaos.Report
+			rep, err = chaos.Run(ctx, cfg)
+			reports = append(reports, rep)
+		}
 		switch {
 		case errors.Is(err, chaos.ErrInvariant):
 			code = 1
@@ -149,9 +176,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "lambdaidem-chaos: mode %s, seed %d: %v\n", m, *seed, err)
 			return 2
 		}
-		reports = append(reports, rep)
 	}
 	fmt.Fprintln(stdout)
-	chaos.Print(stdout, reports...)
+	if chain {
+		chaos.PrintChain(stdout, chains...)
+	} else {
+		chaos.Print(stdout, reports...)
+	}
 	return code
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lambdaidem/go-lambdaidem/cmd/internal/chaos"
 	"github.com/lambdaidem/go-lambdaidem/internal/testenv"
+	"github.com/lambdaidem/go-lambdaidem/localrun"
 )
 
 // TestRun is the small chaos run of `make test`: a few hundred messages
@@ -111,6 +112,59 @@ func TestRun(t *testing.T) {
 	})
 }
 
+// TestRunChain is the small chain run of `make test`: the chain example's
+// two stages under crashes after the send and after the email, email API
+// faults, store faults and duplicate sends, in the three chain modes at
+// once. It fails on a lost order, a notification under another key than
+// its order's effect key, or (chain-amo, chain-keyed) a second email.
+func TestRunChain(t *testing.T) {
+	ddb := testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
+	sqsEP := testenv.Endpoint(t, testenv.SQSEndpointVar)
+	if testing.Short() {
+		t.Skip("the chain run takes tens of seconds")
+	}
+	bootstrap, err := localrun.Build(context.Background(), chaos.ChainPackage, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	var mu sync.Mutex
+	var reports []chaos.ChainReport
+	t.Cleanup(func() {
+		var b bytes.Buffer
+		chaos.PrintChain(&b, reports...)
+		t.Log("\n" + b.String())
+	})
+	t.Run("modes", func(t *testing.T) {
+		for _, mode := range chaos.ChainModes {
+			t.Run(string(mode), func(t *testing.T) {
+				t.Parallel()
+				cfg := chaos.DefaultConfig(mode)
+				cfg.Messages, cfg.Seed, cfg.Bootstrap = 120, seed, bootstrap
+				cfg.CrashRate, cfg.EmailFaultRate = 0.10, 0.10
+				cfg.DynamoDBEndpoint, cfg.SQSEndpoint = ddb, sqsEP
+				if r := os.Getenv("AWS_REGION"); r != "" {
+					cfg.Region = r
+				}
+				cfg.DrainTimeout = 3 * time.Minute
+				rep, err := chaos.RunChain(context.Background(), cfg)
+				mu.Lock()
+				if rep.Mode != "" {
+					reports = append(reports, rep)
+				}
+				mu.Unlock()
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+				if rep.Orders != cfg.Messages || rep.Emails == 0 || rep.Notifications == 0 || rep.Crashes[chaos.CrashAfterSend] == 0 || rep.ProcessRestart == 0 {
+					t.Errorf("the run did not exercise what it claims: %+v", rep)
+				}
+			})
+		}
+	})
+}
+
 func TestWorkloadIsSeeded(t *testing.T) {
 	t.Parallel()
 	cfg := chaos.DefaultConfig(chaos.ModePlain)
@@ -180,6 +234,9 @@ func TestConfigValidation(t *testing.T) {
 		"redis addr": func(c *chaos.Config) { c.Store = chaos.StoreRedis },
 		"batched optimistic": func(c *chaos.Config) {
 			c.Mode, c.Batched = chaos.ModeOptimistic, true
+		},
+		"chain on redis": func(c *chaos.Config) {
+			c.Mode, c.Store, c.RedisAddr = chaos.ModeChainAMO, chaos.StoreRedis, "127.0.0.1:1"
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -103,6 +103,10 @@ type Config struct {
 	SlowRate float64
 	// SlowFor is how long a slow handler sleeps. Default 1.5 × Visibility.
 	SlowFor time.Duration
+	// EmailFaultRate is, in the chain modes, the share of orders whose
+	// first email request the email API fails: half with a 504 after
+	// sending, half with a 503 without. Default 0.05.
+	EmailFaultRate float64
 	// FaultRate is the share of the function's DynamoDB requests the
 	// proxy faults: throttling, 500, a hang until the client times out
 	// (before or after the write applied), or a dropped response. Default
@@ -193,6 +197,7 @@ func (c *Config) applyDefaults() {
 	setInt(&c.MinPoison, 3)
 	setF(&c.SlowRate, 0.005)
 	setF(&c.FaultRate, 0.02)
+	setF(&c.EmailFaultRate, 0.05)
 	setInt(&c.Pollers, 2)
 	setInt(&c.Concurrency, 2)
 	setInt(&c.BatchSize, 10)
@@ -203,7 +208,7 @@ func (c *Config) applyDefaults() {
 	setInt(&c.Backlog, 200)
 	setD(&c.DrainTimeout, 10*time.Minute)
 	setD(&c.ProgressEvery, 5*time.Second)
-	for _, p := range []*float64{&c.DuplicateRate, &c.CrashRate, &c.PoisonRate, &c.SlowRate, &c.FaultRate} {
+	for _, p := range []*float64{&c.DuplicateRate, &c.CrashRate, &c.PoisonRate, &c.SlowRate, &c.FaultRate, &c.EmailFaultRate} {
 		*p = max(*p, 0)
 	}
 	if c.Region == "" {
@@ -228,8 +233,10 @@ func (c *Config) validate() error {
 		return nil
 	}
 	switch {
-	case c.Mode != ModePlain && c.Mode != ModeTx && c.Mode != ModeOptimistic:
-		return bad("mode %q is not %q, %q or %q", c.Mode, ModePlain, ModeTx, ModeOptimistic)
+	case c.Mode != ModePlain && c.Mode != ModeTx && c.Mode != ModeOptimistic && !c.Mode.chain():
+		return bad("mode %q is not %q, %q, %q or a chain mode (%v)", c.Mode, ModePlain, ModeTx, ModeOptimistic, ChainModes)
+	case c.Mode.chain() && (c.Batched || c.Store != StoreDynamoDB):
+		return bad("the chain modes run the chain example as it is deployed: on DynamoDB, without batched writes")
 	case c.Batched && c.Mode == ModeOptimistic:
 		return bad("batched writes have no claim to batch in mode %q", ModeOptimistic)
 	case c.Store != StoreDynamoDB && c.Store != StoreRedis:
@@ -250,7 +257,7 @@ func (c *Config) validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"duplicate rate", c.DuplicateRate}, {"crash rate", c.CrashRate}, {"poison rate", c.PoisonRate}, {"slow rate", c.SlowRate}, {"fault rate", c.FaultRate}} {
+	}{{"duplicate rate", c.DuplicateRate}, {"crash rate", c.CrashRate}, {"poison rate", c.PoisonRate}, {"slow rate", c.SlowRate}, {"fault rate", c.FaultRate}, {"email fault rate", c.EmailFaultRate}} {
 		if err := rate(r.name, r.v); err != nil {
 			return err
 		}

@@ -42,6 +42,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
 	}
+	if cfg.Mode.chain() {
+		return Report{}, fmt.Errorf("%w: mode %q runs with RunChain", ErrInvalidConfig, cfg.Mode)
+	}
 	start := time.Now()
 	h, bootstrap, err := harness.Open(ctx, harness.Config{
 		Stack: harness.Stack{DynamoDBEndpoint: cfg.DynamoDBEndpoint, SQSEndpoint: cfg.SQSEndpoint, Region: cfg.Region, RedisAddr: cfg.RedisAddr},

@@ -225,6 +225,10 @@ func (h *Harness) IdempotencyTable(ctx context.Context) (string, error) {
 	return name, nil
 }
 
+// IdempotencyTableName is the run's idempotency table ("" before it is
+// made).
+func (h *Harness) IdempotencyTableName() string { return h.idem }
+
 // Store is the DynamoDB store on the run's idempotency table, for reading
 // records back.
 func (h *Harness) Store() idemstore.Store { return dynamo.New(h.DynamoDB, h.idem) }
@@ -310,6 +314,10 @@ type Function struct {
 	// (the stack's, IDEMPOTENCY_TABLE, EFFECTS_TABLE, DLQ_URL and the log
 	// format): later entries win.
 	Env []string
+	// QueueURLs maps variables of the function's environment to the
+	// Suffix of another function of the scenario, whose queue's URL they
+	// get: a function that sends to the next one's queue.
+	QueueURLs map[string]string
 	// Effects asks for an effects table (one string key, pk), passed as
 	// EFFECTS_TABLE: the function writes a row per effect, never
 	// deduplicated, so the rows count the effects.
@@ -391,6 +399,8 @@ func (h *Harness) Start(ctx context.Context, bootstrap string, fns ...Function) 
 			return err
 		}
 	}
+	queueURLs := map[string]string{} // by Suffix
+	var all []*started
 	for _, f := range fns {
 		s := &started{fn: f}
 		if f.Effects {
@@ -415,6 +425,11 @@ func (h *Harness) Start(ctx context.Context, bootstrap string, fns ...Function) 
 		if s.queueURL, err = h.createQueue(ctx, f.queueName(h.Prefix), attrs); err != nil {
 			return fmt.Errorf("create queue: %w", err)
 		}
+		queueURLs[f.Suffix] = s.queueURL
+		all = append(all, s)
+	}
+	for _, s := range all {
+		f := s.fn
 		env := append(h.Stack.FunctionEnv(), "IDEMPOTENCY_TABLE="+idem, "AWS_LAMBDA_LOG_FORMAT=JSON")
 		if s.effects != "" {
 			env = append(env, "EFFECTS_TABLE="+s.effects)
@@ -424,6 +439,13 @@ func (h *Harness) Start(ctx context.Context, bootstrap string, fns ...Function) 
 		}
 		if f.Debug {
 			env = append(env, "AWS_LAMBDA_LOG_LEVEL=DEBUG")
+		}
+		for name, suffix := range f.QueueURLs {
+			url, ok := queueURLs[suffix]
+			if !ok {
+				return fmt.Errorf("harness: function %s: %s names no function's queue (suffix %q)", f.Name, name, suffix)
+			}
+			env = append(env, name+"="+url)
 		}
 		env = append(env, f.Env...)
 		pollers := max(f.Pollers, 1)

@@ -40,6 +40,10 @@ type Message struct {
 	Crash string
 	// Size pads the body to at least this many bytes.
 	Size int
+	// Extra are more members of the body, written as they are after the
+	// key (`"email":"a@example.com"`), for a function whose bodies carry
+	// more than the key and the steering fields.
+	Extra string
 
 	// Copies is how many messages carry the key in its phase. Copies sent
 	// back to back often share a batch or overlap in time; a Mix spreads
@@ -60,6 +64,9 @@ func (m Message) Body(keyField string) string {
 	var b strings.Builder
 	key, _ := json.Marshal(m.Key) // a string always marshals
 	fmt.Fprintf(&b, `{%q:%s`, keyField, key)
+	if m.Extra != "" {
+		b.WriteString("," + m.Extra)
+	}
 	if m.Poison {
 		b.WriteString(`,"poison":true`)
 	}

@@ -183,6 +183,9 @@ func (s *Scenario) effect(ctx context.Context, f *keyFacts, k string, lease idem
 	if s.Cfg.Tx {
 		return lambdaidem.AddCompletionWrite(ctx, Effect{Key: k, By: by})
 	}
+	if s.Cfg.Keyed && !s.keyedEffect(ctx, f, k, gen, by) {
+		return nil // the downstream recognised the repeat: nothing happened
+	}
 	s.ledger.Plain[k] = append(s.ledger.Plain[k], by)
 	f.gens[gen]++
 	// At most once: one effect per generation, and one more for each time
@@ -256,4 +259,30 @@ func (s *Scenario) onClaim(req idemstore.ClaimRequest, res idemstore.ClaimResult
 			s.w.Logf("fresh generation of %s by %s", req.Key, req.MessageID)
 		}
 	}
+}
+
+// keyedEffect is the handler's effect sent to a downstream system keyed by
+// lambdaidem.EffectKey (Config.Keyed): it reports whether the downstream
+// applied it, which it does once per effect key. It checks that a
+// generation's runs all give one effect key, so that the downstream sees
+// every retry, takeover and redrive of the generation as a repeat.
+func (s *Scenario) keyedEffect(ctx context.Context, f *keyFacts, k, gen, by string) bool {
+	ek, ok := lambdaidem.EffectKey(ctx)
+	if !ok {
+		// An optimistic first delivery has no generation, so no key: the
+		// downstream cannot tell its repeat (docs/effects.md).
+		return true
+	}
+	if prev, seen := f.effectKey[gen]; seen && prev != ek {
+		// The keys themselves are left out: they derive from the
+		// generation, which is random, and traces must replay alike.
+		s.violate(InvKeyed, "effect key: the run of key %s by %s gave the downstream another effect key than the generation's earlier runs: the downstream takes it for new work", k, by)
+	}
+	f.effectKey[gen] = ek
+	if s.ledger.Keyed[ek] {
+		s.w.Logf("the downstream recognises the effect key of %s (run by %s): nothing happens", k, by)
+		return false
+	}
+	s.ledger.Keyed[ek] = true
+	return true
 }

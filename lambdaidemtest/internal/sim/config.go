@@ -139,6 +139,11 @@ type Config struct {
 	// effect a user's fake records (lambdaidemtest.Effect) has its answer
 	// lost: the effect happened, the fake returns an error.
 	LostAnswer float64 `json:",omitempty"`
+	// Keyed sends a handler's own effect (not a completion write) to a
+	// downstream system that recognises a repeat by lambdaidem.EffectKey,
+	// as an email API does by Idempotency-Key or the next queue's
+	// consumer by its key: it applies the effect once per effect key.
+	Keyed bool `json:",omitempty"`
 
 	// ReqRepeat is the chance a request is sent again later (within a
 	// minute) with its payload, ReqConflict the chance a request carries
@@ -236,6 +241,7 @@ var Filters = []struct{ Name, Forces string }{
 	{"optimistic", "effects committed with the completion, by decorators in the optimistic mode (WithOptimisticCommit) or, half the time, a mixed fleet of optimistic and lease-mode ones"},
 	{"batched", "batched claims and completions (WithBatchedWrites) on every decorator or, half the time, a fleet of batched and unbatched ones"},
 	{"declared", "handlers that return an error after their effect, declare their outcome unknown (OutcomeUnknown) or their failures not applied (NotApplied)"},
+	{"keyed", "handlers whose own effect goes to a downstream system that recognises a repeat by lambdaidem.EffectKey, with crashes and handlers that fail after their effect"},
 	{"resolve", "WithAtMostOnce with crashes, slow handlers and producer duplicates, so that outcomes are unknown; operators who resolve them (applied, not applied, abandoned) and redrive, sometimes sending outcome_unknown copies back by name"},
 	{"groups", "a FIFO queue with keys shared across message groups and messages sent twice at once, so a batch holds a key twice in groups that run side by side (half the time with batched writes)"},
 	{"twice", "messages sent twice at the same moment, so one batch holds their key twice"},
@@ -580,6 +586,20 @@ func Draw(seed uint64, known []string, filter string) Config {
 	}
 	if rd.Float64() < 0.3 {
 		c.LostAnswer = rd.Float64() * 0.3
+	}
+	// And a downstream keyed by the effect key, on a stream of its own.
+	rk := rand.New(rand.NewPCG(seed, 0x6b65))
+	if rk.Float64() < 0.25 || want("keyed") {
+		c.Keyed = true
+		if want("keyed") {
+			// Repeats within a generation: crashes after the effect,
+			// errors after it at least once, redeliveries, takeovers.
+			c.Tx, c.Optimistic = false, 0
+			c.Kill = max(c.Kill, 0.01+0.04*rk.Float64())
+			c.ErrAfter = max(c.ErrAfter, 0.1+0.3*rk.Float64())
+			c.ProducerDup = max(c.ProducerDup, 0.2)
+			c.Slow, c.EffectFirst = max(c.Slow, 0.2), max(c.EffectFirst, 0.5)
+		}
 	}
 	// Every answer checked: requests sent again later with their
 	// payload, others under one key with another payload, and a result

@@ -284,12 +284,14 @@ func (readHandler) Handle(_ context.Context, r slog.Record) error {
 func (h readHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h readHandler) WithGroup(string) slog.Handler      { return h }
 
-// effectKey checks what the handler's context says of its record (held to
-// InvWhose): its key is the lease's (or, without a lease, the message's);
-// its effect key is EffectKeyOf the record's namespace, key and
-// generation, one per generation whatever the run (a redelivery, a retry,
-// a takeover, a redrive), and another for every generation; a run without
-// a lease has none.
+// effectKey checks what the handler's context says of its record: its
+// key is the lease's (or, without a lease, the message's; InvWhose); its
+// effect key is EffectKeyOf the record's namespace, key and generation,
+// one per generation whatever the run (a redelivery, a retry, a takeover,
+// a redrive), and another for every generation; a run without a lease
+// has none (InvKeyed, in every scenario, with a keyed downstream or not).
+// The keys are left out of the violations: they derive from the
+// generation, which is random, and traces must replay alike.
 func (s *Scenario) effectKey(ctx context.Context, k string, lease idemstore.Lease, by string) {
 	if got, ok := lambdaidem.KeyFromContext(ctx); !ok || got != k {
 		s.violate(InvWhose, "key %s: the context of %s says its key is %q", k, by, got)
@@ -298,16 +300,16 @@ func (s *Scenario) effectKey(ctx context.Context, k string, lease idemstore.Leas
 	gen := lease.Fence.Generation
 	switch {
 	case gen == "" && ok:
-		s.violate(InvWhose, "key %s: %s runs without a lease but has the effect key %s", k, by, ek)
+		s.violate(InvKeyed, "effect key: %s runs key %s without a lease, but has an effect key", by, k)
 	case gen == "":
 	case !ok || ek != lambdaidem.EffectKeyOf(lease.Namespace, k, gen):
-		s.violate(InvWhose, "key %s: %s's effect key %q is not EffectKeyOf its record (generation %s)", k, by, ek, gen)
+		s.violate(InvKeyed, "effect key: the run of key %s by %s has no effect key, or not the one of its record's namespace, key and generation", k, by)
 	default:
 		if s.effectKeys == nil {
 			s.effectKeys = map[string]string{}
 		}
 		if prev, seen := s.effectKeys[ek]; seen && prev != k+"\x00"+gen {
-			s.violate(InvWhose, "key %s: the effect key %s of generation %s was another generation's", k, ek, gen)
+			s.violate(InvKeyed, "effect key: the run of key %s by %s has the effect key of another key or generation", k, by)
 		}
 		s.effectKeys[ek] = k + "\x00" + gen
 	}

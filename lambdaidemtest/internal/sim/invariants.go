@@ -22,6 +22,7 @@ const (
 	InvRedriveEnds  Invariant = "redrive terminates"
 	InvRedriveKeeps Invariant = "redrive never strands or deletes an unrun copy"
 	InvResolve      Invariant = "an operator's decision on an unknown outcome holds"
+	InvKeyed        Invariant = "one effect key per generation"
 	InvProgress     Invariant = "progress"
 	InvReasons      Invariant = "every dead-letter copy has a true reason; no finished work in the DLQ"
 	InvCache        Invariant = "the cache never contradicts the store"

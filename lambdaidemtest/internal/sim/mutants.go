@@ -102,6 +102,8 @@ var Mutants = []Mutant{
 		What: "redrive sends outcome_unknown copies back without being asked by name, and their effect happens again"},
 	{Name: "resolve-applied-left-claimable", Where: "lambdaidem/idemstore/memstore/admin.go", Filter: "resolve",
 		What: "an operator's decision that the effect happened (applied) leaves the record FAILED, so a duplicate runs the key again"},
+	{Name: "effect-key-per-claim", Where: "lambdaidem/context.go", Filter: "keyed",
+		What: "the effect key changes with every claim of a generation: a takeover's or a retry's request is new work downstream"},
 	{Name: "resolve-abandoned-redrivable", Where: "lambdaidem/idemstore/store.go", Filter: "resolve",
 		What: "a redrive's reset applies to a record an operator abandoned, and its copy runs"},
 	// Every answer checked.
@@ -172,6 +174,8 @@ var Promises = []Promise{
 		[]string{"waiter-answers-failed-run-as-success"}},
 	{"No success is acknowledged (SQS record, Wrap result, HTTP 2xx) whose committed effect did not commit", InvAckEffect,
 		[]string{"http-answers-uncommitted-writes", "batched-completion-unanswered-acked"}},
+	{"The effect key (lambdaidem.EffectKey) is one per key and generation: every retry, takeover and redrive of a generation gives the downstream the key it gave before, so a system keyed by it applies the effect once", InvKeyed,
+		[]string{"effect-key-per-claim"}},
 	{"A completion that could not be recorded is written on the next delivery to the same container, never run again there", InvUnrecorded,
 		[]string{"unrecorded-completion-reruns"}},
 	{"Progress: a handler always gets a live context after its claim; one record's bad key never crashes its batch", InvProgress,

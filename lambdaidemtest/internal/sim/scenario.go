@@ -156,6 +156,9 @@ type keyFacts struct {
 	// outcome_unknown mark (pending or final) since the operator last
 	// reset or released it: their handler must never run again.
 	unknownGen map[string]bool
+	// effectKey is, per generation, the effect key its runs gave the
+	// keyed downstream (Config.Keyed).
+	effectKey map[string]string
 }
 
 // claimFacts is what the checker knows of one lease: the claim that got
@@ -266,7 +269,7 @@ func (s *Scenario) violate(inv Invariant, format string, args ...any) {
 func (s *Scenario) key(k string) *keyFacts {
 	f := s.facts[k]
 	if f == nil {
-		f = &keyFacts{gens: map[string]int{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
+		f = &keyFacts{gens: map[string]int{}, effectKey: map[string]string{}, unrecorded: map[int]string{}, revoked: map[int]bool{},
 			genHash: map[string]string{}, genBody: map[string]string{}, completedBody: map[string]bool{},
 			reruns: map[string]int{}, decided: map[string]idemstore.Resolution{},
 			notApplied: map[string]int{}, unknownGen: map[string]bool{}}

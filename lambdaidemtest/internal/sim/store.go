@@ -372,11 +372,14 @@ type Ledger struct {
 	// Plain are effects a handler made itself, per key, in order.
 	Plain map[string][]string
 	// Tx are effects committed with the completion, per key.
-	Tx     map[string][]string
+	Tx map[string][]string
+	// Keyed are the effect keys a keyed downstream applied an effect for
+	// (Config.Keyed): a repeat of one does nothing.
+	Keyed  map[string]bool
 	tokens map[string]bool
 }
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{Plain: map[string][]string{}, Tx: map[string][]string{}, tokens: map[string]bool{}}
+	return &Ledger{Plain: map[string][]string{}, Tx: map[string][]string{}, Keyed: map[string]bool{}, tokens: map[string]bool{}}
 }

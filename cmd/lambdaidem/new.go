@@ -309,10 +309,13 @@ func isClone(dir string) bool {
 	return false
 }
 
+// unquotedPath is a path go.mod takes without quotes.
+var unquotedPath = regexp.MustCompile(`^[A-Za-z0-9/._~+:@-]+$`)
+
 // goModPath spells a path as go.mod needs it: quoted when it holds
 // anything but the characters of an unquoted one.
 func goModPath(p string) string {
-	if regexp.MustCompile(`^[A-Za-z0-9/._~+:@-]+$`).MatchString(p) {
+	if unquotedPath.MatchString(p) {
 		return p
 	}
 	return strconv.Quote(p)

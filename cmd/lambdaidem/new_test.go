@@ -224,3 +224,16 @@ func TestNewUsage(t *testing.T) {
 		t.Error("lambdaidem's usage does not list new")
 	}
 }
+
+// A replace path go.mod cannot take bare is quoted.
+func TestNewQuotesTheReplacePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"../go-lambdaidem":            "../go-lambdaidem",
+		"/home/ada/src/go-lambdaidem": "/home/ada/src/go-lambdaidem",
+		"/home/ada/my src/lambdaidem": `"/home/ada/my src/lambdaidem"`,
+	} {
+		if got := goModPath(in); got != want {
+			t.Errorf("goModPath(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

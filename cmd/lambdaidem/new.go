@@ -99,7 +99,7 @@ var validModule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._~-]*(/[A-Za-z0-9._
 
 // runNew runs `lambdaidem new` and returns the exit code.
 func (a *app) runNew(ctx context.Context, args []string) int {
-	err := a.newModule(ctx, args)
+	err := a.writeNewModule(ctx, args)
 	switch {
 	case err == nil:
 		return exitOK
@@ -114,7 +114,9 @@ func (a *app) runNew(ctx context.Context, args []string) int {
 	return code
 }
 
-func (a *app) newModule(ctx context.Context, args []string) error {
+// writeNewModule parses new's command line, checks all of it, then writes
+// the module and tidies it.
+func (a *app) writeNewModule(ctx context.Context, args []string) error {
 	var m newModule
 	var replace string
 	fs := flag.NewFlagSet("lambdaidem new", flag.ContinueOnError)

@@ -47,9 +47,10 @@ sends each new user one welcome email; make it yours.
 
   handler.go       the handler: the key from the body (WithKeyJSONField),
                    lambdaidem.Poison, lambdaidem.RetryAfter, the effect
-                   through an interface the tests fake
+                   through an interface the tests fake, with EffectKey
   handler_test.go  kit tests (package lambdaidemtest): duplicates, a crash
-                   after the effect, poison, a busy downstream, an exploration
+                   and a 504 after the effect, poison, a busy downstream,
+                   an exploration
   main.go          the store, the dead-letter queue, visibility changes,
                    backoff, metrics; settings from the environment
   template.yaml    the function, its queue, dead-letter queue and alarm, the

@@ -28,15 +28,16 @@ type Email struct {
 }
 
 // Mailer sends email: your provider's client in main.go, a fake in the
-// tests. key is the same on every attempt for one user: a provider that
-// deduplicates by it sends one email even when the handler runs twice
-// (a crash after the send, before lambdaidem recorded it).
+// tests. key goes to the provider as its idempotency key (an
+// Idempotency-Key header): it is the same on every attempt at one user's
+// email, so the provider sends one email even when the handler runs again
+// after the send (a crash, a timeout, a 504 after the email went out).
 type Mailer interface {
 	Send(ctx context.Context, key string, e Email) error
 }
 
-// BusyError is what a Mailer returns when the provider asks to wait (an
-// HTTP 429 with Retry-After).
+// BusyError is what a Mailer returns when the provider refused the email
+// and asks to wait (an HTTP 429 with Retry-After): nothing was sent.
 type BusyError struct {
 	Wait time.Duration
 }
@@ -73,19 +74,26 @@ func handle(mailer Mailer) lambdaidem.MessageHandler {
 			// its reason (poison), instead of after five attempts.
 			return lambdaidem.Poison(fmt.Errorf("user %s: email %q: %w", s.UserID, s.Email, err))
 		}
-		err = mailer.Send(ctx, "welcome-"+s.UserID, Email{
+		// The same key on every attempt at this user's email, a new one
+		// only if an operator makes lambdaidem forget the user.
+		key, ok := lambdaidem.EffectKey(ctx)
+		if !ok {
+			return errors.New("no effect key: the handler runs under lambdaidem.SQS")
+		}
+		err = mailer.Send(ctx, key, Email{
 			To:      to.Address,
 			Subject: "Welcome",
 			Text:    fmt.Sprintf("Hello %s, welcome aboard.", s.Name),
 		})
 		var busy *BusyError
 		if errors.As(err, &busy) {
-			// The message comes back when the provider said, not after
-			// the backoff.
-			return lambdaidem.RetryAfter(busy.Wait, err)
+			// Nothing was sent (NotApplied), and the message comes back
+			// when the provider said, not after the backoff.
+			return lambdaidem.NotApplied(lambdaidem.RetryAfter(busy.Wait, err))
 		}
-		// nil: done, and never sent again. Any other error: retried
-		// after the backoff (main.go).
+		// nil: done, and never sent again. Any other error (a 5xx, a
+		// timeout) is retried after the backoff (main.go), under the same
+		// key.
 		return err
 	}
 }

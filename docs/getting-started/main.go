@@ -60,8 +60,8 @@ func env(name string) string {
 }
 
 // logMailer stands in for your mail provider: it logs what it would send.
-// Replace it with your provider's client, and grant the function's role
-// what that client needs.
+// Replace it with your provider's client, sending key as its idempotency
+// key, and grant the function's role what that client needs.
 type logMailer struct{}
 
 func (logMailer) Send(ctx context.Context, key string, e Email) error {

@@ -107,7 +107,7 @@ func TestLocalDevelopment(t *testing.T) {
 		}
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)INFO welcome email to=ada@example.com key=welcome-u-1$`),
+		regexp.MustCompile(`(?m)INFO welcome email to=ada@example.com key=[0-9a-f-]{36}$`),
 		regexp.MustCompile(`"DuplicatesSkipped":1,`),
 		regexp.MustCompile(`WARN lambdaidem: record dead_lettered namespace=welcome-email key=u-2 .*reason=poison`),
 	} {

@@ -21,6 +21,8 @@
 // Check holds the test to what it declares: every dead letter, handler
 // failure, refused completion and unfinished key must be declared
 // (ExpectDeadLetter, ExpectFailure, ExpectUnfinished), or it is reported.
+// Poison declares the dead letter of the message it sends.
+//
 // It also judges external effects: a fake that calls Effect(ctx, what)
 // where its effect takes place (the email sent, the card charged) has
 // each effect held to what the decorator's mode allows, with no counter

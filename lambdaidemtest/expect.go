@@ -18,7 +18,15 @@ type expectations struct {
 	deadLetters map[string][]lambdaidem.Reason // key ("" for no key) -> reasons
 	failures    map[string]bool
 	unfinished  map[string]bool
+	// poisoned are the messages Poison sent, by message ID, with their
+	// bodies: each is meant to be dead-lettered as never able to succeed.
+	poisoned map[string]string
 }
+
+// poisonReasons are the reasons that say a message can never succeed: a
+// copy of a message Poison sent is accepted with one of them.
+var poisonReasons = []lambdaidem.Reason{lambdaidem.ReasonPoison, lambdaidem.ReasonMaxAttempts,
+	lambdaidem.ReasonMalformedBody, lambdaidem.ReasonMissingKey}
 
 // ExpectDeadLetter declares that the message of key is meant to go to the
 // dead-letter queue with reason (key "" stands for messages without a
@@ -88,6 +96,7 @@ func (k *Kit) ownFailures(key string) []failure {
 // attempts, and messages moved by the queue's redrive policy.
 func (k *Kit) checkDeclared(probs []string) []string {
 	e := k.expect
+	e.deadLetters = k.withPoisoned(e.deadLetters)
 	seen := map[string]bool{}
 	add := func(p string) {
 		if !seen[p] {
@@ -136,8 +145,14 @@ func (k *Kit) checkDeclared(probs []string) []string {
 			strconv.Quote(u.key), u.why, strconv.Quote(u.key)))
 	}
 	if !k.explored {
-		for _, key := range slices.Sorted(maps.Keys(e.deadLetters)) {
-			for _, reason := range e.deadLetters[key] {
+		for _, id := range slices.Sorted(maps.Keys(e.poisoned)) {
+			if !k.dlqMsg[id] {
+				add(fmt.Sprintf("poison message not dead-lettered: Poison sent message %s (%s), and no copy of it went to the dead-letter queue (%s)",
+					id, e.poisoned[id], k.outcomesOf(id)))
+			}
+		}
+		for _, key := range slices.Sorted(maps.Keys(k.expect.deadLetters)) {
+			for _, reason := range k.expect.deadLetters[key] {
 				if !slices.ContainsFunc(k.sent, func(c sentCopy) bool { return c.key == key && c.reason == reason }) {
 					add(fmt.Sprintf("expected dead letter missing: ExpectDeadLetter(%s, %q) was declared, but no copy with that reason went to the dead-letter queue (%s)",
 						strconv.Quote(key), reason, k.copiesOf(key)))
@@ -148,16 +163,51 @@ func (k *Kit) checkDeclared(probs []string) []string {
 	return probs
 }
 
+// withPoisoned returns the declared dead letters plus what Poison
+// declared: the copies of the messages it sent whose reason says they can
+// never succeed, unless the kit itself caused the key's failures.
+func (k *Kit) withPoisoned(declared map[string][]lambdaidem.Reason) map[string][]lambdaidem.Reason {
+	out := make(map[string][]lambdaidem.Reason, len(declared))
+	for key, reasons := range declared {
+		out[key] = slices.Clone(reasons)
+	}
+	for _, c := range k.sent {
+		if _, ok := k.expect.poisoned[c.messageID]; !ok || !slices.Contains(poisonReasons, c.reason) || k.kitCaused(c.key) {
+			continue
+		}
+		if !slices.Contains(out[c.key], c.reason) {
+			out[c.key] = append(out[c.key], c.reason)
+		}
+	}
+	return out
+}
+
+// kitCaused reports whether a failure of key came from the kit itself: a
+// completion write the kit's store cannot commit.
+func (k *Kit) kitCaused(key string) bool {
+	return slices.ContainsFunc(k.failures[key], func(f failure) bool { return errors.Is(f.err, lambdaidem.ErrUnsupportedWrite) })
+}
+
 // hint explains a failure the kit itself causes: a completion write the
 // kit's store cannot commit.
 func (k *Kit) hint(key string) string {
-	for _, f := range k.failures[key] {
-		if errors.Is(f.err, lambdaidem.ErrUnsupportedWrite) {
-			return " — the kit's store cannot commit this completion write: run the kit on a store that can, such as " +
-				"memstore.New(memstore.WithCompletionWrites(db)) with db a dynamotest.DB for DynamoDB writes (NewWithStore, Exploration.Store)"
-		}
+	if k.kitCaused(key) {
+		return " — the kit's store cannot commit this completion write: run the kit on a store that can, such as " +
+			"memstore.New(memstore.WithCompletionWrites(db)) with db a dynamotest.DB for DynamoDB writes (NewWithStore, Exploration.Store)"
 	}
 	return ""
+}
+
+// outcomesOf says what became of a message's key, for a report.
+func (k *Kit) outcomesOf(messageID string) string {
+	key, ok := k.msgKey[messageID]
+	if !ok {
+		return "it was never delivered"
+	}
+	if key == "" {
+		key = messageID
+	}
+	return fmt.Sprintf("its key's outcomes: %v", k.outcomes[key])
 }
 
 func (k *Kit) copiesOf(key string) string {

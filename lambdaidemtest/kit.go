@@ -190,6 +190,7 @@ func newKit(seed uint64, store lambdaidem.Store, handler lambdaidem.MessageHandl
 			deadLetters: map[string][]lambdaidem.Reason{},
 			failures:    map[string]bool{},
 			unfinished:  map[string]bool{},
+			poisoned:    map[string]string{},
 		},
 		failures: map[string][]failure{},
 		running:  map[string]int{},

@@ -174,19 +174,22 @@ func TestCheckHoldsToDeclarations(t *testing.T) {
 			return nil
 		}
 	}
+	// Send and Run, not Poison, which declares the dead letter of what it
+	// sends.
+	deliver := func(k *lambdaidemtest.Kit, body string) { k.Send(body); k.Run() }
 	for _, tc := range []struct {
 		name    string
 		run     func(k *lambdaidemtest.Kit)
 		declare func(k *lambdaidemtest.Kit)
 		report  string // what Check says before the declaration
 	}{
-		{"a failure that was retried", func(k *lambdaidemtest.Kit) { k.Poison(`{"order":"o-1"}`) },
+		{"a failure that was retried", func(k *lambdaidemtest.Kit) { deliver(k, `{"order":"o-1"}`) },
 			func(k *lambdaidemtest.Kit) { k.ExpectFailure("o-1") },
 			`undeclared failure: the handler failed for key "o-1" (message m-1, attempt 1; 2 failure(s) in all): declined, 1 more to come; if the test means it, declare it with ExpectFailure("o-1")`},
-		{"a dead letter", func(k *lambdaidemtest.Kit) { k.Poison(`{"order":"o-2"}`) },
+		{"a dead letter", func(k *lambdaidemtest.Kit) { deliver(k, `{"order":"o-2"}`) },
 			func(k *lambdaidemtest.Kit) { k.ExpectDeadLetter("o-2", lambdaidem.ReasonMaxAttempts) },
 			`undeclared dead letter: message m-1 (key "o-2") went to the dead-letter queue as max_attempts after 3 attempt(s)`},
-		{"a message the queue's redrive policy moved", func(k *lambdaidemtest.Kit) { k.MaxReceive = 2; k.Poison(`{"order":"o-2"}`) },
+		{"a message the queue's redrive policy moved", func(k *lambdaidemtest.Kit) { k.MaxReceive = 2; deliver(k, `{"order":"o-2"}`) },
 			func(k *lambdaidemtest.Kit) { k.ExpectUnfinished("o-2"); k.ExpectFailure("o-2") },
 			`undeclared unfinished key "o-2": the queue's redrive policy (MaxReceive) moved its message to the queue's own dead-letter queue`},
 	} {
@@ -206,9 +209,72 @@ func TestCheckHoldsToDeclarations(t *testing.T) {
 	t.Run("a declared dead letter that never happened", func(t *testing.T) {
 		k := lambdaidemtest.New(flaky(nil), byOrder)
 		k.ExpectDeadLetter("o-1", lambdaidem.ReasonPoison)
-		k.Poison(`{"order":"o-1"}`)
+		deliver(k, `{"order":"o-1"}`)
 		if err := k.Check(); err == nil || !strings.Contains(err.Error(), `expected dead letter missing: ExpectDeadLetter("o-1", "poison")`) {
 			t.Errorf("Check: %v", err)
+		}
+	})
+}
+
+// Poison declares the dead letter of the message it sends, whichever
+// reason says the message can never succeed, and reports the message when
+// it was not dead-lettered; an explicit ExpectDeadLetter still holds the
+// test to its reason.
+func TestPoisonDeclaresWhatItSends(t *testing.T) {
+	handler := func(_ context.Context, msg events.SQSMessage) error {
+		var o struct{ Order, Do string }
+		_ = json.Unmarshal([]byte(msg.Body), &o)
+		switch o.Do {
+		case "refuse":
+			return lambdaidem.Poison(fmt.Errorf("order %s refused", o.Order))
+		case "fail":
+			return fmt.Errorf("order %s failed", o.Order)
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name, body string
+		reason     lambdaidem.Reason
+	}{
+		{"the handler refuses it", `{"order":"o-1","do":"refuse"}`, lambdaidem.ReasonPoison},
+		{"the handler fails until max attempts", `{"order":"o-1","do":"fail"}`, lambdaidem.ReasonMaxAttempts},
+		{"the body is not JSON", `{"order":`, lambdaidem.ReasonMalformedBody},
+		{"the body has no key", `{"do":"refuse"}`, lambdaidem.ReasonMissingKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := lambdaidemtest.New(handler, byOrder, lambdaidem.WithMaxAttempts(3))
+			k.Poison(tc.body)
+			if dl := k.DeadLetters(); len(dl) != 1 || dl[0].Reason != tc.reason {
+				t.Fatalf("dead letters %+v, want one %s copy", dl, tc.reason)
+			}
+			if err := k.Check(); err != nil {
+				t.Errorf("Check after Poison, with nothing declared: %v", err)
+			}
+		})
+	}
+	t.Run("a message that was not dead-lettered", func(t *testing.T) {
+		k := lambdaidemtest.New(handler, byOrder)
+		k.Poison(`{"order":"o-2","do":"nothing"}`)
+		want := `poison message not dead-lettered: Poison sent message m-1 ({"order":"o-2","do":"nothing"}), and no copy of it went to the dead-letter queue (its key's outcomes: [processed])`
+		if err := k.Check(); err == nil || err.Error() != want {
+			t.Errorf("Check: %v\nwant: %s", err, want)
+		}
+	})
+	t.Run("an explicit declaration of another reason", func(t *testing.T) {
+		k := lambdaidemtest.New(handler, byOrder, lambdaidem.WithMaxAttempts(2))
+		k.ExpectDeadLetter("o-3", lambdaidem.ReasonPoison)
+		k.Poison(`{"order":"o-3","do":"fail"}`)
+		if err := k.Check(); err == nil || !strings.Contains(err.Error(), `expected dead letter missing: ExpectDeadLetter("o-3", "poison")`) {
+			t.Errorf("Check: %v", err)
+		}
+	})
+	t.Run("only the messages Poison sent", func(t *testing.T) {
+		k := lambdaidemtest.New(handler, byOrder)
+		k.Poison(`{"order":"o-4","do":"refuse"}`)
+		k.Send(`{"order":"o-5","do":"refuse"}`)
+		k.Run()
+		if err := k.Check(); err == nil || !strings.Contains(err.Error(), `(key "o-5") went to the dead-letter queue as poison`) || strings.Contains(err.Error(), `"o-4"`) {
+			t.Errorf("Check: %v\nwant it to report o-5's copy, not o-4's", err)
 		}
 	})
 }

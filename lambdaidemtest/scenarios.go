@@ -137,11 +137,23 @@ func (k *Kit) outlivedLease(body string, opts []SendOption, pause func(lease tim
 }
 
 // Poison sends a message the handler cannot process (it returns
-// lambdaidem.Poison, or fails until the decorator's max attempts) and
-// delivers it until it lands in the dead-letter queue with a reason; read
-// it with DeadLetters.
+// lambdaidem.Poison, or fails until the decorator's max attempts, or the
+// decorator refuses the body as malformed or without a key) and delivers
+// it until it lands in the dead-letter queue with a reason; read it with
+// DeadLetters.
+//
+// Poison declares what it sends: Check accepts the message's dead-letter
+// copy when its reason says the message can never succeed (poison,
+// max_attempts, malformed_body, missing_key), with the handler's failures
+// that led to it, and reports the message if no copy of it reached the
+// dead-letter queue. A copy with another reason is reported as
+// undeclared, and so is a max_attempts copy after failures the kit itself
+// caused (a completion write its store cannot commit). ExpectDeadLetter
+// still holds the test to one reason.
 func (k *Kit) Poison(body string, opts ...SendOption) {
-	k.send(body, opts)
+	if m := k.send(body, opts); m != nil {
+		k.expect.poisoned[m.ID] = body
+	}
 	k.Run()
 }
 

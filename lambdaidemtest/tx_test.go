@@ -129,7 +129,8 @@ var byOrderKey = lambdaidem.WithKeyJSONField("order")
 // Explore say so instead of passing. (Declared with
 // lambdaidem.WithCompletionWrites, the kit refuses it when built:
 // TestKitRefusesWritesItsStoreCannotCommit.) AddCompletionWrite refuses
-// the write in the handler, which fails.
+// the write in the handler, which fails. Poison does not declare a dead
+// letter the kit itself caused.
 func TestTransactionalHandlerOnDefaultStoreIsReported(t *testing.T) {
 	db := newFunds(t, map[string]int{"alice": 1000})
 	k := lambdaidemtest.New(pay(db, true), byOrderKey)
@@ -199,8 +200,9 @@ func TestTransactionalHandlerExactlyOnce(t *testing.T) {
 	t.Run("a refused condition", func(t *testing.T) {
 		db := newFunds(t, funds)
 		k := lambdaidemtest.NewWithStore(memstore.New(memstore.WithCompletionWrites(db)), pay(db, true), byOrderKey, lambdaidem.WithMaxAttempts(2))
-		k.Poison(o1)
-		k.Poison(o2) // 900 more than the 700 left
+		k.Send(o1)
+		k.Send(o2) // 900 more than the 700 left
+		k.Run()
 		err := k.Check()
 		if err == nil || !strings.Contains(err.Error(), "completion was refused") || !strings.Contains(err.Error(), "ConditionalCheckFailed") {
 			t.Fatalf("an undeclared refusal passed Check: %v", err)

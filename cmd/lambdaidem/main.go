@@ -3,12 +3,15 @@
 // failed and dead-lettered records, release or revoke a lease, forget a key,
 // count records by status, show and redrive the dead-letter queue, and
 // resolve a record whose outcome is unknown. Every subcommand works
-// through the store's idemstore.Admin calls. Run it with -h, or SUBCOMMAND
-// -h, for usage.
+// through the store's idemstore.Admin calls. And `lambdaidem new DIR`
+// writes a new consumer module: a function on lambdaidem with its kit
+// tests, template.yaml and Makefile. Run it with -h, or SUBCOMMAND -h, for
+// usage.
 //
 //	lambdaidem get -table idempotency -namespace orders order-42
 //	lambdaidem list -table idempotency --stuck
 //	lambdaidem redrive -table idempotency --dlq https://sqs.../orders-dlq --source arn:aws:sqs:...:orders --dry-run
+//	lambdaidem new -store redis welcome-email
 package main
 
 import (
@@ -42,7 +45,7 @@ const (
 )
 
 const usage = `lambdaidem inspects and repairs a lambdaidem idempotency table and its
-dead-letter queue.
+dead-letter queue, and starts a consumer of your own.
 
 Usage:
   lambdaidem SUBCOMMAND [flags] [ARGS]
@@ -61,8 +64,11 @@ Subcommands:
   resolve KEY   record what you found about an outcome_unknown record: -applied (done;
                 its copy deleted), -not-applied (its copy sent back to run once more)
                 or -abandon (kept, never run)
+  new DIR       write a new Go module in DIR: an SQS-triggered function on lambdaidem,
+                its kit tests, template.yaml and a Makefile (make test, make local);
+                flags -store dynamodb|redis, -module PATH, -replace PATH (the clone)
 
-Every subcommand takes:
+Every subcommand but new takes:
   -table NAME       the DynamoDB table (env LAMBDAIDEM_TABLE)
   -namespace NS     the namespace the function stores its keys in (env LAMBDAIDEM_NAMESPACE):
                     what it set with WithNamespace, else its function name. Without
@@ -128,6 +134,9 @@ type app struct {
 	// wroteJSON records that stdout holds a JSON document already, so a
 	// failure after it (redrive's summary) adds no second one.
 	wroteJSON bool
+	// goCmd runs the go command for new (go mod tidy); nil: the go
+	// command on PATH.
+	goCmd func(ctx context.Context, dir string, args ...string) ([]byte, error)
 }
 
 type command struct {
@@ -151,6 +160,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(a.stdout, usage)
 		return exitOK
+	}
+	if args[0] == "new" {
+		return a.runNew(ctx, args[1:])
 	}
 	var cmd *command
 	for _, c := range commands() {

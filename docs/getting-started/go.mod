@@ -1,9 +1,10 @@
-module example.com/orders-fn
+module example.com/welcome-email
 
 go 1.26.0
 
 require (
 	github.com/aws/aws-lambda-go v1.54.0
+	github.com/aws/aws-sdk-go-v2 v1.47.6
 	github.com/aws/aws-sdk-go-v2/config v1.33.14
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.73.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.9
@@ -11,7 +12,6 @@ require (
 )
 
 require (
-	github.com/aws/aws-sdk-go-v2 v1.47.6 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.14 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.6 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.9 // indirect
@@ -27,4 +27,5 @@ require (
 	github.com/aws/smithy-go v1.28.8 // indirect
 )
 
+// lambdaidem is not published yet: its code comes from a clone.
 replace github.com/lambdaidem/go-lambdaidem => ../go-lambdaidem

@@ -1,18 +1,17 @@
-// Command orders-fn is an SQS-triggered Lambda function that processes each
-// order once in effect: lambdaidem's DynamoDB store remembers the order
-// IDs it has seen, and a message that can never be processed goes to a
-// dead-letter queue with its reason.
+// Command welcome-email is an SQS-triggered Lambda function that sends each new
+// user one welcome email, once in effect: lambdaidem keeps a record of
+// every user_id in DynamoDB, skips the duplicates SQS and producers make, and
+// sends what can never succeed to a dead-letter queue with its reason.
+// The handler is in handler.go, its tests in handler_test.go.
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log"
 	"log/slog"
 	"os"
+	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -24,40 +23,48 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
-// order is the message body: {"order_id": "o-1", "amount_cents": 2500}.
-type order struct {
-	OrderID     string `json:"order_id"`
-	AmountCents int64  `json:"amount_cents"`
-}
-
 func main() {
-	table, dlqURL := os.Getenv("IDEMPOTENCY_TABLE"), os.Getenv("DLQ_URL")
-	namespace := os.Getenv("IDEMPOTENCY_NAMESPACE")
 	cfg, err := config.LoadDefaultConfig(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
 	queues := sqs.NewFromConfig(cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), table)
-	lambda.Start(lambdaidem.SQS(store, handle,
-		lambdaidem.WithNamespace(namespace),
-		lambdaidem.WithKeyJSONField("order_id"),
-		lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(queues, dlqURL)),
+	store := dynamo.New(dynamodb.NewFromConfig(cfg, dynamo.ClientOptions(dynamo.Tuning{})), env("IDEMPOTENCY_TABLE"))
+	lambda.Start(lambdaidem.SQS(store, handle(logMailer{}), append(options(),
+		// Set explicitly: the default is the function's name, which
+		// CloudFormation changes when it replaces the function.
+		lambdaidem.WithNamespace(env("IDEMPOTENCY_NAMESPACE")),
+		// What can never succeed goes to DLQ_URL with its reason.
+		lambdaidem.WithDeadLetterSink(sqsqueue.NewSink(queues, env("DLQ_URL"))),
+		// RetryAfter, the backoff below and a duplicate held back while
+		// another invocation works on its key change the message's
+		// visibility on the source queue.
 		lambdaidem.WithVisibility(sqsqueue.NewVisibilityChanger(queues)),
+		// A failed attempt (a 5xx of the provider) comes back after 5 s,
+		// 10 s, 20 s ... at most 2 minutes, not after the queue's
+		// visibility timeout of 3 minutes.
+		lambdaidem.WithBackoff(lambdaidem.ExponentialBackoff(5*time.Second, 2*time.Minute)),
+		// The invocation's counts as CloudWatch metrics (Embedded Metric Format).
 		lambdaidem.WithInvocationHook(emf.Hook()),
-	))
+	)...))
 }
 
-// handle runs once in effect per order ID. Returning an error retries the
-// order; lambdaidem.Poison sends it to the dead-letter queue at once.
-func handle(ctx context.Context, msg events.SQSMessage) error {
-	var o order
-	if err := json.Unmarshal([]byte(msg.Body), &o); err != nil {
-		return lambdaidem.Poison(err)
+// env returns a setting from the environment (template.yaml sets them,
+// and so does make local); without it the function cannot start.
+func env(name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		log.Fatalf("%s is not set", name)
 	}
-	if o.AmountCents <= 0 {
-		return lambdaidem.Poison(errors.New("amount_cents must be positive"))
-	}
-	slog.InfoContext(ctx, "order accepted", "order_id", o.OrderID, "amount_cents", o.AmountCents)
+	return v
+}
+
+// logMailer stands in for your mail provider: it logs what it would send.
+// Replace it with your provider's client, sending key as its idempotency
+// key, and grant the function's role what that client needs.
+type logMailer struct{}
+
+func (logMailer) Send(ctx context.Context, key string, e Email) error {
+	slog.InfoContext(ctx, "welcome email", "to", e.To, "key", key)
 	return nil
 }

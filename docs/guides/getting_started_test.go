@@ -11,9 +11,9 @@ import (
 
 // TestGettingStartedBuildsAsSAMBuilds builds the guide's function as
 // `sam build` does with BuildMethod makefile: it copies exactly the
-// CodeUri directory (the module, after `go mod vendor`) into an empty
+// CodeUri directory (the module, after `make vendor`) into an empty
 // directory, where ../go-lambdaidem, the replace directive's target, does
-// not exist, and runs the Makefile's build-OrdersFunction target there
+// not exist, and runs the Makefile's build-Function target there
 // with ARTIFACTS_DIR set, offline. The result is a linux/arm64 bootstrap.
 // Without vendor/ the same build stops with the Makefile's reason.
 func TestGettingStartedBuildsAsSAMBuilds(t *testing.T) {
@@ -21,8 +21,8 @@ func TestGettingStartedBuildsAsSAMBuilds(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatalf("make is needed (sam build runs it): %v", err)
 	}
-	fn := filepath.Join(layout(t), "orders-fn")
-	command(t, fn, offline(), "go", "mod", "vendor")
+	fn := filepath.Join(layout(t), consumerName)
+	command(t, fn, offline(), "make", "vendor")
 
 	build := func(t *testing.T, codeURI string) (string, error) {
 		t.Helper()
@@ -34,7 +34,7 @@ func TestGettingStartedBuildsAsSAMBuilds(t *testing.T) {
 		artifacts := t.TempDir()
 		// sam build runs the Makefile where the template names it, in the
 		// scratch copy, with ARTIFACTS_DIR in the environment.
-		cmd := exec.Command("make", "--makefile", filepath.Join(codeURI, "Makefile"), "build-OrdersFunction")
+		cmd := exec.Command("make", "--makefile", filepath.Join(codeURI, "Makefile"), "build-Function")
 		cmd.Dir = scratch
 		cmd.Env = offline("ARTIFACTS_DIR="+artifacts, "GOFLAGS=-mod=vendor")
 		out, err := cmd.CombinedOutput()
@@ -78,13 +78,13 @@ func TestGettingStartedTemplateBuildsWithTheMakefile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"  OrdersFunction:\n", "BuildMethod: makefile", "CodeUri: .\n",
+	for _, want := range []string{"  Function:\n", "BuildMethod: makefile", "CodeUri: .\n",
 		"IDEMPOTENCY_TABLE:", "IDEMPOTENCY_NAMESPACE:", "DLQ_URL:"} {
 		if !strings.Contains(string(tmpl), want) {
 			t.Errorf("template.yaml lacks %q", want)
 		}
 	}
-	if !strings.Contains(string(mk), "\nbuild-OrdersFunction:\n") {
-		t.Error("the Makefile has no build-OrdersFunction target, which sam build runs for OrdersFunction")
+	if !strings.Contains(string(mk), "\nbuild-Function:\n") {
+		t.Error("the Makefile has no build-Function target, which sam build runs for Function")
 	}
 }

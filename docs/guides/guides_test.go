@@ -11,11 +11,17 @@ import (
 	"testing"
 )
 
-// The consumer module the guides build, and the repository it uses.
+// The consumer module the guides build (what `lambdaidem new` writes:
+// TestGettingStartedIsGenerated), its directory's name beside the clone,
+// and the repository it uses.
 const (
-	consumerDir = "../getting-started"
-	repoRoot    = "../.."
+	consumerDir  = "../getting-started"
+	consumerName = "welcome-email"
+	repoRoot     = "../.."
 )
+
+// notShown are the files of the consumer module the guides need not show.
+var notShown = map[string]bool{"go.sum": true, "README.md": true, ".gitignore": true}
 
 // fileBlock is a guide's marker for a file of the consumer module shown
 // verbatim: the fenced block, in any language, after
@@ -25,7 +31,7 @@ var fileBlock = regexp.MustCompile("(?s)<!-- snippet: docs/getting-started/(\\S+
 
 // TestGuidesShowTheFiles: every file block of the two guides is the
 // consumer module's file, verbatim, and every file of the module (but
-// go.sum) is shown in one of them.
+// go.sum, its README and .gitignore) is shown in one of them.
 func TestGuidesShowTheFiles(t *testing.T) {
 	t.Parallel()
 	shown := map[string]bool{}
@@ -48,7 +54,7 @@ func TestGuidesShowTheFiles(t *testing.T) {
 		}
 	}
 	for _, name := range consumerFiles(t) {
-		if name != "go.sum" && !shown[name] {
+		if !notShown[name] && !shown[name] {
 			t.Errorf("docs/getting-started/%s is shown in neither guide (<!-- snippet: docs/getting-started/%s --> before its block)", name, name)
 		}
 	}
@@ -58,32 +64,13 @@ func TestGuidesShowTheFiles(t *testing.T) {
 // relative to it, leaving out what a build leaves behind.
 func consumerFiles(t *testing.T) []string {
 	t.Helper()
-	var names []string
-	err := filepath.WalkDir(consumerDir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(consumerDir, path)
-		if d.IsDir() {
-			switch d.Name() {
-			case "vendor", ".local", ".aws-sam":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		names = append(names, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
+	return filesOf(t, consumerDir)
 }
 
 // layout lays out what the guides assume next to each other and returns
 // its directory: go-lambdaidem, a clone of this repository (a directory of
-// links to the repository's files), and orders-fn, a copy of the consumer
-// module.
+// links to the repository's files), and welcome-email, a copy of the
+// consumer module.
 func layout(t *testing.T) string {
 	t.Helper()
 	src := filepath.Join(t.TempDir(), "src")
@@ -108,7 +95,7 @@ func layout(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	fn := filepath.Join(src, "orders-fn")
+	fn := filepath.Join(src, consumerName)
 	for _, name := range consumerFiles(t) {
 		copyFile(t, filepath.Join(consumerDir, filepath.FromSlash(name)), filepath.Join(fn, filepath.FromSlash(name)))
 	}

@@ -23,29 +23,29 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
-var update = flag.Bool("update", false, "write the samples of this run into docs/local-development.md")
+var update = flag.Bool("update", false, "write what this run made into the docs: the samples of docs/local-development.md, the module of docs/getting-started")
 
 const localDevGuide = "../local-development.md"
 
 // The commands of docs/local-development.md that TestLocalDevelopment
 // runs, in order; each is in the guide verbatim. Those of the clone run in
-// go-lambdaidem, the others in orders-fn, all with the local stack's
+// go-lambdaidem, the others in welcome-email, all with the local stack's
 // environment (what `eval "$(localstack/stack.sh env)"` exports).
 const (
-	cmdProvision = `go run ./localstack/provision create -resources ../orders-fn/resources.json`
+	cmdProvision = `go run ./localstack/provision create -resources ../welcome-email/resources.json`
 	cmdInstall   = `go install ./cmd/lambdaidem-local`
 	cmdBuild     = `go build -o .local/bootstrap .`
-	cmdQueueURL  = `export QUEUE_URL=$(aws sqs get-queue-url --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-name orders-fn --query QueueUrl --output text)`
-	cmdDLQURL    = `export DLQ_URL=$(aws sqs get-queue-url --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-name orders-fn-dlq --query QueueUrl --output text)`
-	cmdRun       = `lambdaidem-local -bootstrap .local/bootstrap -queue-url "$QUEUE_URL" -function-name orders-fn \
-  -max-concurrency 1 -timeout 30s -env IDEMPOTENCY_TABLE=orders-fn-idempotency \
-  -env IDEMPOTENCY_NAMESPACE=orders -env DLQ_URL="$DLQ_URL"`
-	cmdSend    = `go run ./send '{"order_id":"o-1","amount_cents":2500}'`
-	cmdSendAWS = `aws sqs send-message --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-url "$QUEUE_URL" --message-body '{"order_id":"o-1","amount_cents":2500}'`
-	cmdSendBad = `go run ./send '{"order_id":"o-2","amount_cents":0}'`
+	cmdQueueURL  = `export QUEUE_URL=$(aws sqs get-queue-url --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-name welcome-email --query QueueUrl --output text)`
+	cmdDLQURL    = `export DLQ_URL=$(aws sqs get-queue-url --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-name welcome-email-dlq --query QueueUrl --output text)`
+	cmdRun       = `lambdaidem-local -bootstrap .local/bootstrap -queue-url "$QUEUE_URL" -function-name welcome-email \
+  -max-concurrency 1 -timeout 30s -env IDEMPOTENCY_TABLE=welcome-email-idempotency \
+  -env IDEMPOTENCY_NAMESPACE=welcome-email -env DLQ_URL="$DLQ_URL"`
+	cmdSend    = `go run ./send '{"user_id":"u-1","email":"ada@example.com","name":"Ada"}'`
+	cmdSendAWS = `aws sqs send-message --region us-east-1 --endpoint-url "$AWS_ENDPOINT_URL_SQS" --queue-url "$QUEUE_URL" --message-body '{"user_id":"u-1","email":"ada@example.com","name":"Ada"}'`
+	cmdSendBad = `go run ./send '{"user_id":"u-2","email":"not an address"}'`
 
-	cmdProvisionQueues = `go run ./localstack/provision create -tables=false -resources ../orders-fn/resources.json`
-	cmdBuildRedis      = `go build -o ../orders-fn/.local/redis-bootstrap ./examples/redis`
+	cmdProvisionQueues = `go run ./localstack/provision create -tables=false -resources ../welcome-email/resources.json`
+	cmdBuildRedis      = `go build -o ../welcome-email/.local/redis-bootstrap ./examples/redis`
 	cmdRunRedis        = `lambdaidem-local -bootstrap .local/redis-bootstrap -queue-url "$QUEUE_URL" -function-name orders-redis \
   -max-concurrency 1 -timeout 30s -env REDIS_URL="redis+cluster://$LAMBDAIDEM_REDIS_ADDR" \
   -env IDEMPOTENCY_NAMESPACE=orders-redis -env DLQ_URL="$DLQ_URL"`
@@ -54,11 +54,12 @@ const (
 
 // TestLocalDevelopment runs docs/local-development.md on the local stack:
 // the guide's function provisioned from its own resources.json, built,
-// run under lambdaidem-local, fed an order, the same order again and a bad
-// one (with the producer package and with the AWS CLI), and stopped; then
-// the Redis example on the same queues. It checks what happened (one
-// effect, one duplicate skipped, the bad order in the DLQ with its
-// reason) and, on moto, that the guide's samples are this run's output
+// run under lambdaidem-local, fed a signup, the same signup again and one
+// with an invalid address (with the module's send program and with the
+// AWS CLI), and stopped; then the Redis example on the same queues. It
+// checks what happened (one email, one duplicate skipped, the invalid
+// address in the DLQ with its reason) and, on moto, that the guide's
+// samples are this run's output
 // but for IDs, times, ports and process IDs (-update writes them).
 func TestLocalDevelopment(t *testing.T) {
 	testenv.Endpoint(t, testenv.DynamoDBEndpointVar)
@@ -74,7 +75,7 @@ func TestLocalDevelopment(t *testing.T) {
 		}
 	}
 	src := layout(t)
-	clone, fn := filepath.Join(src, "go-lambdaidem"), filepath.Join(src, "orders-fn")
+	clone, fn := filepath.Join(src, "go-lambdaidem"), filepath.Join(src, consumerName)
 	bin := filepath.Join(src, "bin")
 	env := offline("GOBIN="+bin, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	fresh(t)
@@ -83,7 +84,7 @@ func TestLocalDevelopment(t *testing.T) {
 	samples["provision"] = shell(t, clone, env, cmdProvision)
 	shell(t, clone, env, cmdInstall)
 	shell(t, fn, env, cmdBuild)
-	queueURL, dlqURL := lookUp(t, fn, env, cmdQueueURL, "QUEUE_URL", "orders-fn"), lookUp(t, fn, env, cmdDLQURL, "DLQ_URL", "orders-fn-dlq")
+	queueURL, dlqURL := lookUp(t, fn, env, cmdQueueURL, "QUEUE_URL", consumerName), lookUp(t, fn, env, cmdDLQURL, "DLQ_URL", consumerName+"-dlq")
 	env = append(env, "QUEUE_URL="+queueURL, "DLQ_URL="+dlqURL)
 
 	r := start(t, fn, env, cmdRun)
@@ -92,7 +93,7 @@ func TestLocalDevelopment(t *testing.T) {
 	if _, err := exec.LookPath("aws"); err == nil {
 		samples["send-aws"] = shell(t, fn, env, cmdSendAWS)
 	} else {
-		t.Log("no aws command on PATH: the same order sent again with the producer, and the AWS CLI's sample not compared")
+		t.Log("no aws command on PATH: the same signup sent again with the send program, and the AWS CLI's sample not compared")
 		shell(t, fn, env, cmdSend)
 	}
 	r.waitFor(t, "invoke #2 ")
@@ -106,18 +107,18 @@ func TestLocalDevelopment(t *testing.T) {
 		}
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)INFO order accepted order_id=o-1 amount_cents=2500$`),
+		regexp.MustCompile(`(?m)INFO welcome email to=ada@example.com key=[0-9a-f-]{36}$`),
 		regexp.MustCompile(`"DuplicatesSkipped":1,`),
-		regexp.MustCompile(`WARN lambdaidem: record dead_lettered namespace=orders key=o-2 .*reason=poison`),
+		regexp.MustCompile(`WARN lambdaidem: record dead_lettered namespace=welcome-email key=u-2 .*reason=poison`),
 	} {
 		if !want.MatchString(samples["function"]) {
 			t.Errorf("the function's output does not match %s:\n%s", want, samples["function"])
 		}
 	}
-	if n := strings.Count(samples["function"], "order accepted"); n != 1 {
-		t.Errorf("the order was accepted %d times, want once:\n%s", n, samples["function"])
+	if n := strings.Count(samples["function"], "INFO welcome email"); n != 1 {
+		t.Errorf("Ada was welcomed %d times, want once:\n%s", n, samples["function"])
 	}
-	deadLettered(t, dlqURL, "o-2")
+	deadLettered(t, dlqURL, "u-2")
 
 	t.Run("redis", func(t *testing.T) {
 		addr := testenv.RedisAddr(t)
@@ -148,22 +149,22 @@ func TestLocalDevelopment(t *testing.T) {
 	checkSamples(t, guide, samples)
 }
 
-// fresh makes the stack look new to the guide: no record of its order
-// IDs in the table or in redis, no message left on its queues.
+// fresh makes the stack look new to the guide: no record of its keys in
+// the table or in redis, no message left on its queues.
 func fresh(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	db := testenv.DynamoDB(t, dynamo.ChecksumsOnAWSOnly())
-	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String("orders-fn-idempotency")}); err == nil {
+	if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(consumerName + "-idempotency")}); err == nil {
 		w := dynamodb.NewTableNotExistsWaiter(db, func(o *dynamodb.TableNotExistsWaiterOptions) {
 			o.MinDelay, o.MaxDelay = 100*time.Millisecond, time.Second
 		})
-		if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("orders-fn-idempotency")}, time.Minute); err != nil {
+		if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(consumerName + "-idempotency")}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
 	client := testenv.SQS(t)
-	for _, q := range []string{"orders-fn", "orders-fn-dlq"} {
+	for _, q := range []string{consumerName, consumerName + "-dlq"} {
 		if out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)}); err == nil {
 			if _, err := client.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: out.QueueUrl}); err != nil {
 				t.Fatal(err)
@@ -271,8 +272,9 @@ func (r *runner) stop(t *testing.T) (stderr, stdout string) {
 	return r.err.String(), r.stdout.String()
 }
 
-// deadLettered checks that the DLQ holds the order with the reason poison.
-func deadLettered(t *testing.T, dlqURL, orderID string) {
+// deadLettered checks that the DLQ holds the message of key with the
+// reason poison, and nothing else.
+func deadLettered(t *testing.T, dlqURL, key string) {
 	t.Helper()
 	client := testenv.SQS(t)
 	deadline := time.Now().Add(testenv.Patience)
@@ -288,13 +290,13 @@ func deadLettered(t *testing.T, dlqURL, orderID string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dl.Metadata.Key == orderID && dl.Metadata.Reason == "poison" {
+			if dl.Metadata.Key == key && dl.Metadata.Reason == "poison" {
 				return
 			}
-			t.Errorf("the DLQ holds %s (%s), want only %s", dl.Metadata.Key, dl.Metadata.Reason, orderID)
+			t.Errorf("the DLQ holds %s (%s), want only %s", dl.Metadata.Key, dl.Metadata.Reason, key)
 		}
 	}
-	t.Errorf("order %s is not in the DLQ", orderID)
+	t.Errorf("key %s is not in the DLQ", key)
 }
 
 // sampleBlock is a guide's marker for a sample: the fenced text block

@@ -1,20 +1,18 @@
-// Command send puts orders on the queue named by QUEUE_URL, one message
-// per argument, each keyed by its order ID:
+// Command send puts messages on the queue named by QUEUE_URL, one per
+// argument (make send runs it against the queue make local polls):
 //
-//	go run ./send '{"order_id":"o-1","amount_cents":2500}'
+//	go run ./send '{"user_id":"u-1","email":"ada@example.com","name":"Ada"}'
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 	"os"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
-	"github.com/lambdaidem/go-lambdaidem/producer"
 )
 
 func main() {
@@ -23,18 +21,16 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	p := producer.New(sqs.NewFromConfig(cfg), os.Getenv("QUEUE_URL"))
+	queue := os.Getenv("QUEUE_URL")
+	if queue == "" {
+		log.Fatal("QUEUE_URL is not set")
+	}
+	client := sqs.NewFromConfig(cfg)
 	for _, body := range os.Args[1:] {
-		var o struct {
-			OrderID string `json:"order_id"`
-		}
-		if err := json.Unmarshal([]byte(body), &o); err != nil {
-			log.Fatalf("%s: %v", body, err)
-		}
-		sent, err := p.Send(ctx, producer.Message{Key: o.OrderID, Body: body})
+		out, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queue), MessageBody: aws.String(body)})
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Println("sent", o.OrderID, "as message", sent.MessageID)
+		fmt.Println("sent", aws.ToString(out.MessageId), body)
 	}
 }

@@ -292,16 +292,11 @@ func (a *app) parse(cmd *command, args []string) (*common, []string, error) {
 		fmt.Fprintf(w, "\n\n%s\n\nFlags:\n", cmd.summary)
 		fs.PrintDefaults()
 	}
-	// -h prints to stdout: it is what was asked for, not an error.
-	for _, arg := range args {
-		if arg == "--" {
-			break
-		}
-		if arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h" {
-			fs.SetOutput(a.stdout)
-			fs.Usage()
-			return nil, nil, flag.ErrHelp
-		}
+	if helpAsked(args) {
+		// -h prints to stdout: it is what was asked for, not an error.
+		fs.SetOutput(a.stdout)
+		fs.Usage()
+		return nil, nil, flag.ErrHelp
 	}
 	var pos, tail []string
 	if i := indexOf(args, "--"); i >= 0 {
@@ -419,4 +414,17 @@ func (a *app) confirm(question string) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// helpAsked reports whether args ask for help before a "--".
+func helpAsked(args []string) bool {
+	for _, arg := range args {
+		if arg == "--" {
+			return false
+		}
+		if arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h" {
+			return true
+		}
+	}
+	return false
 }

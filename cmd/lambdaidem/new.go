@@ -129,16 +129,11 @@ func (a *app) writeNewModule(ctx context.Context, args []string) error {
 		fmt.Fprint(fs.Output(), newUsage)
 		fs.PrintDefaults()
 	}
-	// -h prints to stdout: it is what was asked for, not an error.
-	for _, arg := range args {
-		if arg == "--" {
-			break
-		}
-		if arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h" {
-			fs.SetOutput(a.stdout)
-			fs.Usage()
-			return flag.ErrHelp
-		}
+	if helpAsked(args) {
+		// -h prints to stdout: it is what was asked for, not an error.
+		fs.SetOutput(a.stdout)
+		fs.Usage()
+		return flag.ErrHelp
 	}
 	var pos []string
 	for {

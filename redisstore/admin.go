@@ -36,16 +36,10 @@ func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 	switch {
 	case err != nil:
 		return idemstore.Record{}, err
-	case outcome == "gone":
-		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	case outcome != "refused":
 		return rec, nil
 	}
-	why := idemstore.ReleaseRefusal(rec, req)
-	if why == nil {
-		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
-	}
-	return rec, fmt.Errorf("redisstore: release %q: %w", k.record, why)
+	return rec, refused("release", k, idemstore.ReleaseRefusal(rec, req))
 }
 
 // Forget removes a record, or revokes its live lease and lets it expire
@@ -70,24 +64,19 @@ func (s *Store) Forget(ctx context.Context, req idemstore.ForgetRequest) (idemst
 	switch {
 	case err != nil:
 		return idemstore.ForgetResult{}, err
-	case outcome == "gone":
-		return idemstore.ForgetResult{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	case outcome == "deleted":
 		return idemstore.ForgetResult{Record: rec, ForgottenAt: req.Now}, nil
 	case outcome != "refused":
 		return idemstore.ForgetResult{Record: rec, Revoked: true, ForgottenAt: rec.ExpiresAt}, nil
 	}
-	why := idemstore.ForgetRefusal(rec, req)
-	if why == nil {
-		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
-	}
-	return idemstore.ForgetResult{Record: rec}, fmt.Errorf("redisstore: forget %q: %w", k.record, why)
+	return idemstore.ForgetResult{Record: rec}, refused("forget", k, idemstore.ForgetRefusal(rec, req))
 }
 
 // msNum is a time as a script's number argument: Unix ms, rounded up.
 func msNum(t time.Time) string { return strconv.FormatInt(ceilMillis(t), 10) }
 
-// runAdmin runs a script that answers {outcome, record as HGETALL}.
+// runAdmin runs a script that answers {outcome, record as HGETALL}; an
+// outcome "gone" (no record) is idemstore.ErrNotFound.
 func (s *Store) runAdmin(ctx context.Context, sc *redis.Script, op, namespace, key string, k keys, args ...any) (string, idemstore.Record, error) {
 	v, err := sc.Run(ctx, s.client, k.all(), args...).Slice()
 	if err != nil {
@@ -101,7 +90,20 @@ func (s *Store) runAdmin(ctx context.Context, sc *redis.Script, op, namespace, k
 		return "", idemstore.Record{}, unavailable(op, k.record, err)
 	}
 	outcome, _ := v[0].(string)
+	if outcome == "gone" {
+		return "", idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
+	}
 	return outcome, decode(namespace, key, h), nil
+}
+
+// refused is an admin script's refusal as the operation's error: why, the
+// reason the record the script answered with gives for it, or
+// ErrRecordChanged when that record gives none.
+func refused(op string, k keys, why error) error {
+	if why == nil {
+		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
+	}
+	return fmt.Errorf("redisstore: %s %q: %w", op, k.record, why)
 }
 
 // ListOpen yields the unfinished records of one status in one namespace
@@ -263,14 +265,8 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 	switch {
 	case err != nil:
 		return idemstore.Record{}, err
-	case outcome == "gone":
-		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	case outcome != "refused":
 		return rec, nil
 	}
-	why := idemstore.ResolveRefusal(rec, req)
-	if why == nil {
-		why = fmt.Errorf("%w: the script refused it", idemstore.ErrRecordChanged)
-	}
-	return rec, fmt.Errorf("redisstore: resolve %q: %w", k.record, why)
+	return rec, refused("resolve", k, idemstore.ResolveRefusal(rec, req))
 }

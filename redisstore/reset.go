@@ -45,8 +45,6 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest)
 	switch outcome {
 	case "reset", "own":
 		return rec, nil
-	case "gone":
-		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, k.record)
 	}
 	why := idemstore.ResetRefusal(rec, req)
 	if why == "" {

@@ -62,11 +62,17 @@ func (a *Admin) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 	if err != nil || refused == nil {
 		return rec, err
 	}
-	why := idemstore.ReleaseRefusal(*refused, req)
+	return *refused, refusal("release", pk, idemstore.ReleaseRefusal(*refused, req))
+}
+
+// refusal is an admin write's refusal as the operation's error: why, the
+// reason the record that refused it gives, or ErrRecordChanged when that
+// record gives none.
+func refusal(op, pk string, why error) error {
 	if why == nil {
 		why = fmt.Errorf("%w: the write's condition failed", idemstore.ErrRecordChanged)
 	}
-	return *refused, fmt.Errorf("dynamo: release %q: %w", pk, why)
+	return fmt.Errorf("dynamo: %s %q: %w", op, pk, why)
 }
 
 // release writes a release (revoke false: to FAILED, if the lease is no
@@ -90,18 +96,7 @@ func (a *Admin) release(ctx context.Context, pk string, req idemstore.ReleaseReq
 		e.n(attrStatus) + " = " + e.s(string(idemstore.StatusInProgress)) + " AND " +
 		e.n(attrLeaseUntil) + cmpLease + e.num(ceilMillis(req.Now.Add(-req.Grace))) + " AND " +
 		e.unexpired(ceilSecs(req.Now))
-	rec, old, err := a.updateOrOld(ctx, "release", pk, e, cond)
-	switch {
-	case err != nil || old == nil:
-		return rec, nil, err
-	case len(old) == 0 || old.expiredAt(req.Now):
-		return idemstore.Record{}, nil, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
-	case old.str(attrToken) == token:
-		// A retried request whose first try applied (docs/design.md, rule 1).
-		return old.record(), nil, nil
-	}
-	r := old.record()
-	return idemstore.Record{}, &r, nil
+	return a.tokenUpdate(ctx, "release", pk, e, cond, token, req.Now)
 }
 
 // Forget removes a record, or revokes its live lease and lets it expire

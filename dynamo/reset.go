@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -61,24 +62,15 @@ func (s *Store) ResetDeadLetter(ctx context.Context, req idemstore.ResetRequest)
 		n := e.n(attrRedrives)
 		cond += " AND (attribute_not_exists(" + n + ") OR " + n + " < " + e.num(int64(req.MaxRedrives)) + ")"
 	}
-	rec, old, err := s.updateOrOld(ctx, "reset", pk, e, cond)
-	if err != nil || old == nil {
+	rec, refused, err := s.tokenUpdate(ctx, "reset", pk, e, cond, token, req.Now)
+	if err != nil || refused == nil {
 		return rec, err
 	}
-	switch {
-	case len(old) == 0 || old.expiredAt(req.Now):
-		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
-	case old.str(attrToken) == token:
-		// The SDK retried a request whose first try applied: only our own
-		// write can have put this fresh token there.
-		return old.record(), nil
-	}
-	r := old.record()
-	why := idemstore.ResetRefusal(r, req)
+	why := idemstore.ResetRefusal(*refused, req)
 	if why == "" {
 		why = "the record changed during the request"
 	}
-	return r, fmt.Errorf("%w: dynamo reset %q: %s", idemstore.ErrResetRefused, pk, why)
+	return *refused, fmt.Errorf("%w: dynamo reset %q: %s", idemstore.ErrResetRefused, pk, why)
 }
 
 // update is one conditional UpdateItem of the item pk that returns the
@@ -99,6 +91,26 @@ func (s *Store) update(ctx context.Context, pk string, e *expr, cond string) (it
 		return nil, err
 	}
 	return item(out.Attributes), nil
+}
+
+// tokenUpdate is updateOrOld for a write that puts the fresh lease token
+// token on the record: it returns the record as written, or the record
+// that refused the write (refused), or idemstore.ErrNotFound when there is
+// no unexpired record. A refusal by a record that carries token is the
+// SDK's retry of a request whose first try applied (only this write can
+// have put that token there): it returns that record as written.
+func (s *Store) tokenUpdate(ctx context.Context, op, pk string, e *expr, cond, token string, now time.Time) (rec idemstore.Record, refused *idemstore.Record, err error) {
+	rec, old, err := s.updateOrOld(ctx, op, pk, e, cond)
+	switch {
+	case err != nil || old == nil:
+		return rec, nil, err
+	case len(old) == 0 || old.expiredAt(now):
+		return idemstore.Record{}, nil, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
+	case old.str(attrToken) == token:
+		return old.record(), nil, nil
+	}
+	r := old.record()
+	return idemstore.Record{}, &r, nil
 }
 
 // updateOrOld is one conditional UpdateItem that returns the new item when

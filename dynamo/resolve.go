@@ -69,22 +69,9 @@ func (a *Admin) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 	} else {
 		cond += e.n(attrDLCopyID) + " = " + e.s(req.DeadLetterMessageID)
 	}
-	rec, old, err := a.updateOrOld(ctx, "resolve", pk, e, cond)
-	if err != nil || old == nil {
+	rec, refused, err := a.tokenUpdate(ctx, "resolve", pk, e, cond, token, req.Now)
+	if err != nil || refused == nil {
 		return rec, err
 	}
-	switch {
-	case len(old) == 0 || old.expiredAt(req.Now):
-		return idemstore.Record{}, fmt.Errorf("%w: %q", idemstore.ErrNotFound, pk)
-	case old.str(attrToken) == token:
-		// The SDK retried a request whose first try applied: only our own
-		// write can have put this fresh token there.
-		return old.record(), nil
-	}
-	r := old.record()
-	why := idemstore.ResolveRefusal(r, req)
-	if why == nil {
-		why = fmt.Errorf("%w: the write's condition failed", idemstore.ErrRecordChanged)
-	}
-	return r, fmt.Errorf("dynamo: resolve %q: %w", pk, why)
+	return *refused, refusal("resolve", pk, idemstore.ResolveRefusal(*refused, req))
 }

@@ -19,10 +19,9 @@ import (
 const dlqNote = "reading a message is receiving it: each message shown had its ApproximateReceiveCount raised by one (on a dead-letter queue with a redrive policy of its own, that counts toward its maxReceiveCount), and was hidden from other consumers until the view ended; every one was made visible again at once (visibility 0); nothing was deleted or sent"
 
 type dlqFlags struct {
-	dlq, sqsEndpoint string
-	reasons          reasonList
-	max, body        int
-	wait, visibility time.Duration
+	queueFlags
+	reasons   reasonList
+	max, body int
 }
 
 // dlqJSON is dlq's -json output.
@@ -86,13 +85,10 @@ when it ends, every message is made visible again at once (visibility 0).
 Nothing is deleted or sent. Messages in flight with another consumer are not
 shown.`,
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&df.dlq, "dlq", "", "dead-letter queue `URL` (env LAMBDAIDEM_DLQ_URL)")
+			df.add(fs, "dead-letter queue `URL`", sqsqueue.DefaultBrowseVisibility, "how long each message is hidden while the view is built, at most (it is made visible again when the view ends)")
 			fs.IntVar(&df.max, "max", 100, "show at most `n` messages (0: all)")
 			fs.Var(&df.reasons, "reason", "only messages dead-lettered for these `reasons` (repeatable or comma-separated: "+allReasons+")")
 			fs.IntVar(&df.body, "body", 40, "show the first `n` characters of each body (-1: all of it, 0: none)")
-			fs.StringVar(&df.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
-			fs.DurationVar(&df.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
-			fs.DurationVar(&df.visibility, "visibility", sqsqueue.DefaultBrowseVisibility, "how long each message is hidden while the view is built, at most (it is made visible again when the view ends)")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			return a.dlqView(ctx, c, df, args)
@@ -104,15 +100,11 @@ func (a *app) dlqView(ctx context.Context, c *common, df *dlqFlags, args []strin
 	if len(args) > 0 {
 		return usagef("unexpected arguments %q", args)
 	}
-	df.dlq = firstOf(df.dlq, a.env("LAMBDAIDEM_DLQ_URL"))
-	df.sqsEndpoint = firstOf(df.sqsEndpoint, a.env("AWS_ENDPOINT_URL_SQS"), a.env("AWS_ENDPOINT_URL"))
-	switch {
-	case df.dlq == "":
-		return usagef("no dead-letter queue: set -dlq or LAMBDAIDEM_DLQ_URL")
-	case df.max < 0 || df.body < -1:
+	if err := df.fromEnv(a, true); err != nil {
+		return err
+	}
+	if df.max < 0 || df.body < -1 {
 		return usagef("-max must not be negative, -body not below -1")
-	case df.wait < 0 || df.visibility < 0:
-		return usagef("-wait and -visibility must not be negative")
 	}
 	if err := sqsqueue.CheckQueueURL(df.dlq); err != nil {
 		return usagef("-dlq: %v", err)
@@ -128,10 +120,7 @@ func (a *app) dlqView(ctx context.Context, c *common, df *dlqFlags, args []strin
 			return err
 		}
 	}
-	opts := sqsqueue.BrowseOptions{Client: client, DeadLetterQueueURL: df.dlq, Max: df.max, VisibilityTimeout: df.visibility, WaitTime: df.wait}
-	if df.wait == 0 {
-		opts.WaitTime = -1 // Browse's "short polling"
-	}
+	opts := sqsqueue.BrowseOptions{Client: client, DeadLetterQueueURL: df.dlq, Max: df.max, VisibilityTimeout: df.visibility, WaitTime: df.waitTime()}
 	res, err := sqsqueue.Browse(ctx, opts)
 	a.progressf("dlq: %s", dlqNote)
 	if res.Unreleased > 0 {
@@ -254,4 +243,43 @@ func (a *app) writeDLQ(out dlqJSON, records bool) {
 	case out.Hidden > 0:
 		fmt.Fprintf(a.stdout, "%d shown, %d of other reasons not shown\n", len(out.Copies), out.Hidden)
 	}
+}
+
+// queueFlags are the flags of the commands that receive from a dead-letter
+// queue (dlq, redrive, resolve).
+type queueFlags struct {
+	dlq, sqsEndpoint string
+	wait, visibility time.Duration
+}
+
+// add defines -dlq (dlqHelp says what the queue is for), -sqs-endpoint,
+// -wait and -visibility (its default and what it bounds) on fs.
+func (q *queueFlags) add(fs *flag.FlagSet, dlqHelp string, visibility time.Duration, visibilityHelp string) {
+	fs.StringVar(&q.dlq, "dlq", "", dlqHelp+" (env LAMBDAIDEM_DLQ_URL)")
+	fs.StringVar(&q.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
+	fs.DurationVar(&q.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
+	fs.DurationVar(&q.visibility, "visibility", visibility, visibilityHelp)
+}
+
+// fromEnv fills the queue and the endpoint the flags left empty from the
+// environment, and refuses a missing queue (when needed) and negative
+// durations.
+func (q *queueFlags) fromEnv(a *app, needed bool) error {
+	q.dlq = firstOf(q.dlq, a.env("LAMBDAIDEM_DLQ_URL"))
+	q.sqsEndpoint = firstOf(q.sqsEndpoint, a.env("AWS_ENDPOINT_URL_SQS"), a.env("AWS_ENDPOINT_URL"))
+	switch {
+	case needed && q.dlq == "":
+		return usagef("no dead-letter queue: set -dlq or LAMBDAIDEM_DLQ_URL")
+	case q.wait < 0 || q.visibility < 0:
+		return usagef("-wait and -visibility must not be negative")
+	}
+	return nil
+}
+
+// waitTime is -wait as sqsqueue's options take it: -1 for short polling.
+func (q *queueFlags) waitTime() time.Duration {
+	if q.wait == 0 {
+		return -1
+	}
+	return q.wait
 }

@@ -7,21 +7,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/lambdaidem/go-lambdaidem/lambdaidem/idemstore"
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
 type redriveFlags struct {
-	dlq, to, sqsEndpoint string
-	sources, copies      listFlag
-	reasons              reasonList
-	max, maxRedrives     int
-	dryRun, quiet        bool
-	resend, keyless      bool
-	includeUnknown       bool
-	wait, visibility     time.Duration
+	queueFlags
+	to               string
+	sources, copies  listFlag
+	reasons          reasonList
+	max, maxRedrives int
+	dryRun, quiet    bool
+	resend, keyless  bool
+	includeUnknown   bool
 }
 
 // reasonList collects -reason values (repeatable, or comma-separated),
@@ -137,7 +136,7 @@ StartMessageMoveTask) gives messages new IDs and resets nothing: safe only with
 body or attribute keys, and then only after the record is reset or forgotten.
 See docs/redrive.md.`,
 		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&rf.dlq, "dlq", "", "dead-letter queue `URL` to drain (env LAMBDAIDEM_DLQ_URL)")
+			rf.add(fs, "dead-letter queue `URL` to drain", sqsqueue.DefaultRedriveVisibility, "how long a received message stays hidden while it is moved")
 			fs.Var(&rf.sources, "source", "`ARN` of a source queue messages may go back to (repeat, or comma-separate); a message from any other queue is skipped. Required unless -to")
 			fs.StringVar(&rf.to, "to", "", "send every message to this queue `URL` instead of its source queue")
 			fs.IntVar(&rf.max, "max", 0, "handle at most `n` messages (0: until the DLQ has none left that this run has not seen)")
@@ -148,9 +147,6 @@ See docs/redrive.md.`,
 			fs.Var(&rf.reasons, "reason", "only messages dead-lettered for these `reasons` (repeatable or comma-separated: "+allReasons+"); outcome_unknown needs -include-outcome-unknown too")
 			fs.Var(&rf.copies, "copy", "only the DLQ message with this `ID` (repeatable or comma-separated; \"lambdaidem dlq\" lists them)")
 			fs.BoolVar(&rf.dryRun, "dry-run", false, "say what a real run would do with each message, reading its record; change nothing (receiving raises the messages' receive counts)")
-			fs.StringVar(&rf.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
-			fs.DurationVar(&rf.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
-			fs.DurationVar(&rf.visibility, "visibility", sqsqueue.DefaultRedriveVisibility, "how long a received message stays hidden while it is moved")
 			fs.BoolVar(&rf.quiet, "quiet", false, "no progress lines on stderr")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
@@ -163,15 +159,12 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 	if len(args) > 0 {
 		return usagef("unexpected arguments %q", args)
 	}
-	rf.dlq = firstOf(rf.dlq, a.env("LAMBDAIDEM_DLQ_URL"))
-	rf.sqsEndpoint = firstOf(rf.sqsEndpoint, a.env("AWS_ENDPOINT_URL_SQS"), a.env("AWS_ENDPOINT_URL"))
+	if err := rf.fromEnv(a, true); err != nil {
+		return err
+	}
 	switch {
-	case rf.dlq == "":
-		return usagef("no dead-letter queue: set -dlq or LAMBDAIDEM_DLQ_URL")
 	case rf.max < 0:
 		return usagef("-max must not be negative")
-	case rf.wait < 0 || rf.visibility < 0:
-		return usagef("-wait and -visibility must not be negative")
 	case rf.maxRedrives < 0:
 		return usagef("-max-redrives must not be negative")
 	case rf.to == "" && len(rf.sources) == 0:
@@ -202,11 +195,8 @@ func (a *app) redrive(ctx context.Context, c *common, rf *redriveFlags, args []s
 		CopyIDs:               rf.copies,
 		DryRun:                rf.dryRun,
 		VisibilityTimeout:     rf.visibility,
-		WaitTime:              rf.wait,
+		WaitTime:              rf.waitTime(),
 		Now:                   a.now,
-	}
-	if rf.wait == 0 {
-		opts.WaitTime = -1 // Redrive's "short polling"
 	}
 	st, err := a.admin(ctx, c)
 	if err != nil {

@@ -14,11 +14,11 @@ import (
 type resolveFlags struct {
 	applied, notApplied, abandon bool
 	by, note                     string
-	dlq, to, sqsEndpoint         string
-	sources                      listFlag
-	functionTimeout              time.Duration
-	withoutCopy, yes             bool
-	wait, visibility             time.Duration
+	queueFlags
+	to               string
+	sources          listFlag
+	functionTimeout  time.Duration
+	withoutCopy, yes bool
 }
 
 // resolveJSON is resolve's -json output.
@@ -69,15 +69,12 @@ confirmation on a terminal; elsewhere -yes is required.`,
 			fs.BoolVar(&rf.abandon, "abandon", false, "nobody will run it: keep it, never redriven")
 			fs.StringVar(&rf.by, "by", "", "`who` decides (env LAMBDAIDEM_OPERATOR, else USER)")
 			fs.StringVar(&rf.note, "note", "", "`why`: what you looked at (kept on the record; required)")
-			fs.StringVar(&rf.dlq, "dlq", "", "dead-letter queue `URL` holding the record's copy (env LAMBDAIDEM_DLQ_URL)")
+			rf.add(fs, "dead-letter queue `URL` holding the record's copy", sqsqueue.DefaultRedriveVisibility, "how long a received message stays hidden while the copy is looked for")
 			fs.Var(&rf.sources, "source", "`ARN` of the source queue the copy may go back to (-not-applied; repeatable)")
 			fs.StringVar(&rf.to, "to", "", "send the copy to this queue `URL` instead of its source queue (-not-applied)")
 			fs.BoolVar(&rf.withoutCopy, "without-copy", false, "-not-applied for a copy gone from the queue for good: reset the record alone")
 			fs.DurationVar(&rf.functionTimeout, "function-timeout", sqsqueue.DefaultFunctionTimeout, "the function's timeout: no decision until this long after the record was marked")
 			fs.BoolVar(&rf.yes, "yes", false, "do not ask for confirmation")
-			fs.StringVar(&rf.sqsEndpoint, "sqs-endpoint", "", "SQS endpoint `URL` (env AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL)")
-			fs.DurationVar(&rf.wait, "wait", sqsqueue.DefaultRedriveWait, "long-poll wait of each receive (0: short polling)")
-			fs.DurationVar(&rf.visibility, "visibility", sqsqueue.DefaultRedriveVisibility, "how long a received message stays hidden while the copy is looked for")
 		},
 		run: func(ctx context.Context, a *app, c *common, args []string) error {
 			return a.resolve(ctx, c, rf, args)
@@ -95,8 +92,9 @@ func (a *app) resolve(ctx context.Context, c *common, rf *resolveFlags, args []s
 		}
 	}
 	rf.by = cmp.Or(rf.by, a.env("LAMBDAIDEM_OPERATOR"), a.env("USER"), a.env("LOGNAME"))
-	rf.dlq = firstOf(rf.dlq, a.env("LAMBDAIDEM_DLQ_URL"))
-	rf.sqsEndpoint = firstOf(rf.sqsEndpoint, a.env("AWS_ENDPOINT_URL_SQS"), a.env("AWS_ENDPOINT_URL"))
+	if err := rf.fromEnv(a, false); err != nil {
+		return err
+	}
 	switch {
 	case n != 1:
 		return usagef("decide with one of -applied, -not-applied or -abandon")
@@ -106,8 +104,8 @@ func (a *app) resolve(ctx context.Context, c *common, rf *resolveFlags, args []s
 		return usagef("name who decides with -by (or LAMBDAIDEM_OPERATOR)")
 	case len(rf.by) > idemstore.MaxResolveByBytes || len(rf.note) > idemstore.MaxResolveNoteBytes:
 		return usagef("-by may hold %d bytes and -note %d", idemstore.MaxResolveByBytes, idemstore.MaxResolveNoteBytes)
-	case rf.functionTimeout < 0 || rf.wait < 0 || rf.visibility < 0:
-		return usagef("-function-timeout, -wait and -visibility must not be negative")
+	case rf.functionTimeout < 0:
+		return usagef("-function-timeout must not be negative")
 	case rf.withoutCopy && d != idemstore.ResolutionNotApplied:
 		return usagef("-without-copy goes with -not-applied")
 	}
@@ -160,10 +158,7 @@ func (a *app) resolve(ctx context.Context, c *common, rf *resolveFlags, args []s
 		}
 		opts.Queue = sqsqueue.RedriveOptions{
 			Client: client, DeadLetterQueueURL: rf.dlq, TargetQueueURL: rf.to, SourceQueues: rf.sources,
-			VisibilityTimeout: rf.visibility, WaitTime: rf.wait,
-		}
-		if rf.wait == 0 {
-			opts.Queue.WaitTime = -1
+			VisibilityTimeout: rf.visibility, WaitTime: rf.waitTime(),
 		}
 	}
 	res, err := sqsqueue.Resolve(ctx, opts)

@@ -66,6 +66,7 @@ func handle(mailer Mailer) lambdaidem.MessageHandler {
 	return func(ctx context.Context, msg events.SQSMessage) error {
 		var s Signup
 		if err := json.Unmarshal([]byte(msg.Body), &s); err != nil {
+			// A user_id beside a field of the wrong type ("email": 5).
 			return lambdaidem.Poison(fmt.Errorf("not a signup: %w", err))
 		}
 		to, err := mail.ParseAddress(s.Email)

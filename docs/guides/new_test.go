@@ -2,6 +2,7 @@ package guides
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -171,15 +172,20 @@ func TestNewModule(t *testing.T) {
 			if n := strings.Count(function, "INFO welcome email"); n != 1 {
 				t.Errorf("%d welcome emails, want one:\n%s", n, function)
 			}
-			provisioned, err := os.ReadFile(filepath.Join(dir, ".local", "provision"))
+			// The dead letter, looked at as the module's README says.
+			var view struct {
+				Copies []struct{ Key, Reason string }
+			}
+			dlq := exec.Command("bash", "-c", `source .local/env && "$0" dlq -json -wait 0`, lambdaidemCLI(t))
+			dlq.Dir, dlq.Env = dir, env
+			out, err := dlq.Output() // the JSON; the note on receive counts goes to stderr
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("source .local/env && lambdaidem dlq: %v\n%s", err, out)
 			}
-			dlq := regexp.MustCompile(`(?m)^queue DeadLetterQueue +(\S+)$`).FindSubmatch(provisioned)
-			if dlq == nil {
-				t.Fatalf("make local's provisioning names no DeadLetterQueue:\n%s", provisioned)
+			if err := json.Unmarshal(out, &view); err != nil || len(view.Copies) != 1 ||
+				view.Copies[0].Key != "u-3" || view.Copies[0].Reason != "poison" {
+				t.Errorf("source .local/env && lambdaidem dlq -json (%v): want one copy, key u-3, reason poison:\n%s", err, out)
 			}
-			deadLettered(t, string(dlq[1]), "u-3")
 		})
 	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // The request floor, measured on DynamoDB Local through the fault proxy
-// with the decorator on top of the real store (issue 2): first delivery 2,
+// with the decorator on top of the real store: first delivery 2,
 // duplicate 1, cached duplicate 0, handler failure 2.
 func TestDecoratorRequestsPerMessage(t *testing.T) {
 	t.Parallel()

@@ -19,7 +19,7 @@ import (
 	"github.com/lambdaidem/go-lambdaidem/sqsqueue"
 )
 
-// Poison messages on real queues (issue 3): the decorator on the DynamoDB
+// Poison messages on real queues: the decorator on the DynamoDB
 // store, a real source queue and DLQ on the SQS emulator, and a small
 // stand-in for the event source mapping that receives, invokes, and deletes
 // what the partial batch response allows. Failed messages are not made

@@ -247,9 +247,9 @@ func TestLinks(t *testing.T) {
 
 // TestAnchors pins the heading rule TestLinks relies on to GitHub's.
 func TestAnchors(t *testing.T) {
-	text := []byte("# lambdaidem\n## Any event: `Wrap`\n```\n# not a heading\n```\n## Limits, stated plainly\n## Limits, stated plainly\n### [CLI](x) and *metrics*\n## Where the time went (issue 15)\n")
+	text := []byte("# lambdaidem\n## Any event: `Wrap`\n```\n# not a heading\n```\n## Limits, stated plainly\n## Limits, stated plainly\n### [CLI](x) and *metrics*\n## Where the time went (round 2)\n")
 	got := anchors(text)
-	want := []string{"lambdaidem", "any-event-wrap", "limits-stated-plainly", "limits-stated-plainly-1", "cli-and-metrics", "where-the-time-went-issue-15"}
+	want := []string{"lambdaidem", "any-event-wrap", "limits-stated-plainly", "limits-stated-plainly-1", "cli-and-metrics", "where-the-time-went-round-2"}
 	var keys []string
 	for k := range got {
 		keys = append(keys, k)

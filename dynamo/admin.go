@@ -84,6 +84,8 @@ func (a *Admin) release(ctx context.Context, pk string, req idemstore.ReleaseReq
 		failed := strAV(string(idemstore.StatusFailed))
 		e.Set(attrStatus, failed)
 		e.Set(attrOpenStatus, failed)
+		e.Remove(attrDLReason) // a FAILED record has no dead-lettering pending
+		e.Remove(attrDLSourceID)
 	}
 	e.Set(attrToken, strAV(token))
 	e.Set(attrLastError, strAV(truncate(cmp.Or(req.Note, idemstore.DefaultReleaseNote), a.errLimit)))

@@ -348,6 +348,8 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	e.Set(attrStatus, failed)
 	e.Set(attrOpenStatus, failed)
 	e.SetOrRemove(attrLastError, truncate(req.Error, s.errLimit))
+	e.Remove(attrDLReason) // no dead-lettering pending
+	e.Remove(attrDLSourceID)
 	setExpiry(e, req.ExpiresAt)
 	e.Set(attrUpdatedAt, numAV(ceilMillis(req.Now)))
 	return s.finish(ctx, "fail", pk, req.Lease, req.Now, idemstore.StatusFailed, e)

@@ -423,6 +423,7 @@ if num(r.lu) >= tonumber(ARGV[7]) then
   return {'revoked', redis.call('HGETALL', rec)}
 end
 redis.call('HSET', rec, 's', 'FAILED', 't', ARGV[3], 'e', ARGV[5], 'ua', ARGV[1])
+redis.call('HDEL', rec, 'dr', 'ds') -- a FAILED record has no dead-lettering pending
 index(ARGV[6], 'IN_PROGRESS', 'FAILED', r.ea)
 return {'released', redis.call('HGETALL', rec)}
 `)

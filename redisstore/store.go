@@ -425,6 +425,7 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 	return s.finish(ctx, "fail", req.Lease, req.Now, write{
 		target:    idemstore.StatusFailed,
 		set:       []any{fLastError, truncate(req.Error, s.errLimit)},
+		del:       []any{fDLReason, fDLSourceID}, // no dead-lettering pending
 		expiresAt: req.ExpiresAt,
 	})
 }

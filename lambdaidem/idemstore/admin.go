@@ -59,8 +59,9 @@ type Admin interface {
 	//
 	// A lease that is no longer live (LeaseUntil < Now - Grace) is
 	// released: the record becomes FAILED under a new lease token,
-	// keeping its attempts and fence, with req.Note as its last error.
-	// The next delivery of its message claims it as after any failure.
+	// keeping its attempts and fence, with req.Note as its last error,
+	// and without a pending dead-letter mark (as Fail). The next delivery
+	// of its message claims it as after any failure.
 	//
 	// A live lease is refused with ErrInProgress, or with req.Force
 	// revoked: the record stays IN_PROGRESS under a new lease token,

@@ -42,6 +42,9 @@ type Store interface {
 	Complete(ctx context.Context, req CompleteRequest) error
 
 	// Fail moves a leased record to FAILED (retryable), keeping the token.
+	// It clears a pending dead-letter mark (its reason and message ID):
+	// the dead-lettering the mark stood for did not happen, and a later
+	// claim's holder must not finish it.
 	Fail(ctx context.Context, req FailRequest) error
 
 	// DeadLetter moves a leased record to DEAD_LETTERED with its reason.

@@ -40,6 +40,7 @@ func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 	}
 	if !live {
 		r.Status = idemstore.StatusFailed
+		r.DeadLetterReason, r.DeadLetteredMessageID = "", "" // no dead-lettering pending
 	}
 	r.LeaseToken = "released-" + newID()
 	r.LastError = cmp.Or(req.Note, idemstore.DefaultReleaseNote)

@@ -235,6 +235,7 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 		r.Status = idemstore.StatusFailed
 		r.LastError = req.Error
 		r.ExpiresAt = req.ExpiresAt
+		r.DeadLetterReason, r.DeadLetteredMessageID = "", "" // no dead-lettering pending
 	})
 }
 

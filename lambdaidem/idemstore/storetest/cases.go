@@ -41,6 +41,7 @@ var cases = []testCase{
 	{"ExtendMovesLease", testExtendMovesLease},
 	{"DeadLetterPendingConfirmsLease", testDeadLetterPendingConfirmsLease},
 	{"PendingDeadLetterOutlivesItsLease", testPendingDeadLetterOutlivesItsLease},
+	{"FailEndsPendingDeadLetter", testFailEndsPendingDeadLetter},
 	{"ExtendMovesExpiry", testExtendMovesExpiry},
 	{"LateExtendNeverShortensLease", testLateExtendNeverShortensLease},
 	{"Delete", testDelete},
@@ -1001,4 +1002,38 @@ func testLateExtendNeverShortensLease(t *testing.T, f *fixture) {
 	if got := f.get("k", f.at(100+graceSecs+2)); got.LeaseToken != c2.Lease.Token || !got.LeaseUntil.Equal(c2.Lease.Until) {
 		t.Errorf("a late Extend of the old lease changed the new one: %+v", got)
 	}
+}
+
+// A failure (the dead-letter copy could not be sent) and an operator's
+// release end the dead-lettering a pending mark stood for: the FAILED
+// record carries no pending mark, nor does the record the next claim
+// returns, so that claim's holder runs the handler, and one that takes it
+// over later does not finish a dead-lettering that never happened.
+func testFailEndsPendingDeadLetter(t *testing.T, f *fixture) {
+	check := func(what, key string, now int) {
+		t.Helper()
+		r := f.get(key, f.at(now))
+		if r.Status != idemstore.StatusFailed || r.DeadLetterReason != "" || r.DeadLetteredMessageID != "" {
+			t.Errorf("after %s: %s with the pending mark %q (message %q); want FAILED without one", what, r.Status, r.DeadLetterReason, r.DeadLetteredMessageID)
+		}
+		c := f.mustClaim(f.claimReq(key, now+1))
+		if c.Record.DeadLetterReason != "" || c.Record.DeadLetteredMessageID != "" {
+			t.Errorf("the claim after %s returned the pending mark %q (message %q)", what, c.Record.DeadLetterReason, c.Record.DeadLetteredMessageID)
+		}
+	}
+	c := f.mustClaim(f.claimReq("k", 0))
+	f.ok("DeadLetter(Pending)", f.pendingDeadLetter(c.Lease, 1))
+	f.ok("Fail", f.fail(c.Lease, 2, "dead-letter send: unavailable"))
+	check("Fail", "k", 2)
+
+	if _, ok := f.store.(idemstore.Admin); !ok {
+		return
+	}
+	r := f.mustClaim(f.claimReq("r", 0))
+	f.ok("DeadLetter(Pending)", f.pendingDeadLetter(r.Lease, 1))
+	now := leaseSecs + graceSecs + 1
+	if _, err := f.admin().Release(f.ctx, f.releaseReq("r", r.Lease.Token, now)); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	check("Release", "r", now)
 }

@@ -168,8 +168,10 @@ func (p *sqsProcessor) batchWave(ctx context.Context, t timing, recs []events.SQ
 				if mutant.On("batched-completion-unanswered-acked") {
 					err = nil // the bug: a completion nobody confirmed counts as written
 				} else {
+					// The batch's try may still land: a refusal of
+					// the retry alone proves nothing about it.
 					h.run.req.Now = t.now()
-					err = p.complete(dctx, t, h.run)
+					err = afterUnknownTry(p.complete(dctx, t, h.run))
 				}
 			}
 			reports[i] = p.completed(h.ctx, t, h.run, err)

@@ -28,10 +28,21 @@ import (
 // could not have applied the first time either.
 func retryStore(ctx context.Context, t timing, r *RecordReport, write func(ctx context.Context) error) error {
 	err, unknown := retryStoreTries(ctx, t, r, write)
+	if unknown {
+		return afterUnknownTry(err)
+	}
+	return err
+}
+
+// afterUnknownTry is err, the answer of a write retried after a try whose
+// outcome is unknown (it failed as unavailable, in retryStore's loop or in
+// a batch): a refusal for what the write carries (ErrWriteRefused) is
+// reported as unavailable, since the earlier try may still land.
+func afterUnknownTry(err error) error {
 	if mutant.On("refusal-after-timeout-trusted") {
 		return err // the bug: the refusal is taken as final though the earlier try may still land
 	}
-	if unknown && errors.Is(err, ErrWriteRefused) && !errors.Is(err, ErrLeaseLost) {
+	if errors.Is(err, ErrWriteRefused) && !errors.Is(err, ErrLeaseLost) {
 		return fmt.Errorf("%w: an earlier try's outcome is unknown and it may still apply; a later try was refused (%v)", ErrStoreUnavailable, err)
 	}
 	return err

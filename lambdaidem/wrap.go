@@ -413,7 +413,7 @@ func (w *wrapper[In, Out]) markUnknown(ctx, dctx context.Context, t timing, leas
 	err := retryStore(dctx, t, r, func(ctx context.Context) error {
 		return w.store.DeadLetter(ctx, idemstore.DeadLetterRequest{
 			Lease: lease, Now: t.now(), Reason: ReasonOutcomeUnknown, Error: cause.Error(),
-			DeadLetterMessageID: "none", ExpiresAt: w.retentionUntil(now, false),
+			DeadLetterMessageID: idemstore.NoCopy, ExpiresAt: w.retentionUntil(now, false),
 		})
 	})
 	if err != nil {

@@ -146,7 +146,7 @@ func Resolve(ctx context.Context, opts ResolveOptions) (ResolveResult, error) {
 		return res, fmt.Errorf("%w: %s was marked %s at %s; decide after %s (the function's timeout, %s, later)",
 			ErrTooSoon, key, r.DeadLetterReason, r.UpdatedAt.UTC().Format(time.RFC3339), settled.UTC().Format(time.RFC3339), ft)
 	}
-	copyID := r.DeadLetterMessageID
+	copyID := r.CopyID()
 	q := opts.Queue
 	switch {
 	case opts.Decision == idemstore.ResolutionNotApplied && copyID != "" && !opts.WithoutCopy:

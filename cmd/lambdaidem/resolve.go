@@ -129,7 +129,7 @@ func (a *app) resolve(ctx context.Context, c *common, rf *resolveFlags, args []s
 		}
 		return refusef("%s is %s%s: resolve decides on records DEAD_LETTERED as outcome_unknown only (redrive handles the other dead letters; release a stuck lease)", where, r.Status, reason)
 	}
-	copyID := r.DeadLetterMessageID
+	copyID := r.CopyID()
 	needQueue := d == idemstore.ResolutionNotApplied && copyID != "" && !rf.withoutCopy
 	if needQueue && (rf.dlq == "" || rf.to == "" && len(rf.sources) == 0) {
 		return usagef("-not-applied sends copy %s back: give -dlq and -source QUEUE_ARN (or -to URL); -without-copy resets the record alone, for a copy gone for good", safe(copyID))

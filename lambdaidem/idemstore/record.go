@@ -73,7 +73,8 @@ type Record struct {
 	ExpiresAt time.Time
 	LastError string
 	// DeadLetterReason and DeadLetteredMessageID are set when dead-lettered:
-	// the ID is the source message's, DeadLetterMessageID the DLQ copy's.
+	// the ID is the source message's, DeadLetterMessageID the DLQ copy's
+	// (NoCopy for a key dead-lettered without one; see CopyID).
 	DeadLetterReason      Reason
 	DeadLetteredMessageID string
 	DeadLetterMessageID   string
@@ -123,6 +124,19 @@ const (
 	// key_already_dead_lettered).
 	ResolutionAbandoned Resolution = "abandoned"
 )
+
+// NoCopy is the DeadLetterMessageID of a record dead-lettered without a
+// copy in any queue: a Wrap or HTTP key whose outcome is unknown.
+const NoCopy = "none"
+
+// CopyID returns the ID of the record's dead-letter copy, or "" when it
+// has none (never dead-lettered, or dead-lettered without one: NoCopy).
+func (r Record) CopyID() string {
+	if r.DeadLetterMessageID == NoCopy {
+		return ""
+	}
+	return r.DeadLetterMessageID
+}
 
 // Uncertain reports whether the record waits for an operator's decision:
 // DEAD_LETTERED with ReasonOutcomeUnknown and not abandoned.

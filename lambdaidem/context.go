@@ -110,7 +110,11 @@ func KeyFromContext(ctx context.Context) (key string, ok bool) {
 // generation (Lease.Fence.Generation). It is the same across redeliveries,
 // retries after a failure, takeovers of an abandoned lease and an
 // operator's redrive of a dead-lettered message (its reset keeps the
-// generation), and another one once the record is gone: forgotten by an
+// generation) when the key comes from the body or an attribute: keyed by
+// the message ID or the FIFO deduplication ID (the default, and
+// WithKeyDeduplicationID), the redriven copy is a new message with a new
+// key, a new record and a new effect key. It is another one once the
+// record is gone: forgotten by an
 // operator or expired after its retention, the key's next message starts a
 // new generation, and is new work downstream too.
 //

@@ -235,6 +235,9 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) error {
 		r.Status = idemstore.StatusFailed
 		r.LastError = req.Error
 		r.ExpiresAt = req.ExpiresAt
+		if mutant.On("fail-keeps-pending-mark") {
+			return // the bug: the FAILED record keeps the mark of a dead-lettering whose copy was never sent
+		}
 		r.DeadLetterReason, r.DeadLetteredMessageID = "", "" // no dead-lettering pending
 	})
 }

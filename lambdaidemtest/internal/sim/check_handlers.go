@@ -236,6 +236,15 @@ func (s *Scenario) onClaim(req idemstore.ClaimRequest, res idemstore.ClaimResult
 		s.violate(InvWhose, "key conflict: message %s claimed key %s with another payload than generation %s's first claim: it must be refused as a key conflict", req.MessageID, req.Key, gen)
 	}
 	switch res.Previous {
+	case idemstore.StatusFailed:
+		if r := res.Record; r.DeadLetterReason != "" {
+			// A failure ends a dead-lettering whose copy was not sent:
+			// left on the record, its reason would be the one a
+			// takeover of this new claim finishes the dead-lettering
+			// with (poison, say, where the abandoned run's outcome is
+			// unknown).
+			s.violate(InvReasons, "key %s: %s claimed a FAILED record that still carries a pending dead-letter mark (%s, message %s)", req.Key, req.MessageID, r.DeadLetterReason, r.DeadLetteredMessageID)
+		}
 	case idemstore.StatusInProgress:
 		f.takeovers++
 		var by string

@@ -106,13 +106,7 @@ func Browse(ctx context.Context, opts BrowseOptions) (BrowseResult, error) {
 	if vis <= 0 {
 		vis = DefaultBrowseVisibility
 	}
-	wait := opts.WaitTime
-	switch {
-	case wait == 0:
-		wait = DefaultRedriveWait
-	case wait < 0:
-		wait = 0
-	}
+	wait := receiveWait(opts.WaitTime)
 	// held is the latest receipt handle of each message received (only
 	// that one can hand it back), ids the messages in the order received.
 	held := map[string]string{}

@@ -412,13 +412,7 @@ func (r *redriver) run(ctx context.Context, sum *RedriveSummary) error {
 	if vis == 0 {
 		vis = DefaultRedriveVisibility
 	}
-	wait := r.opts.WaitTime
-	switch {
-	case wait == 0:
-		wait = DefaultRedriveWait
-	case wait < 0:
-		wait = 0
-	}
+	wait := receiveWait(r.opts.WaitTime)
 	handled := 0
 	for r.opts.Max == 0 || handled < r.opts.Max {
 		if err := ctx.Err(); err != nil {
@@ -798,4 +792,17 @@ func (r *redriver) delete(ctx context.Context, m types.Message) error {
 // uses a fresh context so a cancelled run still releases what it held.
 func (r *redriver) release() {
 	release(r.opts.Client, r.opts.DeadLetterQueueURL, r.left)
+}
+
+// receiveWait is the long-poll wait of a receive for an options'
+// WaitTime: DefaultRedriveWait for zero, short polling (0) for a negative
+// value.
+func receiveWait(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultRedriveWait
+	case d < 0:
+		return 0
+	}
+	return d
 }

@@ -269,13 +269,7 @@ func deleteCopy(ctx context.Context, q RedriveOptions, copyID string) (RedriveEv
 	if vis <= 0 {
 		vis = DefaultRedriveVisibility
 	}
-	wait := q.WaitTime
-	switch {
-	case wait == 0:
-		wait = DefaultRedriveWait
-	case wait < 0:
-		wait = 0
-	}
+	wait := receiveWait(q.WaitTime)
 	seen := map[string]bool{}
 	var left []string
 	defer func() { release(q.Client, q.DeadLetterQueueURL, left) }()
